@@ -1,0 +1,74 @@
+#pragma once
+// The object model shared by every component: ObjectMeta, the Object base that typed models
+// (Pod, Secret, Endpoints, EndpointSlice) and DynamicObject derive from.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace kinformer::client {
+
+/// Labels or annotations: a vector of (key, value) sorted by key. Smaller than a std::map for the
+/// handful of entries objects carry, and ordered for deterministic output.
+using StringMap = std::vector<std::pair<std::string, std::string>>;
+
+/// Looks up `key` in a sorted StringMap; nullptr when absent.
+const std::string* find_value(const StringMap& map, std::string_view key) noexcept;
+
+/// metadata.ownerReferences[i].
+struct OwnerReference {
+  std::string api_version;
+  std::string kind;
+  std::string name;
+  std::string uid;
+  bool controller = false;
+  bool block_owner_deletion = false;
+  bool operator==(const OwnerReference&) const = default;
+};
+
+/// The parts of metadata that kinformer keeps (managedFields is never kept).
+struct ObjectMeta {
+  std::string name;
+  std::string namespace_;  ///< empty for cluster-scoped objects
+  std::string uid;
+  std::string resource_version;
+  std::string generate_name;
+  std::int64_t generation = 0;
+  StringMap labels;
+  StringMap annotations;
+  std::vector<OwnerReference> owner_references;
+  std::vector<std::string> finalizers;
+  std::string creation_timestamp;                 ///< RFC 3339, as sent by the server
+  std::optional<std::string> deletion_timestamp;  ///< set while the object is being deleted
+  bool operator==(const ObjectMeta&) const = default;
+};
+
+/// Base of every object kinformer caches. Held as std::shared_ptr<const Object> once stored:
+/// immutable after decoding, shared by the store, every handler and every reader without copies.
+/// Thread-safety: immutable objects may be read from any thread.
+class Object {
+ public:
+  virtual ~Object() = default;
+
+  ObjectMeta metadata;
+
+  /// The cache key: "namespace/name", or "name" for cluster-scoped objects (client-go's
+  /// MetaNamespaceKeyFunc).
+  [[nodiscard]] std::string key() const;
+
+ protected:
+  Object() = default;
+  Object(const Object&) = default;
+  Object& operator=(const Object&) = default;
+};
+
+using ObjectPtr = std::shared_ptr<const Object>;
+
+/// Builds the cache key for a namespace and name.
+std::string make_key(std::string_view namespace_, std::string_view name);
+
+}  // namespace kinformer::client

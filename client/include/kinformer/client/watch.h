@@ -1,0 +1,82 @@
+#pragma once
+// The list/watch seam between client/ (which talks to the API server) and informer/ (which keeps
+// caches true). informer/ depends only on these interfaces, so its tests can drive a fake.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kinformer/client/object.h"
+#include "kinformer/client/result.h"
+
+namespace kinformer::client {
+
+/// Query parameters shared by list and watch requests.
+struct ListOptions {
+  std::string label_selector;
+  std::string field_selector;
+  /// Unset: a consistent (quorum) read. "0": any version (served from the watch cache).
+  std::optional<std::string> resource_version;
+  /// "", "NotOlderThan" or "Exact".
+  std::string resource_version_match;
+  /// Page size for lists; 0 = no limit.
+  std::int64_t limit = 0;
+  std::string continue_token;
+  /// Watch only: server-side timeout; 0 = server default.
+  int timeout_seconds = 0;
+  /// Watch only.
+  bool allow_watch_bookmarks = false;
+  /// Watch only: streaming list (WatchList), with resource_version_match "NotOlderThan".
+  bool send_initial_events = false;
+};
+
+/// One page of a list.
+struct ObjectList {
+  std::vector<ObjectPtr> items;
+  std::string resource_version;
+  std::string continue_token;  ///< empty on the last page
+};
+
+enum class EventType { added, modified, deleted, bookmark };
+
+/// One decoded watch event. For bookmarks, `object` carries only metadata (resourceVersion and
+/// annotations, e.g. "k8s.io/initial-events-end": "true").
+struct WatchEvent {
+  EventType type = EventType::added;
+  ObjectPtr object;
+};
+
+/// An open watch. Owned by one reader.
+/// Thread-safety: next() from one thread at a time; cancel() from any thread, at any time.
+/// Destruction cancels and releases the connection.
+class WatchStream {
+ public:
+  virtual ~WatchStream() = default;
+  /// Blocks until the next event. Returns std::nullopt when the server ended the stream cleanly
+  /// (e.g. timeoutSeconds elapsed) and an Error when it failed: a watch ERROR event becomes an
+  /// Errc::api error with the Status code (410 Expired, 504 too large RV ...), a truncated or
+  /// malformed stream Errc::truncated / Errc::decode, cancel() Errc::cancelled. After
+  /// nullopt or an error, the stream is finished.
+  virtual Result<std::optional<WatchEvent>> next() = 0;
+  /// Makes a blocked or later next() return Errc::cancelled promptly. Idempotent.
+  virtual void cancel() = 0;
+};
+
+using WatchStreamPtr = std::unique_ptr<WatchStream>;
+
+/// Lists and watches one resource in one namespace (or all). Thread-safety: no concurrent call
+/// causes a data race.
+class ListerWatcher {
+ public:
+  virtual ~ListerWatcher() = default;
+  /// One page of a list (the caller paginates with limit/continue_token).
+  virtual Result<ObjectList> list(const ListOptions& options) = 0;
+  /// Opens a watch. Errors of the initial HTTP response (403, 410, 429 ...) are returned here.
+  virtual Result<WatchStreamPtr> watch(const ListOptions& options) = 0;
+};
+
+using ListerWatcherPtr = std::unique_ptr<ListerWatcher>;
+
+}  // namespace kinformer::client

@@ -1,0 +1,19 @@
+# kinformer_component(NAME SOURCES ... DEPS ...): one library target per component, with an
+# alias kinformer::NAME, public headers under NAME/include, installed and exported.
+function(kinformer_component name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;PUBLIC_DEPS;PRIVATE_DEPS;PUBLIC_DEFS" ${ARGN})
+  add_library(kinformer_${name} ${ARG_SOURCES})
+  add_library(kinformer::${name} ALIAS kinformer_${name})
+  set_target_properties(kinformer_${name} PROPERTIES EXPORT_NAME ${name} OUTPUT_NAME kinformer_${name})
+  target_include_directories(kinformer_${name} PUBLIC
+    $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
+    $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>
+    PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src)
+  target_link_libraries(kinformer_${name} PUBLIC ${ARG_PUBLIC_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
+  if(ARG_PUBLIC_DEFS)
+    target_compile_definitions(kinformer_${name} PUBLIC ${ARG_PUBLIC_DEFS})
+  endif()
+  install(TARGETS kinformer_${name} EXPORT kinformerTargets
+    ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  install(DIRECTORY include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+endfunction()
