@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# The README's test command (and what .ci/run calls): installs what is missing, builds with
+# warnings as errors, runs the unit tests, the sanitizer builds (ASan+UBSan on the unit tests,
+# TSan on the concurrency tests), an out-of-tree find_package(kinformer) consumer, and the e2e
+# suites against a real kube-apiserver (the e2e launcher's, unless KUBECONFIG is set).
+# Ends with one line "N passed, N failed".
+#
+# Environment: KINFORMER_BUILD_DIR (default ./build), KUBECONFIG (use that cluster for e2e),
+# KINFORMER_SKIP_SANITIZERS=1 (local quick runs only; CI never sets it).
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+build=${KINFORMER_BUILD_DIR:-$root/build}
+log_dir=$build/test-logs
+jobs=$(nproc)
+step() { printf '\n==> %s\n' "$*" >&2; }
+
+step "setup: Debian packages"
+bash "$root/tools/scripts/setup.sh"
+mkdir -p "$log_dir"
+rm -f "$log_dir"/*.ctest
+
+passed=0; failed=0; failures=()
+# run_ctest NAME DIR ARGS...: runs ctest, keeps its summary, never stops the script.
+run_ctest() {
+  local name=$1 dir=$2; shift 2
+  local out=$log_dir/$name.ctest rc=0
+  ctest --test-dir "$dir" --output-on-failure --timeout 600 "$@" 2>&1 | tee "$out" || rc=$?
+  local line p f t
+  line=$(grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+' "$out" | tail -1 || true)
+  if [ -n "$line" ]; then
+    f=$(sed -E 's/.* ([0-9]+) tests? failed out of ([0-9]+).*/\1/' <<<"$line")
+    t=$(sed -E 's/.* failed out of ([0-9]+).*/\1/' <<<"$line")
+    p=$((t - f))
+  elif grep -q 'No tests were found' "$out"; then
+    p=0; f=1; echo "[$name] no tests were found" >&2
+  else
+    p=0; f=1
+  fi
+  [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1
+  passed=$((passed + p)); failed=$((failed + f))
+  [ "$f" -ne 0 ] && failures+=("$name")
+  return 0
+}
+
+step "configure + build ($build, -Werror)"
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_INSTALL_PREFIX="$build/install" >"$log_dir/configure.log"
+ninja -C "$build" -j"$jobs"
+
+step "unit tests"
+run_ctest unit "$build" -L unit -j"$jobs"
+
+if [ "${KINFORMER_SKIP_SANITIZERS:-0}" != 1 ] || [ "${CI:-}" = true ]; then
+  step "ASan + UBSan build, unit tests"
+  cmake -S "$root" -B "$build-asan" -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+    -DKINFORMER_SANITIZE=address,undefined -DKINFORMER_BUILD_TOOLS=OFF >"$log_dir/configure-asan.log"
+  ninja -C "$build-asan" -j"$jobs"
+  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    run_ctest asan "$build-asan" -L unit -j"$jobs"
+
+  step "TSan build, concurrency tests"
+  cmake -S "$root" -B "$build-tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DKINFORMER_SANITIZE=thread -DKINFORMER_BUILD_TOOLS=OFF >"$log_dir/configure-tsan.log"
+  ninja -C "$build-tsan" -j"$jobs"
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+    run_ctest tsan "$build-tsan" -L concurrency -j"$jobs"
+fi
+
+step "install + out-of-tree consumer (find_package(kinformer))"
+if bash "$root/tests/consumer/check.sh" "$build" >"$log_dir/consumer.log" 2>&1; then
+  passed=$((passed + 1)); echo "consumer: ok" >&2
+else
+  failed=$((failed + 1)); failures+=(consumer); tail -30 "$log_dir/consumer.log" >&2
+fi
+
+step "e2e suites against a real API server"
+launched=0
+if [ -z "${KUBECONFIG:-}" ]; then
+  export KINFORMER_E2E_DIR=${KINFORMER_E2E_DIR:-/tmp/kinformer-e2e-test}
+  trap 'bash "$root/e2e/launcher.sh" down --dir "$KINFORMER_E2E_DIR" >&2 || true' EXIT
+  bash "$root/e2e/launcher.sh" up --dir "$KINFORMER_E2E_DIR" >"$log_dir/launcher-up.log"
+  KUBECONFIG=$(sed -n 's/^KUBECONFIG=//p' "$log_dir/launcher-up.log" | tail -1)
+  export KUBECONFIG
+  launched=1
+  echo "KUBECONFIG=$KUBECONFIG (embedded kube-apiserver)" >&2
+fi
+export KINFORMER_E2E_LAUNCHED=$launched
+run_ctest e2e "$build" -L e2e
+
+printf '\n' >&2
+[ ${#failures[@]} -gt 0 ] && echo "failed stages: ${failures[*]}" >&2
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
