@@ -1,0 +1,123 @@
+#include "kinformer/cache/store.h"
+
+#include <algorithm>
+
+#include <gtest/gtest.h>
+
+#include "kinformer/cache/typed_store.h"
+#include "kinformer/client/error.h"
+#include "test_object.h"
+
+namespace kinformer::cache {
+namespace {
+
+using testing::make_object;
+using testing::payload_of;
+using Type = StoreChange::Type;
+
+std::vector<std::string> names(std::vector<client::ObjectPtr> objs) {
+  std::vector<std::string> out;
+  for (const auto& o : objs) out.push_back(o->key());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST(StoreTest, AddUpdateDeleteReturnChanges) {
+  Store s;
+  auto c = s.upsert(make_object("ns", "a", "1"));
+  EXPECT_EQ(c.type, Type::added);
+  EXPECT_EQ(c.old_object, nullptr);
+  auto v2 = make_object("ns", "a", "2");
+  c = s.upsert(v2);
+  EXPECT_EQ(c.type, Type::updated);
+  EXPECT_EQ(c.old_object->metadata.resource_version, "1");
+  EXPECT_EQ(s.get("ns/a"), v2);  // the same pointer: no copy
+  auto d = s.remove("ns/a");
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->type, Type::deleted);
+  EXPECT_EQ(d->object, v2);
+  EXPECT_FALSE(s.remove("ns/a").has_value());
+  EXPECT_EQ(s.get("ns/a"), nullptr);
+  EXPECT_EQ(s.size(), 0u);
+}
+
+TEST(StoreTest, ReplaceReportsAddsUpdatesAndDeletesWithLastState) {
+  Store s;
+  s.upsert(make_object("ns", "keep", "1"));
+  s.upsert(make_object("ns", "gone", "5", {}, "last"));
+  auto changes = s.replace({make_object("ns", "keep", "2"), make_object("ns", "new", "3")}, "10");
+  EXPECT_EQ(s.resource_version(), "10");
+  ASSERT_EQ(changes.size(), 3u);
+  int added = 0, updated = 0, deleted = 0;
+  for (const auto& ch : changes) {
+    if (ch.type == Type::added) {
+      ++added;
+      EXPECT_EQ(ch.object->key(), "ns/new");
+    } else if (ch.type == Type::updated) {
+      ++updated;
+      EXPECT_EQ(ch.old_object->metadata.resource_version, "1");
+      EXPECT_EQ(ch.object->metadata.resource_version, "2");
+    } else {
+      ++deleted;
+      EXPECT_EQ(ch.object->key(), "ns/gone");
+      EXPECT_EQ(payload_of(ch.object), "last");
+    }
+  }
+  EXPECT_EQ(added + updated + deleted, 3);
+  EXPECT_EQ(deleted, 1);
+  EXPECT_EQ(names(s.list()), (std::vector<std::string>{"ns/keep", "ns/new"}));
+  EXPECT_EQ(names(s.list_namespace("ns")), (std::vector<std::string>{"ns/keep", "ns/new"}));
+}
+
+TEST(StoreTest, NamespaceAndSelectorQueries) {
+  Store s;
+  s.upsert(make_object("a", "x", "1", {{"app", "web"}}));
+  s.upsert(make_object("a", "y", "1", {{"app", "db"}}));
+  s.upsert(make_object("b", "z", "1", {{"app", "web"}}));
+  s.upsert(make_object("", "cluster", "1"));
+  EXPECT_EQ(names(s.list_namespace("a")), (std::vector<std::string>{"a/x", "a/y"}));
+  EXPECT_EQ(names(s.list(LabelSelector::parse("app=web"))), (std::vector<std::string>{"a/x", "b/z"}));
+  EXPECT_EQ(names(s.list("a", LabelSelector::parse("app in (web)"))), (std::vector<std::string>{"a/x"}));
+  EXPECT_EQ(names(s.list(LabelSelector::parse("!app"))), (std::vector<std::string>{"cluster"}));
+  // Moving labels keeps queries right.
+  s.upsert(make_object("a", "y", "2", {{"app", "web"}}));
+  EXPECT_EQ(names(s.list("a", LabelSelector::parse("app=web"))), (std::vector<std::string>{"a/x", "a/y"}));
+}
+
+TEST(StoreTest, CustomIndexAddedLaterIndexesExistingContents) {
+  Store s;
+  s.upsert(make_object("a", "x", "1", {{"secret", "s1"}}));
+  s.upsert(make_object("a", "y", "1", {{"secret", "s2"}}));
+  auto by_secret = [](const client::Object& o) {
+    const std::string* v = client::find_value(o.metadata.labels, "secret");
+    return v ? std::vector<std::string>{*v} : std::vector<std::string>{};
+  };
+  s.add_index("secret", by_secret);
+  EXPECT_THROW(s.add_index("secret", by_secret), client::ConfigError);
+  EXPECT_THROW((void)s.by_index("nope", "x"), client::ConfigError);
+  EXPECT_EQ(names(s.by_index("secret", "s1")), (std::vector<std::string>{"a/x"}));
+  s.upsert(make_object("a", "z", "1", {{"secret", "s1"}}));
+  s.upsert(make_object("a", "x", "2", {{"secret", "s2"}}));
+  EXPECT_EQ(names(s.by_index("secret", "s1")), (std::vector<std::string>{"a/z"}));
+  EXPECT_EQ(names(s.by_index("secret", "s2")), (std::vector<std::string>{"a/x", "a/y"}));
+  (void)s.remove("a/z");
+  EXPECT_TRUE(s.by_index("secret", "s1").empty());
+  auto values = s.index_values("secret");
+  EXPECT_EQ(values, (std::vector<std::string>{"s2"}));
+}
+
+TEST(StoreTest, TypedStoreCastsWithoutCopy) {
+  auto s = std::make_shared<Store>();
+  auto obj = make_object("a", "x", "1", {}, "hello");
+  s->upsert(obj);
+  TypedStore<testing::TestObject> typed(s);
+  auto got = typed.get("a/x");
+  ASSERT_NE(got, nullptr);
+  EXPECT_EQ(got->payload, "hello");
+  EXPECT_EQ(static_cast<const void*>(got.get()), static_cast<const void*>(obj.get()));
+  EXPECT_EQ(typed.list().size(), 1u);
+  EXPECT_EQ(typed.get("a/none"), nullptr);
+}
+
+}  // namespace
+}  // namespace kinformer::cache
