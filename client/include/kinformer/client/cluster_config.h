@@ -1,0 +1,110 @@
+#pragma once
+// Where an API server is and how to authenticate to it: kubeconfig (kubectl's rules) or in-cluster.
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kinformer/client/result.h"
+
+namespace kinformer::client {
+
+/// The credentials to present on one request. Contains secrets: never log it.
+struct Credentials {
+  std::string token;            ///< bearer token; empty = none
+  std::string client_cert_pem;  ///< client certificate (PEM, may hold a chain); empty = none
+  std::string client_key_pem;   ///< private key for client_cert_pem (PEM)
+  /// When the credentials stop being valid (exec plugins); unset = no known expiry.
+  std::optional<std::chrono::system_clock::time_point> expiry;
+};
+
+/// Supplies the current credentials. The transport asks on every request (and on every new TLS
+/// connection for the client certificate), so rotated tokens and certificates are picked up.
+/// Thread-safety: implementations are thread-safe; current() may block (file read, exec plugin)
+/// and is never called from the client's io thread.
+class CredentialsProvider {
+ public:
+  virtual ~CredentialsProvider() = default;
+  /// The credentials to use now; an Errc::auth error when they cannot be obtained.
+  virtual Result<Credentials> current() = 0;
+  /// The server answered 401 with the credentials last returned: drop cached credentials so the
+  /// next current() obtains fresh ones (re-runs an exec plugin, re-reads a token file).
+  virtual void invalidate() noexcept {}
+};
+
+using CredentialsProviderPtr = std::shared_ptr<CredentialsProvider>;
+
+/// Fixed credentials.
+CredentialsProviderPtr static_credentials(Credentials credentials);
+
+/// A bearer token read from `path`, re-read whenever the file's modification time or size
+/// changes (rotated service-account tokens), plus the fixed parts of `base` (client cert).
+CredentialsProviderPtr token_file_credentials(std::string path, Credentials base = {});
+
+/// An exec credential plugin (client.authentication.k8s.io/v1 or v1beta1).
+struct ExecConfig {
+  std::string api_version;  ///< "client.authentication.k8s.io/v1" or ".../v1beta1"
+  std::string command;      ///< resolved like kubectl: relative paths with a '/' against the
+                            ///< kubeconfig folder, bare names through PATH
+  std::vector<std::string> args;
+  std::vector<std::pair<std::string, std::string>> env;  ///< added to the inherited environment
+  /// For messages: e.g. "kubeconfig /x/config: user 'admin'".
+  std::string origin;
+  std::chrono::seconds timeout{60};
+};
+
+/// Runs the plugin, caches its ExecCredential until status.expirationTimestamp (or until
+/// invalidate(), e.g. after a 401) and runs it again then. `base` supplies a client certificate
+/// the plugin does not return.
+CredentialsProviderPtr exec_credentials(ExecConfig config, Credentials base = {});
+
+/// Options for ClusterConfig::from_kubeconfig.
+struct KubeconfigOptions {
+  /// An explicit kubeconfig file (kubectl --kubeconfig). Unset: the KUBECONFIG variable
+  /// (':'-separated files, merged) or ~/.kube/config.
+  std::optional<std::string> path;
+  /// The context to use (kubectl --context). Unset: current-context.
+  std::optional<std::string> context;
+  /// Overrides the KUBECONFIG environment variable (tests). Unset: read the environment.
+  std::optional<std::string> kubeconfig_env;
+};
+
+/// Options for ClusterConfig::in_cluster.
+struct InClusterOptions {
+  /// Folder with token, ca.crt and namespace.
+  std::string service_account_dir = "/var/run/secrets/kubernetes.io/serviceaccount";
+  /// Override KUBERNETES_SERVICE_HOST / KUBERNETES_SERVICE_PORT (tests). Unset: environment.
+  std::optional<std::string> host;
+  std::optional<std::string> port;
+};
+
+/// How to reach and authenticate to one API server. Value type; copies share the credentials
+/// provider. Thread-safety: immutable once built; the provider is thread-safe.
+struct ClusterConfig {
+  /// "https://host:port" (or "http://..." for plain HTTP, tests only).
+  std::string server;
+  /// PEM CA bundle used to verify the server; empty = the system's default trust store.
+  std::string ca_pem;
+  /// Skip server certificate verification (kubeconfig insecure-skip-tls-verify). Never default.
+  bool insecure_skip_tls_verify = false;
+  /// The name to verify the server certificate against (and send as SNI) instead of the host
+  /// of `server`.
+  std::string tls_server_name;
+  /// Null: anonymous requests.
+  CredentialsProviderPtr credentials;
+  /// The context used (kubeconfig) or "in-cluster": for messages and metrics labels.
+  std::string context;
+  /// The namespace from the context or the service account, if any.
+  std::string namespace_;
+
+  /// Loads a kubeconfig like kubectl. Throws ConfigError naming file, entry and field for any
+  /// malformed or inconsistent input; never includes secret values in the message.
+  static ClusterConfig from_kubeconfig(const KubeconfigOptions& options = {});
+  /// The in-cluster configuration of a pod. Throws ConfigError when not running in a cluster.
+  static ClusterConfig in_cluster(const InClusterOptions& options = {});
+};
+
+}  // namespace kinformer::client

@@ -1,0 +1,152 @@
+#pragma once
+// FakeApiServer: an in-process, scripted HTTP/1.1 server for deterministic protocol tests of the
+// client and the informers. Plain HTTP or TLS (optionally requiring a client certificate) on
+// 127.0.0.1 with an ephemeral port, served by one thread of its own.
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "certs.h"
+#include "kinformer/client/cluster_config.h"
+
+namespace kinformer::testing {
+
+/// One received request. Header names are lower case; the query is percent-decoded.
+struct Request {
+  std::string method;  ///< "GET", "POST", ...
+  std::string target;  ///< as sent: path?query
+  std::string path;    ///< without the query
+  std::map<std::string, std::string> query;
+  std::map<std::string, std::string> headers;
+  std::string body;
+
+  /// The header's value ("" when absent); `name` is matched case-insensitively.
+  [[nodiscard]] std::string header(std::string_view name) const;
+  /// The query parameter's value, or nullopt.
+  [[nodiscard]] std::optional<std::string> param(const std::string& name) const;
+};
+
+/// A chunked streaming response body driven by the test (a watch). Create it, return it from a
+/// handler in a Reply, then send() chunks, and end() or abort(). Calls made before the server
+/// picked the stream up are queued, so a handler may also return a fully scripted stream.
+/// Thread-safety: every member may be called from any thread.
+class ScriptedStream {
+ public:
+  ScriptedStream() = default;
+  ScriptedStream(const ScriptedStream&) = delete;
+  ScriptedStream& operator=(const ScriptedStream&) = delete;
+
+  /// Sends `bytes` as exactly one HTTP chunk (empty bytes are ignored).
+  void send(std::string bytes);
+  /// Ends the body cleanly (terminating chunk) and closes the connection.
+  void end();
+  /// Cuts the connection without the terminating chunk: the client sees a truncated stream.
+  void abort();
+  /// True once the connection is gone (end/abort done, or the client hung up).
+  [[nodiscard]] bool closed() const;
+  /// Waits until closed(); false on timeout.
+  bool wait_closed(std::chrono::milliseconds timeout) const;
+  /// True once the server attached the stream to a connection (headers sent).
+  bool wait_started(std::chrono::milliseconds timeout) const;
+
+ private:
+  friend class FakeApiServer;
+  struct Op {
+    enum Kind { data, end, abort } kind;
+    std::string bytes;
+  };
+  void push(Op op);
+
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  std::deque<Op> ops_;
+  std::function<void()> wake_;  // set by the server while attached; called under mu_
+  bool started_ = false;
+  bool closed_ = false;
+};
+
+/// A handler's answer: a complete response, or (when `stream` is set) a chunked stream.
+struct Reply {
+  int status = 200;
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;
+  std::shared_ptr<ScriptedStream> stream;
+
+  /// A JSON body (Content-Type: application/json).
+  static Reply json(std::string body, int status = 200);
+  /// A metav1.Status failure body, e.g. api_status(410, "Expired", "too old resource version").
+  static Reply api_status(int code, std::string reason, std::string message,
+                      std::optional<int> retry_after_seconds = std::nullopt);
+  /// A plain-text body.
+  static Reply text(std::string body, int status = 200);
+  /// A chunked JSON stream (a watch).
+  static Reply streaming(std::shared_ptr<ScriptedStream> stream, int status = 200);
+};
+
+using Handler = std::function<Reply(const Request&)>;
+
+struct FakeApiServerOptions {
+  bool tls = false;
+  /// TLS only: reject clients without a certificate signed by pki.ca.
+  bool require_client_cert = false;
+  /// TLS only: the certificates to serve; unset = make_pki().
+  std::optional<Pki> pki;
+};
+
+/// Thread-safety: every member may be called from any thread. Handlers run on the server's
+/// thread, one at a time; a handler that blocks stalls the whole server.
+/// Lifetime: the destructor stops the server and closes every connection; ScriptedStreams may
+/// outlive it (their calls become no-ops).
+class FakeApiServer {
+ public:
+  explicit FakeApiServer(FakeApiServerOptions options = {});
+  ~FakeApiServer();
+  FakeApiServer(const FakeApiServer&) = delete;
+  FakeApiServer& operator=(const FakeApiServer&) = delete;
+
+  /// "http://127.0.0.1:PORT" or "https://127.0.0.1:PORT".
+  [[nodiscard]] std::string url() const;
+  [[nodiscard]] std::uint16_t port() const;
+  /// The certificates in use (TLS only; empty strings for plain HTTP).
+  [[nodiscard]] const Pki& pki() const { return pki_; }
+
+  /// Registers `handler` for `method` and `path` (exact path, or a prefix when `path` ends in
+  /// '*'). Later registrations win. Unregistered requests get a 404 Status JSON.
+  void on(std::string method, std::string path, Handler handler);
+  /// Every request received so far (recorded after its handler returned), oldest first.
+  [[nodiscard]] std::vector<Request> requests() const;
+  [[nodiscard]] std::size_t request_count() const;
+  /// Waits until at least `n` requests were received; false on timeout.
+  bool wait_for_requests(std::size_t n, std::chrono::milliseconds timeout) const;
+  /// Number of currently open client connections.
+  [[nodiscard]] std::size_t open_connections() const;
+  /// Waits until open_connections() == n; false on timeout.
+  bool wait_for_open_connections(std::size_t n, std::chrono::milliseconds timeout) const;
+
+  /// A ClusterConfig for this server: its URL, its CA for TLS, and `credentials` (for a server
+  /// requiring client certificates, pass the pki().client certificate).
+  [[nodiscard]] client::ClusterConfig cluster_config(
+      client::CredentialsProviderPtr credentials = nullptr) const;
+
+  struct Impl;
+
+ private:
+  Pki pki_;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// A ready-made WATCH event line: {"type":TYPE,"object":OBJECT_JSON}\n.
+std::string watch_event_line(std::string_view type, std::string_view object_json);
+
+}  // namespace kinformer::testing
