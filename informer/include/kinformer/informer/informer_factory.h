@@ -1,0 +1,115 @@
+#pragma once
+// InformerFactory: the single owner of every informer of one cluster.
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "kinformer/cache/transform.h"
+#include "kinformer/client/resource.h"
+#include "kinformer/client/watch.h"
+#include "kinformer/informer/backoff.h"
+#include "kinformer/informer/clock.h"
+#include "kinformer/informer/metrics.h"
+#include "kinformer/informer/reconnect_budget.h"
+#include "kinformer/informer/shared_informer.h"
+#include "kinformer/informer/typed_informer.h"
+
+namespace prometheus {
+class Registry;
+}
+
+namespace kinformer::informer {
+
+/// Makes the ListerWatcher of one informer: production passes the RestClient's lister_watcher,
+/// tests a fake. `ns` empty: all namespaces (or a cluster-scoped resource).
+using ListerWatcherFactory =
+    std::function<client::ListerWatcherPtr(const client::ResourceType& type, const std::string& ns)>;
+
+/// What a component asks for. namespace/selectors form the informer key; transform, resync and
+/// use_watch_list configure the informer created for a new key.
+struct InformerOptions {
+  std::string namespace_;
+  std::string label_selector;  ///< parsed (client::ConfigError if invalid) and canonicalised
+  std::string field_selector;
+  /// Must match (by name) the transform of an existing informer with the same key.
+  std::optional<cache::Transform> transform;
+  std::chrono::milliseconds resync{0};
+  bool use_watch_list = false;
+};
+
+struct FactoryOptions {
+  BackoffOptions backoff;
+  ReconnectBudgetOptions budget;
+  /// Null: system_clock().
+  ClockPtr clock;
+  /// Null: default_random().
+  RandomSource random;
+  /// Metrics go here; null: a private registry (see registry()).
+  std::shared_ptr<prometheus::Registry> registry;
+  std::int64_t page_size = 500;
+  /// Per informer, how long shutdown waits for a handler's running callback.
+  std::chrono::milliseconds handler_stop_timeout{5000};
+};
+
+/// Owns every informer, reflector, thread and watch it creates: one factory per cluster per
+/// process. Informers are deduplicated by InformerKey, so the API server sees one watch per key
+/// whatever the number of components and handlers. Informers run until shutdown() — never
+/// stopped because a handler left.
+///
+/// Thread-safety: thread-safe; all methods may be called concurrently (informer() also from
+/// inside handlers). Lifetime: references returned by informer() are valid until the factory is
+/// destroyed; Registrations may outlive it.
+class InformerFactory {
+ public:
+  /// Throws client::ConfigError if `lister_watchers` is empty.
+  explicit InformerFactory(ListerWatcherFactory lister_watchers, FactoryOptions options = {});
+  /// Calls shutdown().
+  ~InformerFactory();
+  InformerFactory(const InformerFactory&) = delete;
+  InformerFactory& operator=(const InformerFactory&) = delete;
+
+  /// The informer for (type, options' key); created on first use (and started if the factory
+  /// is started). Throws client::ConfigError for an invalid label selector, a transform without
+  /// a name or function, a transform conflicting with the existing informer's, or after
+  /// shutdown().
+  SharedInformer& informer(const client::ResourceType& type, const InformerOptions& options = {});
+  /// Typed handle for a model with client::ResourceTraits<T>::type().
+  template <typename T>
+  TypedInformer<T> informer(const InformerOptions& options = {}) {
+    return TypedInformer<T>(informer(client::ResourceTraits<T>::type(), options));
+  }
+
+  /// Starts every informer; informers created later start immediately. Idempotent.
+  void start();
+  /// Waits (real time) until every informer created so far has synced; false on timeout.
+  bool wait_for_cache_sync(std::chrono::milliseconds timeout);
+  /// Stops every informer: cancels every watch, joins every reflector thread, stops every
+  /// handler. Bounded by the longest in-flight LIST (the client's request deadline) plus
+  /// handler_stop_timeout per stuck handler. Idempotent.
+  void shutdown();
+
+  [[nodiscard]] std::size_t informer_count() const;
+  /// Handlers per informer key.
+  [[nodiscard]] std::map<InformerKey, std::size_t> handler_counts() const;
+  [[nodiscard]] ReconnectBudget& reconnect_budget() noexcept { return *budget_; }
+  [[nodiscard]] prometheus::Registry& registry() noexcept { return *registry_; }
+
+ private:
+  ListerWatcherFactory lister_watchers_;
+  FactoryOptions options_;
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<Metrics> metrics_;
+  ReconnectBudgetPtr budget_;
+
+  mutable std::mutex mu_;
+  std::map<InformerKey, std::shared_ptr<SharedInformer>> informers_;  // guarded by mu_
+  bool started_ = false;                                              // guarded by mu_
+  bool shut_down_ = false;                                            // guarded by mu_
+};
+
+}  // namespace kinformer::informer

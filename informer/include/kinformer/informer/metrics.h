@@ -1,0 +1,102 @@
+#pragma once
+// Prometheus metrics of informers. Families are registered once per registry (InformerFactory
+// creates one Metrics) and handed out by reference; label values are bounded: resource,
+// namespace, an 8-hex-digit hash of the selectors, and the handler's configured name.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+namespace kinformer::informer {
+
+/// Why a watch was (re)started.
+enum class WatchRestartReason { timeout, expired, error, shutdown };
+
+/// The metric families. Thread-safe (prometheus-cpp metrics are).
+class Metrics {
+ public:
+  /// Registers every family in `registry`, which must outlive this object and every
+  /// InformerMetrics/HandlerMetrics handed out.
+  explicit Metrics(prometheus::Registry& registry);
+
+  prometheus::Family<prometheus::Gauge>& open_watches;
+  prometheus::Family<prometheus::Counter>& watch_starts;
+  prometheus::Family<prometheus::Counter>& watch_restarts;  ///< + label reason
+  prometheus::Family<prometheus::Counter>& lists;           ///< + label kind=initial|relist
+  prometheus::Family<prometheus::Histogram>& list_duration;
+  prometheus::Family<prometheus::Counter>& events;          ///< + label type
+  prometheus::Family<prometheus::Gauge>& objects;
+  prometheus::Family<prometheus::Gauge>& last_sync_timestamp;
+  prometheus::Family<prometheus::Counter>& backoff_waits;
+  prometheus::Family<prometheus::Counter>& budget_denials;
+  prometheus::Family<prometheus::Gauge>& handlers;
+  prometheus::Family<prometheus::Gauge>& queue_depth;       ///< + label handler
+  prometheus::Family<prometheus::Histogram>& delivery_lag;  ///< + label handler
+  prometheus::Family<prometheus::Gauge>& stalled_since;     ///< + label handler
+  prometheus::Family<prometheus::Counter>& handler_exceptions;  ///< + label handler
+};
+
+/// The metrics of one informer (one informer key). Thread-safe.
+class InformerMetrics {
+ public:
+  /// Labels: resource, namespace (empty: all), selector (hash of label and field selectors).
+  InformerMetrics(Metrics& families, const std::string& resource, const std::string& ns,
+                  const std::string& selector_hash);
+
+  prometheus::Gauge& open_watches;
+  prometheus::Counter& watch_starts;
+  prometheus::Counter& restarts_timeout;
+  prometheus::Counter& restarts_expired;
+  prometheus::Counter& restarts_error;
+  prometheus::Counter& restarts_shutdown;
+  prometheus::Counter& initial_lists;
+  prometheus::Counter& relists;
+  prometheus::Histogram& list_duration;
+  prometheus::Counter& events_added;
+  prometheus::Counter& events_modified;
+  prometheus::Counter& events_deleted;
+  prometheus::Counter& events_bookmark;
+  prometheus::Gauge& objects;
+  prometheus::Gauge& last_sync_timestamp;  ///< unix seconds of the last list/bookmark/event
+  prometheus::Counter& backoff_waits;
+  prometheus::Counter& budget_denials;
+  prometheus::Gauge& handlers;             ///< the registration refcount
+
+  prometheus::Counter& restarts(WatchRestartReason reason);
+  Metrics& families() { return families_; }
+  const std::map<std::string, std::string>& labels() const { return labels_; }
+
+ private:
+  Metrics& families_;
+  std::map<std::string, std::string> labels_;
+};
+
+/// Metrics of one registration; removed from the families when the registration closes.
+class HandlerMetrics {
+ public:
+  /// Labels: the informer's, plus handler (the configured name) and id (the registration id).
+  HandlerMetrics(InformerMetrics& informer, const std::string& handler_name, std::uint64_t id);
+  ~HandlerMetrics();
+  HandlerMetrics(const HandlerMetrics&) = delete;
+  HandlerMetrics& operator=(const HandlerMetrics&) = delete;
+
+  prometheus::Gauge& queue_depth;
+  prometheus::Histogram& delivery_lag;   ///< seconds from enqueue to callback start
+  prometheus::Gauge& stalled_since;      ///< unix seconds the running callback started; 0 if idle
+  prometheus::Counter& exceptions;
+
+ private:
+  Metrics& families_;
+};
+
+/// 8 hex digits identifying a (label selector, field selector) pair; "" when both are empty.
+std::string selector_hash(const std::string& label_selector, const std::string& field_selector);
+
+}  // namespace kinformer::informer

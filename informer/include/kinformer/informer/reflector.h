@@ -1,0 +1,116 @@
+#pragma once
+// Reflector: keeps a sink true to the API server with list + watch (client-go's Reflector).
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+#include "kinformer/client/watch.h"
+#include "kinformer/informer/backoff.h"
+#include "kinformer/informer/clock.h"
+#include "kinformer/informer/reconnect_budget.h"
+
+namespace kinformer::informer {
+
+class InformerMetrics;
+
+/// Where a Reflector delivers what it learns. Called only from the reflector's thread.
+class ReflectorSink {
+ public:
+  virtual ~ReflectorSink() = default;
+  /// The complete current state (a list, or a WatchList's initial events) at `resource_version`.
+  virtual void on_replace(std::vector<client::ObjectPtr> items, const std::string& resource_version) = 0;
+  /// One watch event (never a bookmark).
+  virtual void on_event(client::EventType type, client::ObjectPtr object) = 0;
+  /// The resourceVersion advanced without a change (bookmark).
+  virtual void on_resource_version(const std::string& resource_version) = 0;
+};
+
+/// Annotation on the BOOKMARK that ends a WatchList's initial events.
+inline constexpr const char* kInitialEventsEndAnnotation = "k8s.io/initial-events-end";
+
+struct ReflectorOptions {
+  std::string label_selector;
+  std::string field_selector;
+  /// Use a streaming list (WatchList) instead of LIST; falls back to LIST for good (for this
+  /// reflector) when the server refuses it.
+  bool use_watch_list = false;
+  /// LIST page size.
+  std::int64_t page_size = 500;
+  BackoffOptions backoff;
+  /// Null: system_clock().
+  ClockPtr clock;
+  /// Null: default_random(). Used for backoff jitter and watch timeouts.
+  RandomSource random;
+  /// Optional: shared by every reflector of a client; taken before each relist and reconnect.
+  ReconnectBudgetPtr budget;
+  /// Optional; must outlive the reflector.
+  InformerMetrics* metrics = nullptr;
+};
+
+/// Lists then watches one resource and feeds a ReflectorSink, until stopped.
+///
+/// Protocol (client-go's rules): the first list is at resourceVersion "0", paginated (limit
+/// page_size; continuation pages omit resourceVersion). Watches ask for bookmarks and a random
+/// timeoutSeconds in [300, 600) and resume from the last seen resourceVersion (events and
+/// bookmarks advance it). A clean end of a watch rewatches without relisting. A 410 (Expired /
+/// Gone) on a watch relists at the last synced resourceVersion; a 410 on a list relists at an
+/// unset resourceVersion (a consistent read). Other failures (network, truncated or malformed
+/// streams, 429, 5xx) wait (backoff, at least Retry-After, and a reconnect-budget token) and
+/// rewatch from the last good resourceVersion: no relist, no lost event.
+///
+/// Threading: run() blocks on the caller's thread (the informer's reflector thread) until `stop`
+/// is requested; a stop request cancels the open watch (WatchStream::cancel) and wakes any wait.
+/// An in-flight LIST request is not interruptible: its bound is the client's request deadline.
+/// Accessors are thread-safe.
+class Reflector {
+ public:
+  /// `lister_watcher` and `sink` must outlive the reflector.
+  Reflector(client::ListerWatcher& lister_watcher, ReflectorSink& sink, ReflectorOptions options);
+  Reflector(const Reflector&) = delete;
+  Reflector& operator=(const Reflector&) = delete;
+
+  void run(std::stop_token stop);
+
+  /// The resourceVersion the sink is synced to ("" before the first list).
+  [[nodiscard]] std::string last_sync_resource_version() const;
+  /// True once WatchList was refused and the reflector fell back to LIST.
+  [[nodiscard]] bool watch_list_fell_back() const;
+
+ private:
+  enum class WatchEnd { clean, expired, error, stopped };
+  struct WatchOutcome {
+    WatchEnd end = WatchEnd::clean;
+    client::Error error;
+  };
+
+  client::Status list_and_replace(std::stop_token stop);
+  client::Status watch_list_sync(std::stop_token stop);
+  WatchOutcome consume(client::WatchStream& stream, std::stop_token stop);
+  bool wait_retry(const client::Error* error, bool with_backoff, std::stop_token stop);
+  client::ListOptions base_options() const;
+  int random_timeout_seconds();
+  bool set_stream(client::WatchStream* stream, std::stop_token stop);
+  void set_rv(const std::string& rv);
+  std::string rv() const;
+
+  client::ListerWatcher& lw_;
+  ReflectorSink& sink_;
+  ReflectorOptions options_;
+  JitteredExponentialBackoff backoff_;
+
+  // Reflector-thread state.
+  bool rv_unavailable_ = false;  // a list got 410: next list at unset RV
+  bool listed_once_ = false;
+  client::WatchStreamPtr pending_stream_;  // WatchList stream to keep consuming after sync
+
+  mutable std::mutex mu_;
+  std::string last_rv_;                   // guarded by mu_
+  bool watch_list_fell_back_ = false;     // guarded by mu_
+  client::WatchStream* current_ = nullptr;  // guarded by mu_
+};
+
+}  // namespace kinformer::informer

@@ -1,0 +1,127 @@
+#include "kinformer/informer/informer_factory.h"
+
+#include <prometheus/registry.h>
+
+#include "kinformer/cache/label_selector.h"
+#include "kinformer/client/error.h"
+
+namespace kinformer::informer {
+namespace {
+
+std::string trim(const std::string& s) {
+  auto b = s.find_first_not_of(" \t");
+  if (b == std::string::npos) return "";
+  auto e = s.find_last_not_of(" \t");
+  return s.substr(b, e - b + 1);
+}
+
+}  // namespace
+
+InformerFactory::InformerFactory(ListerWatcherFactory lister_watchers, FactoryOptions options)
+    : lister_watchers_(std::move(lister_watchers)), options_(std::move(options)) {
+  if (!lister_watchers_) {
+    throw client::ConfigError("InformerFactory: the ListerWatcherFactory is empty");
+  }
+  if (!options_.clock) options_.clock = system_clock();
+  if (!options_.random) options_.random = default_random();
+  registry_ = options_.registry ? options_.registry : std::make_shared<prometheus::Registry>();
+  metrics_ = std::make_unique<Metrics>(*registry_);
+  budget_ = std::make_shared<ReconnectBudget>(options_.budget, options_.clock);
+}
+
+InformerFactory::~InformerFactory() { shutdown(); }
+
+SharedInformer& InformerFactory::informer(const client::ResourceType& type, const InformerOptions& options) {
+  InformerKey key;
+  key.resource = type.gvr.to_string();
+  key.namespace_ = options.namespace_;
+  key.label_selector = cache::LabelSelector::parse(options.label_selector).to_string();
+  key.field_selector = trim(options.field_selector);
+  if (options.transform && (options.transform->name.empty() || !options.transform->fn)) {
+    throw client::ConfigError("InformerFactory: informer " + key.to_string() +
+                              ": a transform needs a non-empty name and a function");
+  }
+  std::optional<std::string> wanted;
+  if (options.transform) wanted = options.transform->name;
+
+  std::lock_guard lock(mu_);
+  if (shut_down_) {
+    throw client::ConfigError("InformerFactory: informer " + key.to_string() + " requested after shutdown()");
+  }
+  if (auto it = informers_.find(key); it != informers_.end()) {
+    auto existing = it->second->transform_name();
+    if (existing != wanted) {
+      throw client::ConfigError("InformerFactory: informer " + key.to_string() + ": transform '" +
+                                wanted.value_or("<none>") + "' conflicts with transform '" +
+                                existing.value_or("<none>") + "' of the existing informer");
+    }
+    return *it->second;
+  }
+  InformerConfig config;
+  config.reflector.label_selector = key.label_selector;
+  config.reflector.field_selector = key.field_selector;
+  config.reflector.use_watch_list = options.use_watch_list;
+  config.reflector.page_size = options_.page_size;
+  config.reflector.backoff = options_.backoff;
+  config.reflector.clock = options_.clock;
+  config.reflector.random = options_.random;
+  config.reflector.budget = budget_;
+  config.transform = options.transform;
+  config.resync = options.resync;
+  config.handler_stop_timeout = options_.handler_stop_timeout;
+  config.metrics = std::make_shared<InformerMetrics>(
+      *metrics_, key.resource, key.namespace_, selector_hash(key.label_selector, key.field_selector));
+  auto lw = lister_watchers_(type, key.namespace_);
+  if (!lw) throw client::ConfigError("InformerFactory: no ListerWatcher for " + key.to_string());
+  auto inf = std::make_shared<SharedInformer>(key, type, std::move(lw), std::move(config));
+  informers_.emplace(key, inf);
+  if (started_) inf->start();
+  return *inf;
+}
+
+void InformerFactory::start() {
+  std::lock_guard lock(mu_);
+  if (started_ || shut_down_) return;
+  started_ = true;
+  for (auto& [key, inf] : informers_) inf->start();
+}
+
+bool InformerFactory::wait_for_cache_sync(std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::vector<std::shared_ptr<SharedInformer>> all;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [key, inf] : informers_) all.push_back(inf);
+  }
+  for (auto& inf : all) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (!inf->wait_for_sync(std::max(left, std::chrono::milliseconds(0)))) return false;
+  }
+  return true;
+}
+
+void InformerFactory::shutdown() {
+  std::map<InformerKey, std::shared_ptr<SharedInformer>> all;
+  {
+    std::lock_guard lock(mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+    all = informers_;  // keep the entries: references handed out stay valid until destruction
+  }
+  // Request every stop first so that all watches are cancelled together, then join.
+  for (auto& [key, inf] : all) inf->stop();
+}
+
+std::size_t InformerFactory::informer_count() const {
+  std::lock_guard lock(mu_);
+  return informers_.size();
+}
+
+std::map<InformerKey, std::size_t> InformerFactory::handler_counts() const {
+  std::lock_guard lock(mu_);
+  std::map<InformerKey, std::size_t> out;
+  for (const auto& [key, inf] : informers_) out[key] = inf->handler_count();
+  return out;
+}
+
+}  // namespace kinformer::informer

@@ -1,0 +1,354 @@
+#include "kinformer/informer/reflector.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <unordered_map>
+
+#include "kinformer/informer/metrics.h"
+
+namespace kinformer::informer {
+namespace {
+
+void log(const char* level, const std::string& msg) {
+  std::fprintf(stderr, "level=%s component=reflector %s\n", level, msg.c_str());
+}
+
+double seconds_since(Clock::TimePoint start, Clock& clock) {
+  return std::chrono::duration<double>(clock.now() - start).count();
+}
+
+bool is_initial_events_end(const client::Object& o) {
+  const std::string* v = client::find_value(o.metadata.annotations, kInitialEventsEndAnnotation);
+  return v != nullptr && *v == "true";
+}
+
+}  // namespace
+
+Reflector::Reflector(client::ListerWatcher& lister_watcher, ReflectorSink& sink, ReflectorOptions options)
+    : lw_(lister_watcher),
+      sink_(sink),
+      options_(std::move(options)),
+      backoff_(options_.backoff, options_.clock ? options_.clock : system_clock(),
+               options_.random ? options_.random : default_random()) {
+  if (!options_.clock) options_.clock = system_clock();
+  if (!options_.random) options_.random = default_random();
+}
+
+std::string Reflector::last_sync_resource_version() const { return rv(); }
+
+bool Reflector::watch_list_fell_back() const {
+  std::lock_guard lock(mu_);
+  return watch_list_fell_back_;
+}
+
+std::string Reflector::rv() const {
+  std::lock_guard lock(mu_);
+  return last_rv_;
+}
+
+void Reflector::set_rv(const std::string& rv) {
+  if (rv.empty()) return;
+  std::lock_guard lock(mu_);
+  last_rv_ = rv;
+}
+
+client::ListOptions Reflector::base_options() const {
+  client::ListOptions o;
+  o.label_selector = options_.label_selector;
+  o.field_selector = options_.field_selector;
+  return o;
+}
+
+int Reflector::random_timeout_seconds() {
+  int t = 300 + static_cast<int>(options_.random() * 300.0);
+  return std::clamp(t, 300, 599);
+}
+
+bool Reflector::set_stream(client::WatchStream* stream, std::stop_token stop) {
+  std::lock_guard lock(mu_);
+  current_ = stream;
+  if (stream != nullptr && stop.stop_requested()) {
+    stream->cancel();
+    return false;
+  }
+  return true;
+}
+
+bool Reflector::wait_retry(const client::Error* error, bool with_backoff, std::stop_token stop) {
+  Clock::Duration wait = with_backoff ? backoff_.next() : Clock::Duration::zero();
+  if (error != nullptr && error->retry_after) {
+    wait = std::max<Clock::Duration>(wait, *error->retry_after);
+  }
+  if (options_.budget) {
+    auto budget_wait = options_.budget->reserve();
+    if (budget_wait > Clock::Duration::zero()) {
+      if (options_.metrics) options_.metrics->budget_denials.Increment();
+      wait = std::max(wait, budget_wait);
+    }
+  }
+  if (wait > Clock::Duration::zero()) {
+    if (options_.metrics) options_.metrics->backoff_waits.Increment();
+    return options_.clock->sleep_for(wait, stop);
+  }
+  return !stop.stop_requested();
+}
+
+client::Status Reflector::list_and_replace(std::stop_token stop) {
+  auto start = options_.clock->now();
+  client::ListOptions opts = base_options();
+  if (rv_unavailable_) {
+    opts.resource_version.reset();  // consistent read
+  } else {
+    std::string last = rv();
+    opts.resource_version = last.empty() ? "0" : last;
+  }
+  opts.limit = options_.page_size;
+  std::vector<client::ObjectPtr> items;
+  std::string list_rv;
+  for (;;) {
+    if (stop.stop_requested()) return client::Error::make(client::Errc::cancelled, "stopped");
+    auto page = lw_.list(opts);
+    if (!page) {
+      client::Error e = std::move(page).error();
+      if (e.is_expired()) rv_unavailable_ = true;  // expired RV or continue token: from scratch
+      return e;
+    }
+    auto& list = page.value();
+    if (items.empty()) {
+      items = std::move(list.items);
+    } else {
+      items.insert(items.end(), std::make_move_iterator(list.items.begin()),
+                   std::make_move_iterator(list.items.end()));
+    }
+    list_rv = list.resource_version;
+    if (list.continue_token.empty()) break;
+    opts.continue_token = list.continue_token;
+    opts.resource_version.reset();  // a resourceVersion together with continue is a 400
+  }
+  rv_unavailable_ = false;
+  sink_.on_replace(std::move(items), list_rv);
+  set_rv(list_rv);
+  if (options_.metrics) {
+    (listed_once_ ? options_.metrics->relists : options_.metrics->initial_lists).Increment();
+    options_.metrics->list_duration.Observe(seconds_since(start, *options_.clock));
+  }
+  listed_once_ = true;
+  return client::Ok{};
+}
+
+client::Status Reflector::watch_list_sync(std::stop_token stop) {
+  auto start = options_.clock->now();
+  client::ListOptions opts = base_options();
+  std::string last = rv();
+  if (!rv_unavailable_ && !last.empty()) opts.resource_version = last;
+  opts.resource_version_match = "NotOlderThan";
+  opts.send_initial_events = true;
+  opts.allow_watch_bookmarks = true;
+  opts.timeout_seconds = random_timeout_seconds();
+  auto fall_back = [&](const std::string& why) {
+    log("warn", "msg=\"WatchList refused, falling back to LIST\" reason=\"" + why + "\"");
+    {
+      std::lock_guard lock(mu_);
+      watch_list_fell_back_ = true;
+    }
+    return list_and_replace(stop);
+  };
+  auto opened = lw_.watch(opts);
+  if (!opened) {
+    const client::Error& e = opened.error();
+    if (e.code == client::Errc::cancelled || e.is_too_many_requests() || e.code == client::Errc::network ||
+        e.code == client::Errc::timeout) {
+      return e;  // not a refusal: retry later
+    }
+    return fall_back(e.to_string());
+  }
+  client::WatchStreamPtr stream = std::move(opened).value();
+  if (options_.metrics) {
+    options_.metrics->watch_starts.Increment();
+    options_.metrics->open_watches.Increment();
+  }
+  struct OpenGuard {
+    InformerMetrics* m;
+    ~OpenGuard() {
+      if (m) m->open_watches.Decrement();
+    }
+  };
+  std::unordered_map<std::string, client::ObjectPtr> state;
+  {
+    OpenGuard guard{options_.metrics};
+    if (!set_stream(stream.get(), stop)) {
+      set_stream(nullptr, stop);
+      return client::Error::make(client::Errc::cancelled, "stopped");
+    }
+    for (;;) {
+      auto next = stream->next();
+      if (!next || !next.value().has_value()) {
+        set_stream(nullptr, stop);
+        if (stop.stop_requested()) return client::Error::make(client::Errc::cancelled, "stopped");
+        return fall_back(next ? "stream ended before the initial-events-end bookmark"
+                              : next.error().to_string());
+      }
+      client::WatchEvent& ev = *next.value();
+      if (!ev.object) continue;
+      if (ev.type == client::EventType::bookmark) {
+        if (options_.metrics) options_.metrics->events_bookmark.Increment();
+        if (is_initial_events_end(*ev.object)) {
+          std::string bookmark_rv = ev.object->metadata.resource_version;
+          std::vector<client::ObjectPtr> items;
+          items.reserve(state.size());
+          for (auto& [k, o] : state) items.push_back(std::move(o));
+          rv_unavailable_ = false;
+          sink_.on_replace(std::move(items), bookmark_rv);
+          set_rv(bookmark_rv);
+          if (options_.metrics) {
+            (listed_once_ ? options_.metrics->relists : options_.metrics->initial_lists).Increment();
+            options_.metrics->list_duration.Observe(seconds_since(start, *options_.clock));
+          }
+          listed_once_ = true;
+          break;
+        }
+        continue;
+      }
+      if (ev.type == client::EventType::deleted) {
+        state.erase(ev.object->key());
+      } else {
+        state[ev.object->key()] = std::move(ev.object);
+      }
+    }
+    set_stream(nullptr, stop);
+  }
+  pending_stream_ = std::move(stream);  // keep watching on the same stream
+  return client::Ok{};
+}
+
+Reflector::WatchOutcome Reflector::consume(client::WatchStream& stream, std::stop_token stop) {
+  WatchOutcome out;
+  if (!set_stream(&stream, stop)) {
+    set_stream(nullptr, stop);
+    out.end = WatchEnd::stopped;
+    return out;
+  }
+  if (options_.metrics) options_.metrics->open_watches.Increment();
+  for (;;) {
+    auto next = stream.next();
+    if (!next) {
+      out.error = std::move(next).error();
+      if (stop.stop_requested() || out.error.code == client::Errc::cancelled) {
+        out.end = WatchEnd::stopped;
+      } else if (out.error.is_expired()) {
+        out.end = WatchEnd::expired;
+      } else {
+        out.end = WatchEnd::error;
+      }
+      break;
+    }
+    if (!next.value().has_value()) {
+      out.end = stop.stop_requested() ? WatchEnd::stopped : WatchEnd::clean;
+      break;
+    }
+    client::WatchEvent& ev = *next.value();
+    if (!ev.object) continue;
+    std::string ev_rv = ev.object->metadata.resource_version;
+    switch (ev.type) {
+      case client::EventType::bookmark:
+        if (options_.metrics) options_.metrics->events_bookmark.Increment();
+        sink_.on_resource_version(ev_rv);
+        break;
+      case client::EventType::added:
+        if (options_.metrics) options_.metrics->events_added.Increment();
+        sink_.on_event(ev.type, std::move(ev.object));
+        break;
+      case client::EventType::modified:
+        if (options_.metrics) options_.metrics->events_modified.Increment();
+        sink_.on_event(ev.type, std::move(ev.object));
+        break;
+      case client::EventType::deleted:
+        if (options_.metrics) options_.metrics->events_deleted.Increment();
+        sink_.on_event(ev.type, std::move(ev.object));
+        break;
+    }
+    set_rv(ev_rv);
+  }
+  set_stream(nullptr, stop);
+  if (options_.metrics) {
+    options_.metrics->open_watches.Decrement();
+    switch (out.end) {
+      case WatchEnd::clean: options_.metrics->restarts_timeout.Increment(); break;
+      case WatchEnd::expired: options_.metrics->restarts_expired.Increment(); break;
+      case WatchEnd::error: options_.metrics->restarts_error.Increment(); break;
+      case WatchEnd::stopped: options_.metrics->restarts_shutdown.Increment(); break;
+    }
+  }
+  return out;
+}
+
+void Reflector::run(std::stop_token stop) {
+  std::stop_callback on_stop(stop, [this] {
+    std::lock_guard lock(mu_);
+    if (current_ != nullptr) current_->cancel();
+  });
+  bool need_list = true;
+  bool first = true;
+  while (!stop.stop_requested()) {
+    if (need_list) {
+      if (!first && !wait_retry(nullptr, false, stop)) break;  // relists spend budget
+      first = false;
+      bool use_watch_list = options_.use_watch_list && !watch_list_fell_back();
+      client::Status s = use_watch_list ? watch_list_sync(stop) : list_and_replace(stop);
+      if (stop.stop_requested()) break;
+      if (!s.ok()) {
+        log("warn", "msg=\"list failed\" error=\"" + s.error().to_string() + "\"");
+        if (!wait_retry(&s.error(), true, stop)) break;
+        first = true;  // the backoff wait above already took a budget token
+        continue;
+      }
+      need_list = false;
+    }
+    client::WatchStreamPtr stream = std::move(pending_stream_);
+    if (!stream) {
+      client::ListOptions opts = base_options();
+      opts.resource_version = rv();
+      opts.allow_watch_bookmarks = true;
+      opts.timeout_seconds = random_timeout_seconds();
+      auto opened = lw_.watch(opts);
+      if (stop.stop_requested()) break;
+      if (!opened) {
+        const client::Error& e = opened.error();
+        if (e.code == client::Errc::cancelled) break;
+        log("warn", "msg=\"watch failed\" error=\"" + e.to_string() + "\"");
+        if (e.is_expired()) {
+          if (options_.metrics) options_.metrics->restarts_expired.Increment();
+          need_list = true;  // at the last synced RV; a 410 on that list goes to ""
+          continue;
+        }
+        if (options_.metrics) options_.metrics->restarts_error.Increment();
+        if (!wait_retry(&e, true, stop)) break;
+        continue;
+      }
+      stream = std::move(opened).value();
+      if (options_.metrics) options_.metrics->watch_starts.Increment();
+    }
+    WatchOutcome out = consume(*stream, stop);
+    stream.reset();
+    switch (out.end) {
+      case WatchEnd::stopped:
+        break;
+      case WatchEnd::clean:
+        // Rewatch from the last RV without relisting; reconnects still spend budget.
+        if (!wait_retry(nullptr, false, stop)) return;
+        continue;
+      case WatchEnd::expired:
+        log("info", "msg=\"watch expired, relisting\" rv=" + rv());
+        need_list = true;
+        continue;
+      case WatchEnd::error:
+        log("warn", "msg=\"watch ended with error, rewatching\" rv=" + rv() + " error=\"" +
+                        out.error.to_string() + "\"");
+        if (!wait_retry(&out.error, true, stop)) return;
+        continue;
+    }
+    if (out.end == WatchEnd::stopped) break;
+  }
+}
+
+}  // namespace kinformer::informer
