@@ -1,0 +1,76 @@
+#include "kinformer/client/api_error.h"
+
+#include <charconv>
+
+#include "detail/json.h"
+
+namespace kinformer::client {
+namespace {
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\n' || s.front() == '\r' || s.front() == '\t')) {
+    s.remove_prefix(1);
+  }
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\n' || s.back() == '\r' || s.back() == '\t')) {
+    s.remove_suffix(1);
+  }
+  return s;
+}
+
+std::optional<std::chrono::seconds> parse_seconds(std::string_view s) {
+  s = trim(s);
+  long long v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size() || v < 0) return std::nullopt;
+  return std::chrono::seconds(v);
+}
+
+void fill_from_status(const JsonValue& status, Error& e) {
+  using detail::get_string;
+  using detail::member;
+  e.reason = get_string(status, "reason");
+  e.message = get_string(status, "message");
+  if (const JsonValue* d = member(status, "details")) {
+    if (const JsonValue* r = member(*d, "retryAfterSeconds"); r && r->IsInt64() && r->GetInt64() > 0) {
+      e.retry_after = std::chrono::seconds(r->GetInt64());
+    }
+  }
+}
+
+}  // namespace
+
+Error error_from_status(const JsonValue& status) {
+  Error e;
+  e.code = Errc::api;
+  std::int64_t code = detail::get_int(status, "code", 500);
+  e.http_status = code > 0 ? static_cast<int>(code) : 500;
+  fill_from_status(status, e);
+  if (e.message.empty()) e.message = "watch ERROR event";
+  return e;
+}
+
+Error error_from_response(int http_status, std::string_view body, std::string_view retry_after_header) {
+  Error e;
+  e.code = Errc::api;
+  e.http_status = http_status;
+  std::string_view trimmed = trim(body);
+  bool parsed = false;
+  if (!trimmed.empty() && trimmed.front() == '{') {
+    rapidjson::Document doc;
+    doc.Parse(trimmed.data(), trimmed.size());
+    if (!doc.HasParseError() && doc.IsObject() && detail::get_string(doc, "kind") == "Status") {
+      fill_from_status(doc, e);
+      parsed = true;
+    }
+  }
+  if (!parsed) {
+    constexpr std::size_t kMaxMessage = 1024;
+    e.message = std::string(trimmed.substr(0, kMaxMessage));
+    if (http_status == 429) e.reason = "TooManyRequests";
+  }
+  if (auto header = parse_seconds(retry_after_header)) e.retry_after = header;
+  if (e.message.empty()) e.message = "HTTP " + std::to_string(http_status);
+  return e;
+}
+
+}  // namespace kinformer::client

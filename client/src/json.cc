@@ -1,0 +1,136 @@
+#include "detail/json.h"
+
+#include <algorithm>
+
+namespace kinformer::client::detail {
+
+void decode_string_map(const JsonValue* v, StringMap& out) {
+  out.clear();
+  if (!v || !v->IsObject()) return;
+  out.reserve(v->MemberCount());
+  for (auto it = v->MemberBegin(); it != v->MemberEnd(); ++it) {
+    if (!it->value.IsString()) continue;
+    out.emplace_back(std::string(view(it->name)), std::string(view(it->value)));
+  }
+  std::sort(out.begin(), out.end());
+}
+
+Status decode_meta(const JsonValue& object, ObjectMeta& meta) {
+  const JsonValue* m = member(object, "metadata");
+  if (!m || m->IsNull()) return Ok{};
+  if (!m->IsObject()) return decode_error("metadata is not an object");
+  const JsonValue& md = *m;
+  meta.name = get_string(md, "name");
+  meta.namespace_ = get_string(md, "namespace");
+  meta.uid = get_string(md, "uid");
+  meta.resource_version = get_string(md, "resourceVersion");
+  meta.generate_name = get_string(md, "generateName");
+  meta.generation = get_int(md, "generation");
+  decode_string_map(member(md, "labels"), meta.labels);
+  decode_string_map(member(md, "annotations"), meta.annotations);
+  meta.owner_references.clear();
+  if (const JsonValue* refs = member(md, "ownerReferences"); refs && refs->IsArray()) {
+    for (const auto& r : refs->GetArray()) {
+      OwnerReference ref;
+      ref.api_version = get_string(r, "apiVersion");
+      ref.kind = get_string(r, "kind");
+      ref.name = get_string(r, "name");
+      ref.uid = get_string(r, "uid");
+      ref.controller = get_bool(r, "controller");
+      ref.block_owner_deletion = get_bool(r, "blockOwnerDeletion");
+      meta.owner_references.push_back(std::move(ref));
+    }
+  }
+  meta.finalizers.clear();
+  if (const JsonValue* f = member(md, "finalizers"); f && f->IsArray()) {
+    for (const auto& s : f->GetArray()) {
+      if (s.IsString()) meta.finalizers.emplace_back(view(s));
+    }
+  }
+  meta.creation_timestamp = get_string(md, "creationTimestamp");
+  if (const JsonValue* d = member(md, "deletionTimestamp"); d && d->IsString()) {
+    meta.deletion_timestamp = std::string(view(*d));
+  } else {
+    meta.deletion_timestamp.reset();
+  }
+  return Ok{};
+}
+
+void write_string(JsonWriter& w, std::string_view s) {
+  w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
+}
+
+namespace {
+void write_map(JsonWriter& w, const char* key, const StringMap& map) {
+  if (map.empty()) return;
+  w.Key(key);
+  w.StartObject();
+  for (const auto& [k, v] : map) {
+    write_string(w, k);
+    write_string(w, v);
+  }
+  w.EndObject();
+}
+void write_opt(JsonWriter& w, const char* key, std::string_view value) {
+  if (value.empty()) return;
+  w.Key(key);
+  write_string(w, value);
+}
+}  // namespace
+
+void write_meta(JsonWriter& w, const ObjectMeta& meta) {
+  w.StartObject();
+  write_opt(w, "name", meta.name);
+  write_opt(w, "namespace", meta.namespace_);
+  write_opt(w, "generateName", meta.generate_name);
+  write_opt(w, "uid", meta.uid);
+  write_opt(w, "resourceVersion", meta.resource_version);
+  write_map(w, "labels", meta.labels);
+  write_map(w, "annotations", meta.annotations);
+  if (!meta.owner_references.empty()) {
+    w.Key("ownerReferences");
+    w.StartArray();
+    for (const auto& r : meta.owner_references) {
+      w.StartObject();
+      write_opt(w, "apiVersion", r.api_version);
+      write_opt(w, "kind", r.kind);
+      write_opt(w, "name", r.name);
+      write_opt(w, "uid", r.uid);
+      if (r.controller) {
+        w.Key("controller");
+        w.Bool(true);
+      }
+      if (r.block_owner_deletion) {
+        w.Key("blockOwnerDeletion");
+        w.Bool(true);
+      }
+      w.EndObject();
+    }
+    w.EndArray();
+  }
+  if (!meta.finalizers.empty()) {
+    w.Key("finalizers");
+    w.StartArray();
+    for (const auto& f : meta.finalizers) write_string(w, f);
+    w.EndArray();
+  }
+  w.EndObject();
+}
+
+void write_header(JsonWriter& w, const GroupVersionResource& gvr, const ObjectMeta& meta) {
+  w.Key("apiVersion");
+  write_string(w, gvr.api_version());
+  w.Key("kind");
+  write_string(w, gvr.kind);
+  w.Key("metadata");
+  write_meta(w, meta);
+}
+
+std::string quote(std::string_view s) {
+  rapidjson::StringBuffer buf;
+  JsonWriter w(buf);
+  write_string(w, s);
+  return std::string(buf.GetString(), buf.GetSize());
+}
+
+}  // namespace kinformer::client::detail

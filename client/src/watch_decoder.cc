@@ -1,0 +1,109 @@
+#include "kinformer/client/watch_decoder.h"
+
+#include <rapidjson/error/en.h>
+
+#include <cstring>
+
+#include "detail/json.h"
+#include "kinformer/client/api_error.h"
+
+namespace kinformer::client {
+
+// A reused arena: events smaller than the initial buffer decode without allocating for the DOM.
+struct WatchDecoder::Parser {
+  static constexpr std::size_t kArena = 64 * 1024;
+  Parser() : pool(arena, kArena) {}
+  char arena[kArena];
+  rapidjson::MemoryPoolAllocator<> pool;
+  rapidjson::CrtAllocator stack;
+};
+
+WatchDecoder::WatchDecoder(std::shared_ptr<const Codec> codec) : WatchDecoder(std::move(codec), Options{}) {}
+
+WatchDecoder::WatchDecoder(std::shared_ptr<const Codec> codec, Options options)
+    : codec_(std::move(codec)), options_(options), parser_(std::make_unique<Parser>()) {}
+
+WatchDecoder::~WatchDecoder() = default;
+
+Status WatchDecoder::feed(std::string_view bytes, std::vector<WatchEvent>& out) {
+  if (failed_) return *failed_;
+  while (!bytes.empty()) {
+    const char* nl = static_cast<const char*>(std::memchr(bytes.data(), '\n', bytes.size()));
+    std::size_t take = nl ? static_cast<std::size_t>(nl - bytes.data()) : bytes.size();
+    if (line_.size() + take > options_.max_event_bytes) {
+      failed_ = Error::make(Errc::too_large, "watch event at byte offset " + std::to_string(line_start_) +
+                                                 " exceeds the limit of " +
+                                                 std::to_string(options_.max_event_bytes) + " bytes");
+      return *failed_;
+    }
+    line_.append(bytes.data(), take);
+    offset_ += take;
+    if (!nl) break;
+    offset_ += 1;
+    bytes.remove_prefix(take + 1);
+    std::uint64_t start = line_start_;
+    line_start_ = offset_;
+    if (auto s = decode_line(line_.data(), line_.size(), start, out); !s) {
+      failed_ = s.error();
+      return *failed_;
+    }
+    line_.clear();
+  }
+  return Ok{};
+}
+
+Status WatchDecoder::finish() {
+  if (failed_) return *failed_;
+  bool blank = line_.find_first_not_of(" \t\r") == std::string::npos;
+  if (!blank) {
+    failed_ = Error::make(Errc::truncated, "watch stream ended inside an event starting at byte offset " +
+                                               std::to_string(line_start_));
+    return *failed_;
+  }
+  return Ok{};
+}
+
+Status WatchDecoder::decode_line(char* line, std::size_t size, std::uint64_t line_offset,
+                                 std::vector<WatchEvent>& out) {
+  std::size_t begin = 0;
+  while (begin < size && (line[begin] == ' ' || line[begin] == '\t' || line[begin] == '\r')) ++begin;
+  if (begin == size) return Ok{};  // blank line (keep-alive)
+  auto where = [&] { return "watch event at byte offset " + std::to_string(line_offset); };
+  // In situ parsing needs a terminated buffer: std::string keeps one at data()[size()].
+  parser_->pool.Clear();
+  rapidjson::Document doc(&parser_->pool, 1024, &parser_->stack);
+  doc.ParseInsitu<rapidjson::kParseStopWhenDoneFlag>(line + begin);
+  if (doc.HasParseError()) {
+    return detail::decode_error(where() + ": " + rapidjson::GetParseError_En(doc.GetParseError()) +
+                                " at byte " + std::to_string(line_offset + begin + doc.GetErrorOffset()));
+  }
+  if (!doc.IsObject()) return detail::decode_error(where() + ": not a JSON object");
+  std::string_view type = detail::get_string(doc, "type");
+  const JsonValue* object = detail::member(doc, "object");
+  if (!object || !object->IsObject()) return detail::decode_error(where() + ": missing \"object\"");
+  EventType event_type;
+  if (type == "ADDED") {
+    event_type = EventType::added;
+  } else if (type == "MODIFIED") {
+    event_type = EventType::modified;
+  } else if (type == "DELETED") {
+    event_type = EventType::deleted;
+  } else if (type == "BOOKMARK") {
+    event_type = EventType::bookmark;
+  } else if (type == "ERROR") {
+    return error_from_status(*object);
+  } else {
+    return detail::decode_error(where() + ": unknown event type \"" + std::string(type.substr(0, 32)) + "\"");
+  }
+  auto decoded = codec_->decode(*object);
+  if (!decoded) {
+    Error e = std::move(decoded).error();
+    e.message = where() + ": " + e.message;
+    return e;
+  }
+  out.push_back(WatchEvent{event_type, std::move(decoded).value()});
+  ++events_;
+  return Ok{};
+}
+
+}  // namespace kinformer::client
