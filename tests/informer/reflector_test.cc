@@ -1,0 +1,201 @@
+// Protocol behaviour of the reflector, driven through InformerFactory over a scripted
+// FakeListerWatcher.
+#include "kinformer/informer/reflector.h"
+
+#include <gtest/gtest.h>
+
+#include "test_env.h"
+
+namespace kinformer::informer {
+namespace {
+
+using client::EventType;
+using testing::api_error;
+using testing::bookmark;
+using testing::Env;
+using testing::event;
+using testing::make_object;
+using testing::RecordingHandler;
+
+TEST(ReflectorTest, FirstListAtRvZeroPaginatedThenWatchFromListRv) {
+  Env env;
+  env.fake->add_list({make_object("ns", "a", "5")}, "10", "c1");
+  env.fake->add_list({make_object("ns", "b", "6")}, "10", "");
+  auto& inf = env.factory->informer(testing::test_type(), testing::selector_options("app=x"));
+  env.factory->start();
+  ASSERT_TRUE(env.factory->wait_for_cache_sync(testing::kDeadline));
+  ASSERT_TRUE(env.fake->wait_watches(1));
+  auto lists = env.fake->list_calls();
+  ASSERT_EQ(lists.size(), 2u);
+  EXPECT_EQ(lists[0].resource_version, std::optional<std::string>("0"));
+  EXPECT_EQ(lists[0].limit, 500);
+  EXPECT_EQ(lists[0].continue_token, "");
+  EXPECT_EQ(lists[0].label_selector, "app=x");
+  EXPECT_FALSE(lists[1].resource_version.has_value()) << "continuation must omit resourceVersion";
+  EXPECT_EQ(lists[1].continue_token, "c1");
+  EXPECT_EQ(inf.store().size(), 2u);
+  auto w = env.fake->watch_calls()[0];
+  EXPECT_EQ(w.resource_version, std::optional<std::string>("10"));
+  EXPECT_TRUE(w.allow_watch_bookmarks);
+  EXPECT_GE(w.timeout_seconds, 300);
+  EXPECT_LT(w.timeout_seconds, 600);
+  EXPECT_FALSE(w.send_initial_events);
+  EXPECT_EQ(inf.last_sync_resource_version(), "10");
+}
+
+TEST(ReflectorTest, ExpiredMidWatchRelistsAtLastRvThenUnsetAndTombstonesMissingObjects) {
+  Env env;
+  env.fake->add_list({make_object("ns", "a", "5"), make_object("ns", "b", "6", {}, "b-last")}, "10");
+  auto w1 = env.fake->add_watch();
+  w1->push(event(EventType::modified, make_object("ns", "a", "11"))).fail(api_error(410, "Expired"));
+  env.fake->add_list(api_error(410, "Expired"));           // relist at last RV "11" -> 410
+  env.fake->add_list({make_object("ns", "a", "12")}, "20");  // relist at "" -> b is gone
+  auto& inf = env.factory->informer(testing::test_type());
+  auto h1 = std::make_shared<RecordingHandler>();
+  auto h2 = std::make_shared<RecordingHandler>();
+  auto r1 = inf.add_handler(h1);
+  auto r2 = inf.add_handler(h2);
+  env.factory->start();
+  ASSERT_TRUE(h1->wait_for("delete ns/b 6 unknown"));
+  ASSERT_TRUE(h2->wait_for("delete ns/b 6 unknown"));
+  ASSERT_TRUE(env.fake->wait_watches(2));
+  auto lists = env.fake->list_calls();
+  ASSERT_EQ(lists.size(), 3u);
+  EXPECT_EQ(lists[0].resource_version, std::optional<std::string>("0"));
+  EXPECT_EQ(lists[1].resource_version, std::optional<std::string>("11"));
+  EXPECT_FALSE(lists[2].resource_version.has_value());
+  EXPECT_EQ(inf.store().get("ns/b"), nullptr);
+  EXPECT_EQ(inf.store().get("ns/a")->metadata.resource_version, "12");
+  EXPECT_EQ(env.fake->watch_calls()[1].resource_version, std::optional<std::string>("20"));
+  EXPECT_DOUBLE_EQ(inf.metrics().restarts_expired.Value(), 1);
+  EXPECT_DOUBLE_EQ(inf.metrics().relists.Value(), 1);
+  EXPECT_DOUBLE_EQ(inf.metrics().initial_lists.Value(), 1);
+}
+
+TEST(ReflectorTest, BookmarksAdvanceRvAndCleanEndRewatchesWithoutRelist) {
+  Env env;
+  env.fake->add_list({}, "10");
+  env.fake->add_watch()->push(bookmark("15")).push(bookmark("16")).end();
+  env.fake->add_watch()->push(event(EventType::added, make_object("ns", "c", "17"))).end();
+  auto& inf = env.factory->informer(testing::test_type());
+  env.factory->start();
+  ASSERT_TRUE(env.fake->wait_watches(3));
+  auto watches = env.fake->watch_calls();
+  EXPECT_EQ(watches[1].resource_version, std::optional<std::string>("16"));
+  EXPECT_EQ(watches[2].resource_version, std::optional<std::string>("17"));
+  EXPECT_EQ(env.fake->list_calls().size(), 1u);
+  EXPECT_NE(inf.store().get("ns/c"), nullptr);
+  EXPECT_DOUBLE_EQ(inf.metrics().events_bookmark.Value(), 2);
+  EXPECT_DOUBLE_EQ(inf.metrics().restarts_timeout.Value(), 2);
+}
+
+TEST(ReflectorTest, TruncatedOrMalformedStreamRewatchesFromLastGoodRvWithoutLosingEvents) {
+  Env env;
+  env.fake->add_list({}, "10");
+  env.fake->add_watch()
+      ->push(event(EventType::added, make_object("ns", "c", "12")))
+      .fail(client::Error::make(client::Errc::truncated, "stream cut mid-event"));
+  env.fake->add_watch()
+      ->push(event(EventType::added, make_object("ns", "d", "13")))
+      .fail(client::Error::make(client::Errc::decode, "malformed line"));
+  auto& inf = env.factory->informer(testing::test_type());
+  auto h = std::make_shared<RecordingHandler>();
+  auto reg = inf.add_handler(h);
+  env.factory->start();
+  ASSERT_TRUE(env.fake->wait_watches(3));
+  auto watches = env.fake->watch_calls();
+  EXPECT_EQ(watches[1].resource_version, std::optional<std::string>("12"));
+  EXPECT_EQ(watches[2].resource_version, std::optional<std::string>("13"));
+  EXPECT_EQ(env.fake->list_calls().size(), 1u);
+  ASSERT_TRUE(h->wait_count(2));
+  EXPECT_EQ(h->events(), (std::vector<std::string>{"add ns/c 12", "add ns/d 13"}));
+  EXPECT_DOUBLE_EQ(inf.metrics().restarts_error.Value(), 2);
+  EXPECT_GE(inf.metrics().backoff_waits.Value(), 2);
+}
+
+TEST(ReflectorTest, TooManyRequestsHonoursRetryAfterAndRewatchesWithoutRelist) {
+  Env env;
+  env.fake->add_list({}, "10");
+  env.fake->add_watch_error(api_error(429, "TooManyRequests", std::chrono::seconds(7)));
+  auto w = env.fake->add_watch();
+  w->fail(api_error(429, "TooManyRequests", std::chrono::seconds(9)));
+  env.factory->informer(testing::test_type());
+  env.factory->start();
+  ASSERT_TRUE(env.fake->wait_watches(3));
+  auto sleeps = env.clock->sleeps();
+  ASSERT_GE(sleeps.size(), 2u);
+  EXPECT_GE(sleeps[0], std::chrono::seconds(7));
+  EXPECT_GE(sleeps[1], std::chrono::seconds(9));
+  for (const auto& c : env.fake->watch_calls()) EXPECT_EQ(c.resource_version, std::optional<std::string>("10"));
+  EXPECT_EQ(env.fake->list_calls().size(), 1u);
+}
+
+TEST(ReflectorTest, WatchListStreamsInitialStateAndKeepsWatchingOnTheSameStream) {
+  Env env;
+  auto w = env.fake->add_watch();
+  w->push(event(EventType::added, make_object("ns", "a", "3")))
+      .push(event(EventType::added, make_object("ns", "b", "4")))
+      .push(bookmark("30", true))
+      .push(event(EventType::deleted, make_object("ns", "a", "31")))
+      .push(event(EventType::added, make_object("ns", "c", "32")));
+  auto& inf = env.factory->informer(testing::test_type(), testing::watch_list_options());
+  auto h = std::make_shared<RecordingHandler>();
+  auto reg = inf.add_handler(h);
+  env.factory->start();
+  ASSERT_TRUE(h->wait_for("add ns/c 32"));
+  // add a (initial) + delete a coalesce to nothing when the handler has not seen the add yet;
+  // either way the handler never ends up believing in ns/a.
+  EXPECT_TRUE(inf.has_synced());
+  EXPECT_TRUE(env.fake->list_calls().empty());
+  auto c = env.fake->watch_calls()[0];
+  EXPECT_TRUE(c.send_initial_events);
+  EXPECT_EQ(c.resource_version_match, "NotOlderThan");
+  EXPECT_TRUE(c.allow_watch_bookmarks);
+  EXPECT_EQ(env.fake->watch_calls().size(), 1u);
+  EXPECT_EQ(inf.store().size(), 2u);
+  EXPECT_EQ(inf.store().get("ns/a"), nullptr);
+  EXPECT_FALSE(inf.watch_list_fell_back());
+}
+
+TEST(ReflectorTest, WatchListRefusedOnOpenFallsBackToListAndRemembers) {
+  Env env;
+  env.fake->add_watch_error(api_error(400, "BadRequest"));
+  env.fake->add_list({make_object("ns", "a", "3")}, "10");
+  env.fake->add_watch()->fail(api_error(410, "Expired"));  // forces a relist: must be a LIST
+  env.fake->add_list({make_object("ns", "a", "3")}, "20");
+  auto& inf = env.factory->informer(testing::test_type(), testing::watch_list_options());
+  env.factory->start();
+  ASSERT_TRUE(env.fake->wait_lists(2));
+  ASSERT_TRUE(env.fake->wait_watches(3));
+  EXPECT_TRUE(inf.watch_list_fell_back());
+  auto watches = env.fake->watch_calls();
+  EXPECT_TRUE(watches[0].send_initial_events);
+  EXPECT_FALSE(watches[1].send_initial_events);
+  EXPECT_FALSE(watches[2].send_initial_events);
+  EXPECT_EQ(env.fake->list_calls()[0].resource_version, std::optional<std::string>("0"));
+}
+
+TEST(ReflectorTest, WatchListEndingBeforeInitialEventsEndFallsBackToList) {
+  Env env;
+  env.fake->add_watch()->push(event(EventType::added, make_object("ns", "a", "3"))).end();
+  env.fake->add_list({make_object("ns", "b", "4")}, "10");
+  auto& inf = env.factory->informer(testing::test_type(), testing::watch_list_options());
+  env.factory->start();
+  ASSERT_TRUE(env.factory->wait_for_cache_sync(testing::kDeadline));
+  EXPECT_TRUE(inf.watch_list_fell_back());
+  EXPECT_EQ(inf.store().get("ns/a"), nullptr);
+  EXPECT_NE(inf.store().get("ns/b"), nullptr);
+}
+
+TEST(ReflectorTest, ShutdownCancelsTheOpenWatch) {
+  Env env;
+  env.factory->informer(testing::test_type());
+  env.factory->start();
+  ASSERT_TRUE(env.fake->wait_watches(1));
+  env.factory->shutdown();
+  for (auto& s : env.fake->opened()) EXPECT_TRUE(s->cancelled());
+  env.factory->shutdown();  // idempotent
+}
+
+}  // namespace
+}  // namespace kinformer::informer

@@ -1,0 +1,43 @@
+#pragma once
+#include <atomic>
+#include <memory>
+
+#include "fakes.h"
+#include "kinformer/informer/informer_factory.h"
+
+namespace kinformer::testing {
+
+inline informer::InformerOptions selector_options(std::string labels, std::string fields = "") {
+  informer::InformerOptions o;
+  o.label_selector = std::move(labels);
+  o.field_selector = std::move(fields);
+  return o;
+}
+inline informer::InformerOptions watch_list_options() {
+  informer::InformerOptions o;
+  o.use_watch_list = true;
+  return o;
+}
+
+/// A factory over one scripted FakeListerWatcher and a ManualClock; random fixed at 0.5.
+struct Env {
+  std::shared_ptr<FakeListerWatcher> fake = std::make_shared<FakeListerWatcher>();
+  std::shared_ptr<ManualClock> clock = std::make_shared<ManualClock>();
+  std::atomic<int> lister_watchers_created{0};
+  std::unique_ptr<informer::InformerFactory> factory;
+
+  explicit Env(informer::FactoryOptions o = {}) {
+    o.clock = clock;
+    o.random = [] { return 0.5; };
+    o.handler_stop_timeout = std::chrono::milliseconds(2000);
+    factory = std::make_unique<informer::InformerFactory>(
+        [this](const client::ResourceType&, const std::string&) {
+          ++lister_watchers_created;
+          return std::make_unique<ListerWatcherProxy>(fake);
+        },
+        std::move(o));
+  }
+  ~Env() { factory.reset(); }
+};
+
+}  // namespace kinformer::testing
