@@ -1,0 +1,49 @@
+#pragma once
+// Token-bucket rate limiter for a client's non-watch requests (client-go's flowcontrol).
+
+#include <chrono>
+#include <functional>
+#include <mutex>
+
+namespace kinformer::client {
+
+/// RateLimiter settings.
+struct RateLimiterOptions {
+  double qps = 5.0;  ///< tokens per second; <= 0 disables limiting
+  int burst = 10;    ///< bucket size, >= 1
+};
+
+/// A token bucket: `qps` tokens per second, at most `burst` saved up. The defaults match
+/// client-go's rest.Config (QPS 5, Burst 10), which API servers' priority-and-fairness settings
+/// are tuned for; raise them for components that list many resources at start-up.
+/// Watches are long-running and not limited (as in client-go).
+/// Thread-safety: thread-safe; no concurrent call causes a data race.
+class RateLimiter {
+ public:
+  using Clock = std::function<std::chrono::steady_clock::time_point()>;
+  using Options = RateLimiterOptions;
+
+  /// `clock` defaults to std::chrono::steady_clock::now (inject a fake in tests).
+  explicit RateLimiter(Options options = {}, Clock clock = {});
+
+  /// Takes a token now if one is available.
+  bool try_acquire();
+  /// Reserves the next token and returns how long the caller must wait before using it
+  /// (zero when one was available). Reservations are never given back.
+  std::chrono::nanoseconds reserve();
+  /// Blocks the calling thread until a token is available (reserve() then sleep).
+  void acquire();
+
+  [[nodiscard]] const Options& options() const noexcept { return options_; }
+
+ private:
+  void refill(std::chrono::steady_clock::time_point now);
+
+  Options options_;
+  Clock clock_;
+  std::mutex mu_;
+  double tokens_;  // may go negative: outstanding reservations
+  std::chrono::steady_clock::time_point last_;
+};
+
+}  // namespace kinformer::client

@@ -1,0 +1,122 @@
+#pragma once
+// RestClient: synchronous, thread-safe calls to one API server plus streaming watches.
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "kinformer/client/cluster_config.h"
+#include "kinformer/client/rate_limiter.h"
+#include "kinformer/client/resource.h"
+#include "kinformer/client/result.h"
+#include "kinformer/client/watch.h"
+
+namespace kinformer::client {
+
+/// A deprecation or other `Warning:` header the server attached to a response.
+struct ApiWarning {
+  std::string resource;  ///< GroupVersionResource::to_string(), or the raw path for get_raw
+  std::string message;   ///< the warning text, e.g. "v1 Endpoints is deprecated in v1.33+; ..."
+  bool operator==(const ApiWarning&) const = default;
+};
+
+struct RestClientOptions {
+  /// User-Agent header; name the embedding component, e.g. "mesh-pilot/1.2 (kinformer/0.1)".
+  std::string user_agent = "kinformer/0.1";
+  /// Non-watch requests are limited by this bucket (defaults: 5 QPS, burst 10, like client-go).
+  RateLimiter::Options rate_limit{};
+  /// Optional shared limiter (e.g. one per process); overrides rate_limit when set.
+  std::shared_ptr<RateLimiter> rate_limiter;
+  /// Deadline of each non-watch request (connect, TLS, send, complete response) and of a watch's
+  /// connect and response headers.
+  std::chrono::milliseconds request_timeout{30000};
+  /// Idle keep-alive connections kept for reuse.
+  std::size_t max_idle_connections = 4;
+  /// Largest accepted non-watch response body.
+  std::size_t max_response_bytes = std::size_t{256} << 20;
+  /// Largest accepted watch event (Errc::too_large beyond).
+  std::size_t max_watch_event_bytes = std::size_t{16} << 20;
+  /// Events a watch buffers ahead of its reader before it stops reading from the socket.
+  std::size_t watch_queue_limit = 4096;
+  /// Called once per distinct (resource, warning message), from the calling thread.
+  std::function<void(const ApiWarning&)> on_warning;
+};
+
+/// A raw HTTP response (get_raw).
+struct RawResponse {
+  int status = 0;
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+  /// First header named `name` (case-insensitive); "" when absent.
+  [[nodiscard]] std::string header(std::string_view name) const;
+};
+
+/// Content types for RestClient::patch.
+enum class PatchType {
+  merge,  ///< application/merge-patch+json (RFC 7386)
+  json,   ///< application/json-patch+json (RFC 6902)
+  strategic_merge,  ///< application/strategic-merge-patch+json (built-in types only)
+};
+
+/// Talks to one API server. The public API is synchronous: each call blocks its caller while
+/// the request runs on the client's own io thread (Boost.Beast, C++20 coroutines). Never call it
+/// from that thread (i.e. never from inside a coroutine of this client); such a call fails with
+/// Errc::network instead of deadlocking.
+/// Thread-safety: thread-safe; no concurrent call causes a data race.
+/// Lifetime: watch streams and lister-watchers keep the client's internals (and its io thread)
+/// alive; the thread stops when the RestClient and all of them are gone.
+class RestClient {
+ public:
+  /// Throws ConfigError for an unusable configuration (bad server URL, unparsable CA PEM).
+  explicit RestClient(ClusterConfig config, RestClientOptions options = {});
+  ~RestClient();
+  RestClient(const RestClient&) = delete;
+  RestClient& operator=(const RestClient&) = delete;
+
+  Result<ObjectPtr> get(const ResourceType& type, std::string_view ns, std::string_view name);
+  /// One page (options.limit / options.continue_token).
+  Result<ObjectList> list(const ResourceType& type, std::string_view ns, const ListOptions& options = {});
+  /// Every page, following continue tokens (page size options.limit; 0 = 500). An expired
+  /// continue token (410) restarts the list from scratch once; a second expiry is returned.
+  Result<ObjectList> list_all(const ResourceType& type, std::string_view ns, ListOptions options = {});
+  /// POST to the object's namespace (metadata.namespace_).
+  Result<ObjectPtr> create(const ResourceType& type, const Object& object);
+  /// PUT to the object's name (metadata.resource_version is the optimistic-concurrency guard).
+  Result<ObjectPtr> update(const ResourceType& type, const Object& object);
+  Result<ObjectPtr> patch(const ResourceType& type, std::string_view ns, std::string_view name,
+                          PatchType patch_type, std::string_view patch);
+  Status delete_(const ResourceType& type, std::string_view ns, std::string_view name);
+  /// GET of any path ("/metrics", "/readyz?verbose"): any status is returned as a value; only
+  /// transport failures are errors.
+  Result<RawResponse> get_raw(std::string_view path_and_query);
+
+  /// Opens a watch (watch=1 is added). Errors of the HTTP response (403, 410, 429 ...) are
+  /// returned here; later failures come from WatchStream::next().
+  Result<WatchStreamPtr> watch(const ResourceType& type, std::string_view ns, const ListOptions& options);
+  /// A ListerWatcher for one resource in `ns` ("" = all namespaces) sharing this client.
+  ListerWatcherPtr lister_watcher(ResourceType type, std::string ns);
+
+  /// Every distinct warning received so far, in arrival order.
+  [[nodiscard]] std::vector<ApiWarning> warnings() const;
+  [[nodiscard]] const ClusterConfig& config() const;
+
+  struct Impl;
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+/// The query string (without '?') for `options`, percent-encoded; `watch` adds watch=1 and the
+/// watch-only parameters.
+std::string list_query(const ListOptions& options, bool watch);
+
+/// The message of a `Warning:` header value ("299 - \"text\""), or the raw value if it does not
+/// have that shape.
+std::string parse_warning_header(std::string_view value);
+
+}  // namespace kinformer::client

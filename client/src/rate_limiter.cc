@@ -1,0 +1,45 @@
+#include "kinformer/client/rate_limiter.h"
+
+#include <algorithm>
+#include <thread>
+
+namespace kinformer::client {
+
+RateLimiter::RateLimiter(Options options, Clock clock)
+    : options_(options), clock_(clock ? std::move(clock) : Clock([] { return std::chrono::steady_clock::now(); })) {
+  options_.burst = std::max(options_.burst, 1);
+  tokens_ = options_.burst;
+  last_ = clock_();
+}
+
+void RateLimiter::refill(std::chrono::steady_clock::time_point now) {
+  if (now <= last_) return;
+  double elapsed = std::chrono::duration<double>(now - last_).count();
+  tokens_ = std::min<double>(options_.burst, tokens_ + elapsed * options_.qps);
+  last_ = now;
+}
+
+bool RateLimiter::try_acquire() {
+  if (options_.qps <= 0) return true;
+  std::lock_guard lock(mu_);
+  refill(clock_());
+  if (tokens_ < 1.0) return false;
+  tokens_ -= 1.0;
+  return true;
+}
+
+std::chrono::nanoseconds RateLimiter::reserve() {
+  if (options_.qps <= 0) return std::chrono::nanoseconds(0);
+  std::lock_guard lock(mu_);
+  refill(clock_());
+  tokens_ -= 1.0;
+  if (tokens_ >= 0) return std::chrono::nanoseconds(0);
+  return std::chrono::nanoseconds(static_cast<std::int64_t>(-tokens_ / options_.qps * 1e9));
+}
+
+void RateLimiter::acquire() {
+  auto wait = reserve();
+  if (wait.count() > 0) std::this_thread::sleep_for(wait);
+}
+
+}  // namespace kinformer::client

@@ -1,0 +1,358 @@
+#include "kinformer/client/rest_client.h"
+
+#include <rapidjson/document.h>
+
+#include <cctype>
+#include <set>
+
+#include "detail/json.h"
+#include "kinformer/client/api_error.h"
+#include "transport.h"
+
+namespace kinformer::client {
+
+namespace {
+
+bool unreserved(unsigned char c) {
+  return std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~';
+}
+
+void append_param(std::string& q, std::string_view key, std::string_view value) {
+  static const char* hex = "0123456789ABCDEF";
+  if (!q.empty()) q.push_back('&');
+  q.append(key).push_back('=');
+  for (unsigned char c : value) {
+    if (unreserved(c)) {
+      q.push_back(static_cast<char>(c));
+    } else {
+      q.push_back('%');
+      q.push_back(hex[c >> 4]);
+      q.push_back(hex[c & 15]);
+    }
+  }
+}
+
+std::string find_header(const std::vector<std::pair<std::string, std::string>>& headers, std::string_view name) {
+  for (const auto& [k, v] : headers) {
+    if (k.size() == name.size() &&
+        std::equal(k.begin(), k.end(), name.begin(), [](char a, char b) { return std::tolower(a) == std::tolower(b); })) {
+      return v;
+    }
+  }
+  return {};
+}
+
+const char* patch_content_type(PatchType t) {
+  switch (t) {
+    case PatchType::merge: return "application/merge-patch+json";
+    case PatchType::json: return "application/json-patch+json";
+    case PatchType::strategic_merge: return "application/strategic-merge-patch+json";
+  }
+  return "application/merge-patch+json";
+}
+
+}  // namespace
+
+std::string list_query(const ListOptions& o, bool watch) {
+  std::string q;
+  if (watch) append_param(q, "watch", "1");
+  if (!o.label_selector.empty()) append_param(q, "labelSelector", o.label_selector);
+  if (!o.field_selector.empty()) append_param(q, "fieldSelector", o.field_selector);
+  if (o.resource_version) append_param(q, "resourceVersion", *o.resource_version);
+  if (!o.resource_version_match.empty()) append_param(q, "resourceVersionMatch", o.resource_version_match);
+  if (o.limit > 0) append_param(q, "limit", std::to_string(o.limit));
+  if (!o.continue_token.empty()) append_param(q, "continue", o.continue_token);
+  if (watch) {
+    if (o.allow_watch_bookmarks) append_param(q, "allowWatchBookmarks", "true");
+    if (o.timeout_seconds > 0) append_param(q, "timeoutSeconds", std::to_string(o.timeout_seconds));
+    if (o.send_initial_events) append_param(q, "sendInitialEvents", "true");
+  }
+  return q;
+}
+
+std::string parse_warning_header(std::string_view value) {
+  // warn-code SP warn-agent SP "warn-text" [SP warn-date]
+  auto open = value.find('"');
+  if (open == std::string_view::npos) return std::string(value);
+  std::string out;
+  for (std::size_t i = open + 1; i < value.size(); ++i) {
+    if (value[i] == '\\' && i + 1 < value.size()) {
+      out.push_back(value[++i]);
+    } else if (value[i] == '"') {
+      return out;
+    } else {
+      out.push_back(value[i]);
+    }
+  }
+  return std::string(value);
+}
+
+std::string RawResponse::header(std::string_view name) const { return find_header(headers, name); }
+
+struct RestClient::Impl {
+  ClusterConfig config;
+  RestClientOptions options;
+  std::shared_ptr<RateLimiter> limiter;
+  std::shared_ptr<detail::Transport> transport;
+
+  mutable std::mutex warn_mu;
+  std::set<std::pair<std::string, std::string>> warned;
+  std::vector<ApiWarning> warnings;
+
+  void record_warnings(const std::string& resource, const std::vector<std::pair<std::string, std::string>>& headers) {
+    for (const auto& [k, v] : headers) {
+      if (k.size() != 7 || !std::equal(k.begin(), k.end(), "warning", [](char a, char b) { return std::tolower(a) == b; })) {
+        continue;
+      }
+      ApiWarning w{resource, parse_warning_header(v)};
+      {
+        std::lock_guard lock(warn_mu);
+        if (!warned.emplace(w.resource, w.message).second) continue;
+        warnings.push_back(w);
+      }
+      if (options.on_warning) options.on_warning(w);
+    }
+  }
+
+  Result<Credentials> credentials() {
+    if (!config.credentials) return Credentials{};
+    return config.credentials->current();
+  }
+
+  /// One request with rate limiting, warnings and a single retry after 401 with fresh credentials.
+  Result<detail::HttpResponse> send(const detail::HttpRequest& request, const std::string& resource, bool limited = true) {
+    for (int attempt = 0;; ++attempt) {
+      if (limited) limiter->acquire();
+      auto creds = credentials();
+      if (!creds) return std::move(creds).error();
+      auto response = transport->request(request, creds.value());
+      if (!response) return response;
+      record_warnings(resource, response->headers);
+      if (response->status == 401 && attempt == 0 && config.credentials) {
+        config.credentials->invalidate();
+        continue;
+      }
+      return response;
+    }
+  }
+
+  static Error to_error(const detail::HttpResponse& r) {
+    return error_from_response(r.status, r.body, find_header(r.headers, "Retry-After"));
+  }
+
+  static Result<ObjectPtr> decode_object(const ResourceType& type, detail::HttpResponse& r) {
+    rapidjson::Document doc;
+    doc.ParseInsitu(r.body.data());
+    if (doc.HasParseError() || !doc.IsObject()) {
+      return Error::make(Errc::decode, type.gvr.to_string() + ": response is not a JSON object");
+    }
+    auto obj = type.codec->decode(doc);
+    if (!obj) return std::move(obj).error();
+    return ObjectPtr(std::move(obj).value());
+  }
+
+  Result<ObjectPtr> object_call(const ResourceType& type, detail::HttpRequest request) {
+    auto r = send(request, type.gvr.to_string());
+    if (!r) return std::move(r).error();
+    if (r->status < 200 || r->status >= 300) return to_error(r.value());
+    return decode_object(type, r.value());
+  }
+
+  Result<WatchStreamPtr> open_watch(const ResourceType& type, std::string_view ns, const ListOptions& options) {
+    detail::HttpRequest req;
+    req.target = type.gvr.path(ns) + "?" + list_query(options, true);
+    std::string resource = type.gvr.to_string();
+    for (int attempt = 0;; ++attempt) {
+      auto creds = credentials();
+      if (!creds) return std::move(creds).error();
+      auto stream = transport->watch(req, creds.value(), type.codec,
+                                     [&](const detail::HttpResponse& head) { record_warnings(resource, head.headers); });
+      if (!stream && stream.error().http_status == 401 && attempt == 0 && config.credentials) {
+        config.credentials->invalidate();
+        continue;
+      }
+      return stream;
+    }
+  }
+
+  Result<ObjectList> list(const ResourceType& type, std::string_view ns, const ListOptions& options) {
+    detail::HttpRequest req;
+    std::string q = list_query(options, false);
+    req.target = type.gvr.path(ns) + (q.empty() ? "" : "?" + q);
+    auto r = send(req, type.gvr.to_string());
+    if (!r) return std::move(r).error();
+    if (r->status != 200) return to_error(r.value());
+    rapidjson::Document doc;
+    doc.ParseInsitu(r->body.data());
+    if (doc.HasParseError() || !doc.IsObject()) {
+      return Error::make(Errc::decode, type.gvr.to_string() + ": list response is not a JSON object");
+    }
+    ObjectList out;
+    if (const JsonValue* md = detail::member(doc, "metadata")) {
+      out.resource_version = detail::get_string(*md, "resourceVersion");
+      out.continue_token = detail::get_string(*md, "continue");
+    }
+    const JsonValue* items = detail::member(doc, "items");
+    if (items && items->IsArray()) {
+      out.items.reserve(items->Size());
+      for (const auto& item : items->GetArray()) {
+        auto obj = type.codec->decode(item);
+        if (!obj) {
+          Error e = std::move(obj).error();
+          e.message = type.gvr.to_string() + " list item " + std::to_string(out.items.size()) + ": " + e.message;
+          return e;
+        }
+        out.items.push_back(std::move(obj).value());
+      }
+    } else if (items && !items->IsNull()) {
+      return Error::make(Errc::decode, type.gvr.to_string() + ": list items is not an array");
+    }
+    return out;
+  }
+};
+
+RestClient::RestClient(ClusterConfig config, RestClientOptions options) : impl_(std::make_shared<Impl>()) {
+  impl_->config = std::move(config);
+  impl_->options = std::move(options);
+  impl_->limiter = impl_->options.rate_limiter ? impl_->options.rate_limiter
+                                               : std::make_shared<RateLimiter>(impl_->options.rate_limit);
+  detail::TransportOptions t;
+  t.user_agent = impl_->options.user_agent;
+  t.request_timeout = impl_->options.request_timeout;
+  t.max_idle_connections = impl_->options.max_idle_connections;
+  t.max_response_bytes = impl_->options.max_response_bytes;
+  t.max_watch_event_bytes = impl_->options.max_watch_event_bytes;
+  t.watch_queue_limit = impl_->options.watch_queue_limit;
+  impl_->transport = detail::Transport::create(impl_->config, std::move(t));
+}
+
+RestClient::~RestClient() = default;
+
+const ClusterConfig& RestClient::config() const { return impl_->config; }
+
+std::vector<ApiWarning> RestClient::warnings() const {
+  std::lock_guard lock(impl_->warn_mu);
+  return impl_->warnings;
+}
+
+Result<ObjectPtr> RestClient::get(const ResourceType& type, std::string_view ns, std::string_view name) {
+  detail::HttpRequest req;
+  req.target = type.gvr.path(ns, name);
+  return impl_->object_call(type, std::move(req));
+}
+
+Result<ObjectList> RestClient::list(const ResourceType& type, std::string_view ns, const ListOptions& options) {
+  return impl_->list(type, ns, options);
+}
+
+Result<ObjectList> RestClient::list_all(const ResourceType& type, std::string_view ns, ListOptions options) {
+  if (options.limit <= 0) options.limit = 500;
+  ListOptions first = options;
+  first.continue_token.clear();
+  bool restarted = false;
+  ObjectList all;
+  ListOptions page = first;
+  for (;;) {
+    auto r = impl_->list(type, ns, page);
+    if (!r) {
+      if (r.error().is_expired() && !page.continue_token.empty() && !restarted) {
+        // The continue token expired: relist from scratch (a consistent snapshot), once.
+        restarted = true;
+        all = ObjectList{};
+        page = first;
+        page.resource_version.reset();
+        page.resource_version_match.clear();
+        continue;
+      }
+      return r;
+    }
+    ObjectList& got = r.value();
+    all.items.insert(all.items.end(), std::make_move_iterator(got.items.begin()), std::make_move_iterator(got.items.end()));
+    all.resource_version = got.resource_version;
+    if (got.continue_token.empty()) return all;
+    page.continue_token = got.continue_token;
+    // resourceVersion together with continue is a 400: the token pins the snapshot.
+    page.resource_version.reset();
+    page.resource_version_match.clear();
+  }
+}
+
+Result<ObjectPtr> RestClient::create(const ResourceType& type, const Object& object) {
+  detail::HttpRequest req;
+  req.method = "POST";
+  req.target = type.gvr.path(object.metadata.namespace_);
+  req.body = type.codec->encode(object);
+  req.content_type = "application/json";
+  return impl_->object_call(type, std::move(req));
+}
+
+Result<ObjectPtr> RestClient::update(const ResourceType& type, const Object& object) {
+  detail::HttpRequest req;
+  req.method = "PUT";
+  req.target = type.gvr.path(object.metadata.namespace_, object.metadata.name);
+  req.body = type.codec->encode(object);
+  req.content_type = "application/json";
+  return impl_->object_call(type, std::move(req));
+}
+
+Result<ObjectPtr> RestClient::patch(const ResourceType& type, std::string_view ns, std::string_view name,
+                                    PatchType patch_type, std::string_view patch) {
+  detail::HttpRequest req;
+  req.method = "PATCH";
+  req.target = type.gvr.path(ns, name);
+  req.body = std::string(patch);
+  req.content_type = patch_content_type(patch_type);
+  return impl_->object_call(type, std::move(req));
+}
+
+Status RestClient::delete_(const ResourceType& type, std::string_view ns, std::string_view name) {
+  detail::HttpRequest req;
+  req.method = "DELETE";
+  req.target = type.gvr.path(ns, name);
+  auto r = impl_->send(req, type.gvr.to_string());
+  if (!r) return std::move(r).error();
+  if (r->status < 200 || r->status >= 300) return Impl::to_error(r.value());
+  return Ok{};
+}
+
+Result<RawResponse> RestClient::get_raw(std::string_view path_and_query) {
+  detail::HttpRequest req;
+  req.target = std::string(path_and_query);
+  req.accept = "*/*";
+  std::string resource(path_and_query.substr(0, path_and_query.find('?')));
+  auto r = impl_->send(req, resource);
+  if (!r) return std::move(r).error();
+  RawResponse out;
+  out.status = r->status;
+  out.body = std::move(r->body);
+  out.headers = std::move(r->headers);
+  return out;
+}
+
+Result<WatchStreamPtr> RestClient::watch(const ResourceType& type, std::string_view ns, const ListOptions& options) {
+  return impl_->open_watch(type, ns, options);
+}
+
+namespace {
+
+class RestListerWatcher final : public ListerWatcher {
+ public:
+  RestListerWatcher(std::shared_ptr<RestClient::Impl> impl, ResourceType type, std::string ns)
+      : impl_(std::move(impl)), type_(std::move(type)), ns_(std::move(ns)) {}
+
+  Result<ObjectList> list(const ListOptions& options) override { return impl_->list(type_, ns_, options); }
+  Result<WatchStreamPtr> watch(const ListOptions& options) override { return impl_->open_watch(type_, ns_, options); }
+
+ private:
+  std::shared_ptr<RestClient::Impl> impl_;  // keeps the transport (io thread) alive
+  ResourceType type_;
+  std::string ns_;
+};
+
+}  // namespace
+
+ListerWatcherPtr RestClient::lister_watcher(ResourceType type, std::string ns) {
+  return std::make_unique<RestListerWatcher>(impl_, std::move(type), std::move(ns));
+}
+
+}  // namespace kinformer::client

@@ -1,0 +1,66 @@
+#pragma once
+// Private: HTTP/1.1 over TCP or TLS (Boost.Beast, OpenSSL) on one io thread, with a small
+// keep-alive pool and streaming watch responses. Keeps Asio/Beast out of public headers.
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kinformer/client/cluster_config.h"
+#include "kinformer/client/resource.h"
+#include "kinformer/client/result.h"
+#include "kinformer/client/watch.h"
+
+namespace kinformer::client::detail {
+
+struct HttpRequest {
+  std::string method = "GET";
+  std::string target;  ///< path and query, without the server's path prefix
+  std::string body;
+  std::string content_type;
+  std::string accept = "application/json";
+};
+
+struct HttpResponse {
+  int status = 0;
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+struct TransportOptions {
+  std::string user_agent;
+  std::chrono::milliseconds request_timeout{30000};
+  std::size_t max_idle_connections = 4;
+  std::size_t max_response_bytes = std::size_t{256} << 20;
+  std::size_t max_watch_event_bytes = std::size_t{16} << 20;
+  std::size_t watch_queue_limit = 4096;
+};
+
+/// Thread-safety: request() and watch() may be called from any thread except the io thread.
+class Transport : public std::enable_shared_from_this<Transport> {
+ public:
+  /// Throws ConfigError for a bad server URL or CA bundle.
+  static std::shared_ptr<Transport> create(const ClusterConfig& config, TransportOptions options);
+  ~Transport();
+
+  /// One request/response exchange with a deadline; connections are reused.
+  Result<HttpResponse> request(const HttpRequest& request, const Credentials& credentials);
+
+  /// Opens a streaming request on a dedicated connection. On HTTP 200 returns the stream
+  /// (decoding with `codec`); otherwise the mapped API error. `on_headers` sees the response
+  /// headers (status set, body empty) before this returns.
+  Result<WatchStreamPtr> watch(const HttpRequest& request, const Credentials& credentials,
+                               std::shared_ptr<const Codec> codec,
+                               const std::function<void(const HttpResponse&)>& on_headers);
+
+  struct Impl;
+
+ private:
+  Transport() = default;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kinformer::client::detail

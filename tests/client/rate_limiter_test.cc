@@ -1,0 +1,55 @@
+#include "kinformer/client/rate_limiter.h"
+
+#include <gtest/gtest.h>
+
+namespace kinformer::client {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct FakeClock {
+  std::chrono::steady_clock::time_point now{};
+  RateLimiter::Clock fn() {
+    return [this] { return now; };
+  }
+};
+
+TEST(RateLimiter, DefaultsMatchClientGo) {
+  RateLimiter limiter;
+  EXPECT_EQ(limiter.options().qps, 5.0);
+  EXPECT_EQ(limiter.options().burst, 10);
+}
+
+TEST(RateLimiter, BurstThenQps) {
+  FakeClock clock;
+  RateLimiter limiter({.qps = 5, .burst = 10}, clock.fn());
+  for (int i = 0; i < 10; ++i) EXPECT_TRUE(limiter.try_acquire()) << i;
+  EXPECT_FALSE(limiter.try_acquire());
+  clock.now += 199ms;
+  EXPECT_FALSE(limiter.try_acquire());
+  clock.now += 1ms;
+  EXPECT_TRUE(limiter.try_acquire());
+  EXPECT_FALSE(limiter.try_acquire());
+  clock.now += 10s;  // refills to burst, not beyond
+  for (int i = 0; i < 10; ++i) EXPECT_TRUE(limiter.try_acquire());
+  EXPECT_FALSE(limiter.try_acquire());
+}
+
+TEST(RateLimiter, ReserveReturnsWaits) {
+  FakeClock clock;
+  RateLimiter limiter({.qps = 10, .burst = 1}, clock.fn());
+  auto ms = [](std::chrono::nanoseconds d) { return static_cast<double>(d.count()) / 1e6; };
+  EXPECT_EQ(limiter.reserve(), 0ns);
+  EXPECT_NEAR(ms(limiter.reserve()), 100, 0.01);
+  EXPECT_NEAR(ms(limiter.reserve()), 200, 0.01);
+  clock.now += 200ms;
+  EXPECT_NEAR(ms(limiter.reserve()), 100, 0.01);
+}
+
+TEST(RateLimiter, ZeroQpsIsUnlimited) {
+  RateLimiter limiter({.qps = 0, .burst = 1});
+  for (int i = 0; i < 1000; ++i) EXPECT_TRUE(limiter.try_acquire());
+}
+
+}  // namespace
+}  // namespace kinformer::client

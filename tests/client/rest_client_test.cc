@@ -1,0 +1,414 @@
+#include "kinformer/client/rest_client.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+
+#include "fake_apiserver.h"
+#include "kinformer/client/dynamic_object.h"
+
+namespace kinformer::client {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::FakeApiServer;
+using testing::Reply;
+using testing::Request;
+using testing::ScriptedStream;
+using testing::watch_event_line;
+
+const ResourceType kPods = dynamic_resource({"", "v1", "pods", "Pod", true});
+const ResourceType kEndpoints = dynamic_resource({"", "v1", "endpoints", "Endpoints", true});
+
+std::string pod_json(const std::string& name, const std::string& rv) {
+  return R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":")" + name + R"(","namespace":"ns","resourceVersion":")" +
+         rv + R"("}})";
+}
+
+Credentials token(std::string t) {
+  Credentials c;
+  c.token = std::move(t);
+  return c;
+}
+
+ListOptions limit(std::int64_t n) {
+  ListOptions o;
+  o.limit = n;
+  return o;
+}
+
+RestClientOptions unlimited() {
+  RestClientOptions o;
+  o.rate_limit.qps = 0;
+  o.request_timeout = 5s;
+  return o;
+}
+
+TEST(ListQuery, EncodesEveryOption) {
+  ListOptions o;
+  o.label_selector = "app in (a,b),tier!=db";
+  o.field_selector = "metadata.name=x";
+  o.resource_version = "0";
+  o.resource_version_match = "NotOlderThan";
+  o.limit = 50;
+  o.continue_token = "abc+/=";
+  o.timeout_seconds = 300;
+  o.allow_watch_bookmarks = true;
+  o.send_initial_events = true;
+  EXPECT_EQ(list_query(o, false),
+            "labelSelector=app%20in%20%28a%2Cb%29%2Ctier%21%3Ddb&fieldSelector=metadata.name%3Dx&resourceVersion=0&"
+            "resourceVersionMatch=NotOlderThan&limit=50&continue=abc%2B%2F%3D");
+  EXPECT_EQ(list_query(o, true).substr(0, 8), "watch=1&");
+  EXPECT_NE(list_query(o, true).find("&allowWatchBookmarks=true&timeoutSeconds=300&sendInitialEvents=true"),
+            std::string::npos);
+  EXPECT_EQ(list_query(ListOptions{}, false), "");
+}
+
+TEST(RestClient, GetSendsUserAgentTokenAndDecodes) {
+  FakeApiServer server;
+  server.on("GET", "/api/v1/namespaces/ns/pods/p1", [](const Request&) { return Reply::json(pod_json("p1", "7")); });
+  RestClientOptions options = unlimited();
+  options.user_agent = "mesh-pilot/1.0 (kinformer/0.1)";
+  RestClient client(server.cluster_config(static_credentials(token("t0ken"))), options);
+  auto r = client.get(kPods, "ns", "p1");
+  ASSERT_TRUE(r) << r.error().to_string();
+  EXPECT_EQ(r.value()->key(), "ns/p1");
+  EXPECT_EQ(r.value()->metadata.resource_version, "7");
+  auto req = server.requests().at(0);
+  EXPECT_EQ(req.header("user-agent"), "mesh-pilot/1.0 (kinformer/0.1)");
+  EXPECT_EQ(req.header("authorization"), "Bearer t0ken");
+  EXPECT_EQ(req.header("accept"), "application/json");
+}
+
+TEST(RestClient, NotFoundIsApiError) {
+  FakeApiServer server;
+  RestClient client(server.cluster_config(), unlimited());
+  auto r = client.get(kPods, "ns", "missing");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, Errc::api);
+  EXPECT_EQ(r.error().http_status, 404);
+  EXPECT_EQ(r.error().reason, "NotFound");
+}
+
+TEST(RestClient, TooManyRequestsPlainTextWithRetryAfter) {
+  FakeApiServer server;
+  server.on("GET", "/api/v1/pods", [](const Request&) {
+    Reply r = Reply::text("Too many requests, please try again later.\n", 429);
+    r.headers.emplace_back("Retry-After", "3");
+    return r;
+  });
+  RestClient client(server.cluster_config(), unlimited());
+  auto r = client.list(kPods, "");
+  ASSERT_FALSE(r);
+  EXPECT_TRUE(r.error().is_too_many_requests());
+  EXPECT_EQ(r.error().retry_after, 3s);
+}
+
+Reply page(const std::vector<std::string>& names, const std::string& rv, const std::string& cont) {
+  std::string body = R"({"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":")" + rv + R"(","continue":")" +
+                     cont + R"("},"items":[)";
+  for (std::size_t i = 0; i < names.size(); ++i) body += (i ? "," : "") + pod_json(names[i], rv);
+  return Reply::json(body + "]}");
+}
+
+TEST(RestClient, ListAllFollowsContinueTokens) {
+  FakeApiServer server;
+  server.on("GET", "/api/v1/namespaces/ns/pods", [](const Request& r) {
+    auto c = r.param("continue").value_or("");
+    if (c.empty()) return page({"a", "b"}, "10", "c1");
+    if (c == "c1") return page({"c", "d"}, "10", "c2");
+    return page({"e"}, "10", "");
+  });
+  RestClient client(server.cluster_config(), unlimited());
+  ListOptions o;
+  o.limit = 2;
+  o.resource_version = "0";
+  auto r = client.list_all(kPods, "ns", o);
+  ASSERT_TRUE(r) << r.error().to_string();
+  ASSERT_EQ(r->items.size(), 5u);
+  EXPECT_EQ(r->items[4]->metadata.name, "e");
+  EXPECT_EQ(r->resource_version, "10");
+  auto reqs = server.requests();
+  ASSERT_EQ(reqs.size(), 3u);
+  EXPECT_EQ(reqs[0].param("resourceVersion"), "0");
+  EXPECT_EQ(reqs[0].param("limit"), "2");
+  EXPECT_FALSE(reqs[1].param("resourceVersion"));  // never resourceVersion together with continue
+  EXPECT_EQ(reqs[1].param("continue"), "c1");
+}
+
+TEST(RestClient, ListAllRestartsOnceOnExpiredContinue) {
+  FakeApiServer server;
+  std::atomic<int> expiries{0};
+  server.on("GET", "/api/v1/pods", [&](const Request& r) {
+    auto c = r.param("continue").value_or("");
+    if (c.empty()) return page({"a"}, "20", "old");
+    if (c == "old" && expiries++ == 0) {
+      return Reply::api_status(410, "Expired", "The provided continue parameter is too old");
+    }
+    return page({"b"}, "21", "");
+  });
+  RestClient client(server.cluster_config(), unlimited());
+  auto r = client.list_all(kPods, "", limit(1));
+  ASSERT_TRUE(r) << r.error().to_string();
+  ASSERT_EQ(r->items.size(), 2u);  // a (relisted), b; the first "a" was discarded
+  EXPECT_EQ(server.request_count(), 4u);
+
+  // A second expiry is returned.
+  server.on("GET", "/api/v1/pods", [](const Request& r) {
+    if (r.param("continue")) return Reply::api_status(410, "Expired", "too old");
+    return page({"a"}, "20", "old");
+  });
+  auto again = client.list_all(kPods, "", limit(1));
+  ASSERT_FALSE(again);
+  EXPECT_TRUE(again.error().is_expired());
+}
+
+TEST(RestClient, CreateUpdatePatchDeletePathsAndBodies) {
+  FakeApiServer server;
+  server.on("POST", "/api/v1/namespaces/ns/pods", [](const Request& r) { return Reply::json(r.body, 201); });
+  server.on("PUT", "/api/v1/namespaces/ns/pods/p", [](const Request& r) { return Reply::json(r.body); });
+  server.on("PATCH", "/api/v1/namespaces/ns/pods/p", [](const Request&) { return Reply::json(pod_json("p", "9")); });
+  server.on("DELETE", "/api/v1/namespaces/ns/pods/p", [](const Request&) {
+    return Reply::json(R"({"kind":"Status","status":"Success"})");
+  });
+  RestClient client(server.cluster_config(), unlimited());
+  DynamicObject pod;
+  pod.metadata.name = "p";
+  pod.metadata.namespace_ = "ns";
+  pod.json = pod_json("p", "");
+  auto created = client.create(kPods, pod);
+  ASSERT_TRUE(created) << created.error().to_string();
+  EXPECT_EQ(created.value()->metadata.name, "p");
+  ASSERT_TRUE(client.update(kPods, pod));
+  ASSERT_TRUE(client.patch(kPods, "ns", "p", PatchType::merge, R"({"metadata":{"labels":{"a":"b"}}})"));
+  ASSERT_TRUE(client.patch(kPods, "ns", "p", PatchType::json, R"([{"op":"add","path":"/metadata/labels/a","value":"b"}])"));
+  ASSERT_TRUE(client.delete_(kPods, "ns", "p"));
+  auto reqs = server.requests();
+  ASSERT_EQ(reqs.size(), 5u);
+  EXPECT_EQ(reqs[0].method, "POST");
+  EXPECT_EQ(reqs[0].body, pod.json);
+  EXPECT_EQ(reqs[0].header("content-type"), "application/json");
+  EXPECT_EQ(reqs[1].method, "PUT");
+  EXPECT_EQ(reqs[2].header("content-type"), "application/merge-patch+json");
+  EXPECT_EQ(reqs[2].body, R"({"metadata":{"labels":{"a":"b"}}})");
+  EXPECT_EQ(reqs[3].header("content-type"), "application/json-patch+json");
+  EXPECT_EQ(reqs[4].method, "DELETE");
+  EXPECT_EQ(reqs[4].path, "/api/v1/namespaces/ns/pods/p");
+}
+
+TEST(RestClient, WarningSurfacedOncePerResource) {
+  FakeApiServer server;
+  server.on("GET", "/api/v1/endpoints", [](const Request&) {
+    Reply r = Reply::json(R"({"kind":"EndpointsList","metadata":{"resourceVersion":"1"},"items":[]})");
+    r.headers.emplace_back("Warning",
+                           R"(299 - "v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice")");
+    return r;
+  });
+  std::vector<ApiWarning> seen;
+  std::mutex mu;
+  RestClientOptions options = unlimited();
+  options.on_warning = [&](const ApiWarning& w) {
+    std::lock_guard lock(mu);
+    seen.push_back(w);
+  };
+  RestClient client(server.cluster_config(), options);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(client.list(kEndpoints, ""));
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].resource, "endpoints");
+  EXPECT_EQ(seen[0].message, "v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice");
+  EXPECT_EQ(client.warnings(), seen);
+}
+
+TEST(RestClient, GetRawReturnsStatusBodyHeaders) {
+  FakeApiServer server;
+  server.on("GET", "/metrics", [](const Request&) {
+    Reply r = Reply::text("apiserver_longrunning_requests{verb=\"WATCH\"} 3\n");
+    r.headers.emplace_back("X-Thing", "1");
+    return r;
+  });
+  server.on("GET", "/readyz", [](const Request&) { return Reply::text("[-]etcd failed", 500); });
+  RestClient client(server.cluster_config(), unlimited());
+  auto m = client.get_raw("/metrics");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->status, 200);
+  EXPECT_EQ(m->header("x-thing"), "1");
+  EXPECT_NE(m->body.find("longrunning"), std::string::npos);
+  auto ready = client.get_raw("/readyz?verbose");
+  ASSERT_TRUE(ready);
+  EXPECT_EQ(ready->status, 500);
+}
+
+TEST(RestClient, RequestDeadline) {
+  FakeApiServer server;
+  auto never = std::make_shared<ScriptedStream>();
+  server.on("GET", "/slow", [never](const Request&) { return Reply::streaming(never); });
+  RestClientOptions options = unlimited();
+  options.request_timeout = 200ms;
+  RestClient client(server.cluster_config(), options);
+  auto r = client.get_raw("/slow");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, Errc::timeout);
+}
+
+class RotatingToken final : public CredentialsProvider {
+ public:
+  Result<Credentials> current() override { return token("token-" + std::to_string(generation.load())); }
+  void invalidate() noexcept override { ++generation; }
+  std::atomic<int> generation{0};
+};
+
+TEST(RestClient, RetriesOnceAfter401WithFreshCredentials) {
+  FakeApiServer server;
+  server.on("GET", "/api/v1/namespaces/ns/pods/p", [](const Request& r) {
+    if (r.header("authorization") != "Bearer token-1") return Reply::api_status(401, "Unauthorized", "Unauthorized");
+    return Reply::json(pod_json("p", "1"));
+  });
+  auto creds = std::make_shared<RotatingToken>();
+  RestClient client(server.cluster_config(creds), unlimited());
+  auto r = client.get(kPods, "ns", "p");
+  ASSERT_TRUE(r) << r.error().to_string();
+  EXPECT_EQ(creds->generation.load(), 1);
+  EXPECT_EQ(server.request_count(), 2u);
+}
+
+TEST(RestClient, RateLimiterDelaysNonWatchRequests) {
+  FakeApiServer server;
+  server.on("GET", "/x", [](const Request&) { return Reply::text("ok"); });
+  auto now = std::make_shared<std::chrono::steady_clock::time_point>();
+  auto limiter = std::make_shared<RateLimiter>(RateLimiter::Options{.qps = 1000, .burst = 2}, [now] { return *now; });
+  RestClientOptions options = unlimited();
+  options.rate_limiter = limiter;
+  RestClient client(server.cluster_config(), options);
+  ASSERT_TRUE(client.get_raw("/x"));
+  ASSERT_TRUE(client.get_raw("/x"));
+  EXPECT_FALSE(limiter->try_acquire());  // both tokens were taken by the requests
+}
+
+// --- watch ---------------------------------------------------------------------------------
+
+struct WatchFixture : ::testing::Test {
+  FakeApiServer server;
+  std::shared_ptr<ScriptedStream> stream = std::make_shared<ScriptedStream>();
+  std::unique_ptr<RestClient> client;
+  void SetUp() override {
+    server.on("GET", "/api/v1/namespaces/ns/pods", [s = stream](const Request& r) {
+      if (r.param("watch") != "1") return Reply::json("{}", 400);
+      return Reply::streaming(s);
+    });
+    client = std::make_unique<RestClient>(server.cluster_config(), unlimited());
+  }
+};
+
+TEST_F(WatchFixture, StreamsEventsThenCleanEnd) {
+  ListOptions o;
+  o.resource_version = "5";
+  o.allow_watch_bookmarks = true;
+  o.timeout_seconds = 321;
+  auto w = client->watch(kPods, "ns", o);
+  ASSERT_TRUE(w) << w.error().to_string();
+  std::string two = watch_event_line("ADDED", pod_json("a", "6")) + watch_event_line("MODIFIED", pod_json("a", "7"));
+  stream->send(two.substr(0, 30));
+  stream->send(two.substr(30));
+  auto e1 = (*w)->next();
+  ASSERT_TRUE(e1);
+  ASSERT_TRUE(e1->has_value());
+  EXPECT_EQ((*e1)->type, EventType::added);
+  auto e2 = (*w)->next();
+  ASSERT_TRUE(e2 && e2->has_value());
+  EXPECT_EQ((*e2)->object->metadata.resource_version, "7");
+  stream->end();
+  auto end = (*w)->next();
+  ASSERT_TRUE(end) << end.error().to_string();
+  EXPECT_FALSE(end->has_value());
+  auto req = server.requests().at(0);
+  EXPECT_EQ(req.param("resourceVersion"), "5");
+  EXPECT_EQ(req.param("allowWatchBookmarks"), "true");
+  EXPECT_EQ(req.param("timeoutSeconds"), "321");
+}
+
+TEST_F(WatchFixture, AbortIsTruncated) {
+  auto w = client->watch(kPods, "ns", {});
+  ASSERT_TRUE(w);
+  stream->send(watch_event_line("ADDED", pod_json("a", "6")) + R"({"type":"ADDED","obj)");
+  stream->abort();
+  auto e1 = (*w)->next();
+  ASSERT_TRUE(e1 && e1->has_value());
+  auto e2 = (*w)->next();
+  ASSERT_FALSE(e2);
+  EXPECT_EQ(e2.error().code, Errc::truncated);
+}
+
+TEST_F(WatchFixture, ErrorEventEndsStream) {
+  auto w = client->watch(kPods, "ns", {});
+  ASSERT_TRUE(w);
+  stream->send(watch_event_line("ERROR", R"({"kind":"Status","code":410,"reason":"Expired","message":"too old resource version"})"));
+  auto e = (*w)->next();
+  ASSERT_FALSE(e);
+  EXPECT_TRUE(e.error().is_expired());
+  EXPECT_FALSE((*w)->next());  // finished
+}
+
+TEST_F(WatchFixture, CancelUnblocksNextAndClosesConnection) {
+  auto w = client->watch(kPods, "ns", {});
+  ASSERT_TRUE(w);
+  std::thread canceller([&] {
+    ASSERT_TRUE(stream->wait_started(5s));
+    (*w)->cancel();
+  });
+  auto e = (*w)->next();
+  canceller.join();
+  ASSERT_FALSE(e);
+  EXPECT_EQ(e.error().code, Errc::cancelled);
+  EXPECT_TRUE(stream->wait_closed(5s));
+}
+
+TEST_F(WatchFixture, DestroyingStreamReleasesConnection) {
+  {
+    auto w = client->watch(kPods, "ns", {});
+    ASSERT_TRUE(w);
+  }
+  EXPECT_TRUE(stream->wait_closed(5s));
+  EXPECT_TRUE(server.wait_for_open_connections(0, 5s));
+}
+
+TEST(RestClientWatch, InitialHttpErrorIsReturnedFromWatch) {
+  FakeApiServer server;
+  server.on("GET", "/api/v1/pods", [](const Request&) { return Reply::api_status(410, "Expired", "too old resource version: 1 (9)"); });
+  RestClient client(server.cluster_config(), unlimited());
+  auto w = client.watch(kPods, "", {});
+  ASSERT_FALSE(w);
+  EXPECT_EQ(w.error().http_status, 410);
+  EXPECT_TRUE(w.error().is_expired());
+  auto lw = client.lister_watcher(kPods, "");
+  auto w2 = lw->watch({});
+  ASSERT_FALSE(w2);
+  EXPECT_TRUE(w2.error().is_expired());
+}
+
+TEST(RestClientWatch, ListerWatcherOutlivesClientAndWarnsOnWatch) {
+  FakeApiServer server;
+  auto stream = std::make_shared<ScriptedStream>();
+  server.on("GET", "/api/v1/endpoints", [stream](const Request& r) {
+    Reply reply = r.param("watch") ? Reply::streaming(stream)
+                                   : Reply::json(R"({"metadata":{"resourceVersion":"3"},"items":[]})");
+    reply.headers.emplace_back("Warning", R"(299 - "v1 Endpoints is deprecated")");
+    return reply;
+  });
+  ListerWatcherPtr lw;
+  {
+    RestClient client(server.cluster_config(), unlimited());
+    lw = client.lister_watcher(kEndpoints, "");
+  }
+  auto list = lw->list({});
+  ASSERT_TRUE(list);
+  EXPECT_EQ(list->resource_version, "3");
+  auto w = lw->watch({});
+  ASSERT_TRUE(w);
+  stream->send(watch_event_line("BOOKMARK", R"({"kind":"Endpoints","metadata":{"resourceVersion":"4"}})"));
+  auto e = (*w)->next();
+  ASSERT_TRUE(e && e->has_value());
+  EXPECT_EQ((*e)->type, EventType::bookmark);
+}
+
+}  // namespace
+}  // namespace kinformer::client

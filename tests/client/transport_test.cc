@@ -1,0 +1,154 @@
+// TLS behaviour of the transport, exercised through RestClient::get_raw against FakeApiServer.
+#include <gtest/gtest.h>
+
+#include "fake_apiserver.h"
+#include "kinformer/client/rest_client.h"
+
+namespace kinformer::client {
+namespace {
+
+using testing::FakeApiServer;
+using testing::FakeApiServerOptions;
+using testing::Reply;
+using testing::Request;
+
+std::unique_ptr<FakeApiServer> tls_server(testing::PkiOptions pki = {}, bool require_client_cert = false) {
+  FakeApiServerOptions o;
+  o.tls = true;
+  o.require_client_cert = require_client_cert;
+  o.pki = testing::make_pki(pki);
+  auto server = std::make_unique<FakeApiServer>(std::move(o));
+  server->on("GET", "/readyz", [](const Request&) { return Reply::text("ok"); });
+  return server;
+}
+
+RestClientOptions fast() {
+  RestClientOptions o;
+  o.request_timeout = std::chrono::milliseconds(5000);
+  o.rate_limit.qps = 0;
+  return o;
+}
+
+TEST(Transport, TrustedCaSucceeds) {
+  auto server = tls_server();
+  RestClient client(server->cluster_config(), fast());
+  auto r = client.get_raw("/readyz");
+  ASSERT_TRUE(r) << r.error().to_string();
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, "ok");
+  // Keep-alive: a second request reuses the connection.
+  ASSERT_TRUE(client.get_raw("/readyz"));
+  EXPECT_EQ(server->open_connections(), 1u);
+}
+
+TEST(Transport, UnknownCaFailsWithReasonAndNeverFallsBack) {
+  auto server = tls_server();
+  ClusterConfig config = server->cluster_config();
+  config.ca_pem = testing::make_ca("some-other-ca").cert_pem;
+  RestClient client(config, fast());
+  auto r = client.get_raw("/readyz");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, Errc::tls);
+  EXPECT_NE(r.error().message.find("certificate verify failed: unable to get local issuer certificate"), std::string::npos)
+      << r.error().message;
+  EXPECT_EQ(server->request_count(), 0u);
+}
+
+TEST(Transport, HostnameMismatch) {
+  auto server = tls_server({.server_dns_names = {"localhost"}, .server_ip_addresses = {}});
+  RestClient by_ip(server->cluster_config(), fast());  // connects to 127.0.0.1, not in the cert
+  auto r = by_ip.get_raw("/readyz");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, Errc::tls);
+  EXPECT_NE(r.error().message.find("IP address mismatch"), std::string::npos) << r.error().message;
+
+  ClusterConfig config = server->cluster_config();
+  config.tls_server_name = "wrong.example";
+  RestClient wrong(config, fast());
+  auto w = wrong.get_raw("/readyz");
+  ASSERT_FALSE(w);
+  EXPECT_EQ(w.error().code, Errc::tls);
+  EXPECT_NE(w.error().message.find("hostname mismatch"), std::string::npos) << w.error().message;
+}
+
+TEST(Transport, TlsServerNameOverride) {
+  auto server = tls_server({.server_dns_names = {"apiserver.internal"}, .server_ip_addresses = {}});
+  ClusterConfig config = server->cluster_config();
+  config.tls_server_name = "apiserver.internal";
+  RestClient client(config, fast());
+  auto r = client.get_raw("/readyz");
+  ASSERT_TRUE(r) << r.error().to_string();
+  EXPECT_EQ(r->status, 200);
+}
+
+TEST(Transport, ExpiredServerCertificate) {
+  auto server = tls_server({.server_expired = true});
+  RestClient client(server->cluster_config(), fast());
+  auto r = client.get_raw("/readyz");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, Errc::tls);
+  EXPECT_NE(r.error().message.find("certificate has expired"), std::string::npos) << r.error().message;
+}
+
+TEST(Transport, InsecureSkipVerifyIsExplicit) {
+  auto server = tls_server();
+  ClusterConfig config = server->cluster_config();
+  config.ca_pem.clear();
+  config.insecure_skip_tls_verify = true;
+  RestClient client(config, fast());
+  EXPECT_TRUE(client.get_raw("/readyz"));
+}
+
+TEST(Transport, ClientCertificateRequired) {
+  auto server = tls_server({}, /*require_client_cert=*/true);
+  Credentials creds;
+  creds.client_cert_pem = server->pki().client.cert_pem;
+  creds.client_key_pem = server->pki().client.key_pem;
+  RestClient with(server->cluster_config(static_credentials(creds)), fast());
+  auto ok = with.get_raw("/readyz");
+  ASSERT_TRUE(ok) << ok.error().to_string();
+  EXPECT_EQ(ok->status, 200);
+
+  RestClient without(server->cluster_config(), fast());
+  auto r = without.get_raw("/readyz");
+  ASSERT_FALSE(r);
+  EXPECT_TRUE(r.error().code == Errc::tls || r.error().code == Errc::network) << r.error().to_string();
+}
+
+TEST(Transport, BadClientKeyIsAnAuthErrorWithoutSecrets) {
+  auto server = tls_server();
+  Credentials creds;
+  creds.client_cert_pem = server->pki().client.cert_pem;
+  creds.client_key_pem = "-----BEGIN PRIVATE KEY-----\nc2VjcmV0LWtleQ==\n-----END PRIVATE KEY-----\n";
+  RestClient client(server->cluster_config(static_credentials(creds)), fast());
+  auto r = client.get_raw("/readyz");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, Errc::auth);
+  EXPECT_EQ(r.error().message.find("c2VjcmV0"), std::string::npos);
+}
+
+TEST(Transport, BadServerUrlAndCaThrowConfigError) {
+  ClusterConfig config;
+  config.server = "ftp://x";
+  EXPECT_THROW(RestClient(config, fast()), ConfigError);
+  config.server = "https://127.0.0.1:1";
+  config.ca_pem = "not a pem";
+  EXPECT_THROW(RestClient(config, fast()), ConfigError);
+}
+
+TEST(Transport, ConnectionRefusedIsNetworkError) {
+  std::string url;
+  {
+    FakeApiServer server;
+    url = server.url();
+  }
+  ClusterConfig config;
+  config.server = url;
+  RestClient client(config, fast());
+  auto r = client.get_raw("/readyz");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, Errc::network);
+}
+
+}  // namespace
+}  // namespace kinformer::client
