@@ -1,6 +1,25 @@
-#include <mutex>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <rapidjson/document.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+#include "detail/base64.h"
+#include "detail/json.h"
 #include "kinformer/client/cluster_config.h"
+
+extern char** environ;
 
 namespace kinformer::client {
 namespace {
@@ -14,10 +33,218 @@ class StaticCredentials final : public CredentialsProvider {
   const Credentials credentials_;
 };
 
+// Re-reads the token when the file's identity, size or modification time changes (kubelet
+// rotates projected service-account tokens by swapping a symlink).
+class TokenFileCredentials final : public CredentialsProvider {
+ public:
+  TokenFileCredentials(std::string path, Credentials base) : path_(std::move(path)), base_(std::move(base)) {}
+
+  Result<Credentials> current() override {
+    struct stat st {};
+    if (::stat(path_.c_str(), &st) != 0) {
+      return Error::make(Errc::auth, "token file " + path_ + " cannot be read: " + std::strerror(errno));
+    }
+    std::lock_guard lock(mu_);
+    bool changed = !loaded_ || st.st_ino != ino_ || st.st_size != size_ || st.st_mtim.tv_sec != mtime_.tv_sec ||
+                   st.st_mtim.tv_nsec != mtime_.tv_nsec;
+    if (changed) {
+      std::ifstream in(path_, std::ios::binary);
+      if (!in) return Error::make(Errc::auth, "token file " + path_ + " cannot be read: " + std::strerror(errno));
+      std::stringstream ss;
+      ss << in.rdbuf();
+      std::string token = ss.str();
+      while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
+      if (token.empty()) return Error::make(Errc::auth, "token file " + path_ + " is empty");
+      token_ = std::move(token);
+      ino_ = st.st_ino;
+      size_ = st.st_size;
+      mtime_ = st.st_mtim;
+      loaded_ = true;
+    }
+    Credentials c = base_;
+    c.token = token_;
+    return c;
+  }
+
+  void invalidate() noexcept override {
+    std::lock_guard lock(mu_);
+    loaded_ = false;
+  }
+
+ private:
+  const std::string path_;
+  const Credentials base_;
+  std::mutex mu_;
+  bool loaded_ = false;
+  std::string token_;
+  ino_t ino_ = 0;
+  off_t size_ = 0;
+  timespec mtime_{};
+};
+
+// "2024-01-02T03:04:05Z", "2024-01-02T03:04:05.123+02:00".
+std::optional<std::chrono::system_clock::time_point> parse_rfc3339(std::string_view s) {
+  std::tm tm{};
+  int consumed = 0;
+  std::string str(s);
+  if (std::sscanf(str.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min,
+                  &tm.tm_sec, &consumed) != 6) {
+    return std::nullopt;
+  }
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  std::time_t t = timegm(&tm);
+  std::string_view rest = s.substr(static_cast<std::size_t>(consumed));
+  if (!rest.empty() && rest.front() == '.') {
+    rest.remove_prefix(1);
+    while (!rest.empty() && std::isdigit(static_cast<unsigned char>(rest.front()))) rest.remove_prefix(1);
+  }
+  if (rest == "Z" || rest == "z") {
+  } else if (rest.size() == 6 && (rest[0] == '+' || rest[0] == '-') && rest[3] == ':') {
+    int h = std::atoi(std::string(rest.substr(1, 2)).c_str());
+    int m = std::atoi(std::string(rest.substr(4, 2)).c_str());
+    long offset = (h * 3600L + m * 60L) * (rest[0] == '+' ? 1 : -1);
+    t -= offset;
+  } else {
+    return std::nullopt;
+  }
+  return std::chrono::system_clock::from_time_t(t);
+}
+
+class ExecCredentials final : public CredentialsProvider {
+ public:
+  ExecCredentials(ExecConfig config, Credentials base) : config_(std::move(config)), base_(std::move(base)) {}
+
+  Result<Credentials> current() override {
+    std::lock_guard lock(mu_);
+    auto now = std::chrono::system_clock::now();
+    if (cached_ && (!cached_->expiry || *cached_->expiry > now + std::chrono::seconds(10))) return *cached_;
+    auto fresh = run();
+    if (!fresh) return fresh;
+    cached_ = fresh.value();
+    return fresh;
+  }
+
+  void invalidate() noexcept override {
+    std::lock_guard lock(mu_);
+    cached_.reset();
+  }
+
+ private:
+  Error fail(const std::string& what) const {
+    return Error::make(Errc::auth, config_.origin + ": exec plugin " + config_.command + ": " + what);
+  }
+
+  Result<Credentials> run() {
+    int out[2];
+    if (::pipe2(out, O_CLOEXEC) != 0) return fail(std::string("pipe: ") + std::strerror(errno));
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+    std::vector<std::string> env_strings;
+    for (char** e = environ; e && *e; ++e) env_strings.emplace_back(*e);
+    for (const auto& [k, v] : config_.env) env_strings.push_back(k + "=" + v);
+    env_strings.push_back(R"(KUBERNETES_EXEC_INFO={"apiVersion":")" + config_.api_version +
+                          R"(","kind":"ExecCredential","spec":{"interactive":false}})");
+    std::vector<char*> envp;
+    for (auto& s : env_strings) envp.push_back(s.data());
+    envp.push_back(nullptr);
+    std::vector<std::string> arg_strings{config_.command};
+    arg_strings.insert(arg_strings.end(), config_.args.begin(), config_.args.end());
+    std::vector<char*> argv;
+    for (auto& s : arg_strings) argv.push_back(s.data());
+    argv.push_back(nullptr);
+    pid_t pid = 0;
+    int rc = posix_spawnp(&pid, config_.command.c_str(), &actions, nullptr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&actions);
+    ::close(out[1]);
+    if (rc != 0) {
+      ::close(out[0]);
+      return fail(std::string("cannot be started: ") + std::strerror(rc));
+    }
+    std::string output;
+    auto deadline = std::chrono::steady_clock::now() + config_.timeout;
+    bool timed_out = false;
+    char buf[4096];
+    for (;;) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) {
+        timed_out = true;
+        break;
+      }
+      pollfd pfd{out[0], POLLIN, 0};
+      int p = ::poll(&pfd, 1, static_cast<int>(left.count()));
+      if (p < 0 && errno == EINTR) continue;
+      if (p <= 0) {
+        timed_out = p == 0;
+        break;
+      }
+      ssize_t n = ::read(out[0], buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      output.append(buf, static_cast<std::size_t>(n));
+      if (output.size() > (1u << 20)) break;
+    }
+    ::close(out[0]);
+    if (timed_out) ::kill(pid, SIGKILL);
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (timed_out) return fail("timed out after " + std::to_string(config_.timeout.count()) + "s");
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      return fail("exited with status " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1));
+    }
+    return parse(output);
+  }
+
+  Result<Credentials> parse(std::string& output) const {
+    rapidjson::Document doc;
+    doc.Parse(output.c_str(), output.size());
+    if (doc.HasParseError() || !doc.IsObject()) return fail("output is not an ExecCredential JSON object");
+    if (detail::get_string(doc, "kind") != "ExecCredential") return fail("output kind is not ExecCredential");
+    std::string_view api = detail::get_string(doc, "apiVersion");
+    if (!config_.api_version.empty() && api != config_.api_version) {
+      return fail("output apiVersion '" + std::string(api) + "' does not match the configured '" + config_.api_version + "'");
+    }
+    const JsonValue* status = detail::member(doc, "status");
+    if (!status || !status->IsObject()) return fail("output has no status");
+    Credentials c = base_;
+    if (auto t = detail::get_string(*status, "token"); !t.empty()) c.token = t;
+    auto cert = detail::get_string(*status, "clientCertificateData");
+    auto key = detail::get_string(*status, "clientKeyData");
+    if (cert.empty() != key.empty()) return fail("status must set both clientCertificateData and clientKeyData");
+    if (!cert.empty()) {
+      c.client_cert_pem = cert;
+      c.client_key_pem = key;
+    }
+    if (c.token.empty() && c.client_cert_pem.empty()) return fail("status has neither token nor clientCertificateData");
+    if (auto e = detail::get_string(*status, "expirationTimestamp"); !e.empty()) {
+      auto when = parse_rfc3339(e);
+      if (!when) return fail("status.expirationTimestamp is not an RFC 3339 time");
+      c.expiry = when;
+    }
+    return c;
+  }
+
+  const ExecConfig config_;
+  const Credentials base_;
+  std::mutex mu_;
+  std::optional<Credentials> cached_;
+};
+
 }  // namespace
 
 CredentialsProviderPtr static_credentials(Credentials credentials) {
   return std::make_shared<StaticCredentials>(std::move(credentials));
+}
+
+CredentialsProviderPtr token_file_credentials(std::string path, Credentials base) {
+  return std::make_shared<TokenFileCredentials>(std::move(path), std::move(base));
+}
+
+CredentialsProviderPtr exec_credentials(ExecConfig config, Credentials base) {
+  return std::make_shared<ExecCredentials>(std::move(config), std::move(base));
 }
 
 }  // namespace kinformer::client

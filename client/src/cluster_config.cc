@@ -1,0 +1,308 @@
+#include "kinformer/client/cluster_config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "detail/base64.h"
+
+namespace kinformer::client {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::optional<std::string> read_file(const std::string& path, std::string* why) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    *why = std::strerror(errno);
+    return std::nullopt;
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+struct Entry {
+  YAML::Node node;   // the inner cluster/user/context map
+  std::string file;  // the kubeconfig file it came from
+};
+
+struct Merged {
+  std::map<std::string, Entry> clusters, users, contexts;
+  std::string current_context;
+  std::string current_context_file;
+  std::vector<std::string> files;
+};
+
+// Reads one field of an entry as a string; throws ConfigError for a non-scalar.
+class Fields {
+ public:
+  Fields(const Entry& entry, std::string what) : entry_(entry), what_(std::move(what)) {}
+
+  [[nodiscard]] std::string prefix() const { return "kubeconfig " + entry_.file + ": " + what_ + ": "; }
+  [[noreturn]] void fail(const std::string& message) const { throw ConfigError(prefix() + message); }
+
+  std::string str(const char* field) const {
+    YAML::Node n = entry_.node[field];
+    if (!n || n.IsNull()) return {};
+    if (!n.IsScalar()) fail(std::string(field) + " must be a string");
+    return n.Scalar();
+  }
+  bool boolean(const char* field) const {
+    YAML::Node n = entry_.node[field];
+    if (!n || n.IsNull()) return false;
+    try {
+      return n.as<bool>();
+    } catch (const YAML::Exception&) {
+      fail(std::string(field) + " must be true or false");
+    }
+  }
+  std::string base64(const char* field) const {
+    std::string raw = str(field);
+    if (raw.empty()) return {};
+    auto decoded = detail::base64_decode(raw);
+    if (!decoded) fail(std::string(field) + " is not valid base64");
+    return *decoded;
+  }
+  std::string path(const char* field) const {
+    std::string p = str(field);
+    if (p.empty()) return {};
+    if (p.starts_with("~/")) {
+      if (const char* home = std::getenv("HOME")) p = std::string(home) + p.substr(1);
+    }
+    fs::path fp(p);
+    if (fp.is_relative()) fp = fs::path(entry_.file).parent_path() / fp;
+    return fp.lexically_normal().string();
+  }
+  std::string file_contents(const char* field) const {
+    std::string p = path(field);
+    if (p.empty()) return {};
+    std::string why;
+    auto data = read_file(p, &why);
+    if (!data) fail(std::string(field) + " file " + p + " cannot be read: " + why);
+    return *data;
+  }
+  const YAML::Node& node() const { return entry_.node; }
+  const std::string& file() const { return entry_.file; }
+
+ private:
+  const Entry& entry_;
+  std::string what_;
+};
+
+void merge_file(const std::string& file, Merged& merged) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(file);
+  } catch (const YAML::BadFile&) {
+    throw ConfigError("kubeconfig " + file + ": cannot be read: " + std::strerror(errno));
+  } catch (const YAML::Exception& e) {
+    // yaml-cpp messages carry line/column and a reason, never the document's values.
+    throw ConfigError("kubeconfig " + file + ": invalid YAML: " + e.msg + " (line " + std::to_string(e.mark.line + 1) +
+                      ", column " + std::to_string(e.mark.column + 1) + ")");
+  }
+  merged.files.push_back(file);
+  if (!root || root.IsNull()) return;  // an empty file is allowed (kubectl)
+  if (!root.IsMap()) throw ConfigError("kubeconfig " + file + ": expected a YAML mapping at the top level");
+  auto section = [&](const char* list, const char* inner, std::map<std::string, Entry>& into) {
+    YAML::Node items = root[list];
+    if (!items || items.IsNull()) return;
+    if (!items.IsSequence()) throw ConfigError("kubeconfig " + file + ": " + list + " must be a list");
+    std::size_t index = 0;
+    for (const auto& item : items) {
+      std::string where = "kubeconfig " + file + ": " + list + "[" + std::to_string(index++) + "]";
+      if (!item.IsMap()) throw ConfigError(where + " must be a mapping");
+      YAML::Node name = item["name"];
+      if (!name || !name.IsScalar() || name.Scalar().empty()) throw ConfigError(where + ": name is missing");
+      YAML::Node body = item[inner];
+      if (body && !body.IsNull() && !body.IsMap()) {
+        throw ConfigError(where + " '" + name.Scalar() + "': " + inner + " must be a mapping");
+      }
+      into.try_emplace(name.Scalar(), Entry{body ? body : YAML::Node(YAML::NodeType::Map), file});
+    }
+  };
+  section("clusters", "cluster", merged.clusters);
+  section("users", "user", merged.users);
+  section("contexts", "context", merged.contexts);
+  if (YAML::Node cc = root["current-context"]; cc && cc.IsScalar() && !cc.Scalar().empty() &&
+                                                merged.current_context.empty()) {
+    merged.current_context = cc.Scalar();
+    merged.current_context_file = file;
+  }
+}
+
+std::string join(const std::vector<std::string>& files) {
+  std::string out;
+  for (const auto& f : files) out += (out.empty() ? "" : ":") + f;
+  return out;
+}
+
+CredentialsProviderPtr user_credentials(const Fields& user) {
+  Credentials base;
+  std::string cert_data = user.base64("client-certificate-data");
+  std::string key_data = user.base64("client-key-data");
+  base.client_cert_pem = !cert_data.empty() ? cert_data : user.file_contents("client-certificate");
+  base.client_key_pem = !key_data.empty() ? key_data : user.file_contents("client-key");
+  if (base.client_cert_pem.empty() != base.client_key_pem.empty()) {
+    user.fail(base.client_cert_pem.empty() ? "client-key is set but client-certificate is missing"
+                                           : "client-certificate is set but client-key is missing");
+  }
+  if (user.node()["auth-provider"]) user.fail("auth-provider is not supported; use an exec credential plugin");
+  if (YAML::Node exec = user.node()["exec"]; exec && !exec.IsNull()) {
+    if (!exec.IsMap()) user.fail("exec must be a mapping");
+    Entry e{exec, user.file()};
+    Fields f(e, "");
+    ExecConfig config;
+    config.origin = user.prefix().substr(0, user.prefix().size() - 2);
+    config.api_version = f.str("apiVersion");
+    if (config.api_version != "client.authentication.k8s.io/v1" &&
+        config.api_version != "client.authentication.k8s.io/v1beta1") {
+      user.fail("exec.apiVersion must be client.authentication.k8s.io/v1 or v1beta1");
+    }
+    config.command = f.str("command");
+    if (config.command.empty()) user.fail("exec.command is missing");
+    if (config.command.find('/') != std::string::npos && fs::path(config.command).is_relative()) {
+      config.command = (fs::path(user.file()).parent_path() / config.command).lexically_normal().string();
+    }
+    if (YAML::Node args = exec["args"]; args && !args.IsNull()) {
+      if (!args.IsSequence()) user.fail("exec.args must be a list of strings");
+      for (const auto& a : args) {
+        if (!a.IsScalar()) user.fail("exec.args must be a list of strings");
+        config.args.push_back(a.Scalar());
+      }
+    }
+    if (YAML::Node env = exec["env"]; env && !env.IsNull()) {
+      if (!env.IsSequence()) user.fail("exec.env must be a list of {name, value}");
+      for (const auto& kv : env) {
+        if (!kv.IsMap() || !kv["name"] || !kv["name"].IsScalar()) user.fail("exec.env entries need a name");
+        config.env.emplace_back(kv["name"].Scalar(), kv["value"] && kv["value"].IsScalar() ? kv["value"].Scalar() : "");
+      }
+    }
+    return exec_credentials(std::move(config), std::move(base));
+  }
+  std::string token_file = user.path("tokenFile");
+  std::string token = user.str("token");
+  if (!token.empty()) {
+    base.token = token;  // kubectl: token wins over tokenFile
+    return static_credentials(std::move(base));
+  }
+  if (!token_file.empty()) {
+    std::string why;
+    if (!read_file(token_file, &why)) user.fail("tokenFile " + token_file + " cannot be read: " + why);
+    return token_file_credentials(token_file, std::move(base));
+  }
+  if (!base.client_cert_pem.empty()) return static_credentials(std::move(base));
+  return nullptr;
+}
+
+}  // namespace
+
+ClusterConfig ClusterConfig::from_kubeconfig(const KubeconfigOptions& options) {
+  std::vector<std::string> files;
+  bool explicit_files = false;
+  if (options.path) {
+    files.push_back(*options.path);
+    explicit_files = true;
+  } else {
+    std::string env;
+    if (options.kubeconfig_env) {
+      env = *options.kubeconfig_env;
+    } else if (const char* e = std::getenv("KUBECONFIG")) {
+      env = e;
+    }
+    std::stringstream ss(env);
+    for (std::string item; std::getline(ss, item, ':');) {
+      if (!item.empty()) files.push_back(item);
+    }
+    if (files.empty()) {
+      const char* home = std::getenv("HOME");
+      if (!home) throw ConfigError("kubeconfig: KUBECONFIG is unset and HOME is unknown");
+      files.push_back(std::string(home) + "/.kube/config");
+      explicit_files = true;
+    }
+  }
+  Merged merged;
+  for (const auto& file : files) {
+    std::error_code ec;
+    // kubectl skips missing files in a KUBECONFIG list; an explicit file must exist.
+    if (!explicit_files && !fs::exists(file, ec)) continue;
+    merge_file(file, merged);
+  }
+  if (merged.files.empty()) throw ConfigError("kubeconfig: none of " + join(files) + " exists");
+  std::string where = "kubeconfig " + join(merged.files);
+  std::string context_name = options.context.value_or(merged.current_context);
+  if (context_name.empty()) throw ConfigError(where + ": current-context is not set and no context was given");
+  auto ctx_it = merged.contexts.find(context_name);
+  if (ctx_it == merged.contexts.end()) throw ConfigError(where + ": context '" + context_name + "' not found");
+  Fields context(ctx_it->second, "context '" + context_name + "'");
+  std::string cluster_name = context.str("cluster");
+  if (cluster_name.empty()) context.fail("cluster is missing");
+  auto cl_it = merged.clusters.find(cluster_name);
+  if (cl_it == merged.clusters.end()) context.fail("cluster '" + cluster_name + "' not found");
+  Fields cluster(cl_it->second, "cluster '" + cluster_name + "'");
+
+  ClusterConfig config;
+  config.context = context_name;
+  config.namespace_ = context.str("namespace");
+  config.server = cluster.str("server");
+  if (config.server.empty()) cluster.fail("server is missing");
+  if (!config.server.starts_with("https://") && !config.server.starts_with("http://")) {
+    cluster.fail("server must be an https:// URL");
+  }
+  config.insecure_skip_tls_verify = cluster.boolean("insecure-skip-tls-verify");
+  config.tls_server_name = cluster.str("tls-server-name");
+  config.ca_pem = cluster.base64("certificate-authority-data");
+  if (config.ca_pem.empty()) config.ca_pem = cluster.file_contents("certificate-authority");
+  if (!config.ca_pem.empty() && config.ca_pem.find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
+    cluster.fail("certificate-authority does not contain a PEM certificate");
+  }
+  if (config.insecure_skip_tls_verify && !config.ca_pem.empty()) {
+    cluster.fail("insecure-skip-tls-verify and certificate-authority are mutually exclusive");
+  }
+  std::string user_name = context.str("user");
+  if (!user_name.empty()) {
+    auto u_it = merged.users.find(user_name);
+    if (u_it == merged.users.end()) context.fail("user '" + user_name + "' not found");
+    Fields user(u_it->second, "user '" + user_name + "'");
+    config.credentials = user_credentials(user);
+  }
+  return config;
+}
+
+ClusterConfig ClusterConfig::in_cluster(const InClusterOptions& options) {
+  auto env = [](const char* name) -> std::string {
+    const char* v = std::getenv(name);
+    return v ? v : "";
+  };
+  std::string host = options.host.value_or(env("KUBERNETES_SERVICE_HOST"));
+  std::string port = options.port.value_or(env("KUBERNETES_SERVICE_PORT"));
+  if (host.empty() || port.empty()) {
+    throw ConfigError("in-cluster config: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be set");
+  }
+  std::string dir = options.service_account_dir;
+  std::string why;
+  std::string token_path = dir + "/token";
+  if (!read_file(token_path, &why)) throw ConfigError("in-cluster config: " + token_path + " cannot be read: " + why);
+  auto ca = read_file(dir + "/ca.crt", &why);
+  if (!ca) throw ConfigError("in-cluster config: " + dir + "/ca.crt cannot be read: " + why);
+  ClusterConfig config;
+  config.server = "https://" + (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + port;
+  config.ca_pem = *ca;
+  config.credentials = token_file_credentials(token_path);
+  config.context = "in-cluster";
+  if (auto ns = read_file(dir + "/namespace", &why)) {
+    config.namespace_ = *ns;
+    while (!config.namespace_.empty() && std::isspace(static_cast<unsigned char>(config.namespace_.back()))) {
+      config.namespace_.pop_back();
+    }
+  }
+  return config;
+}
+
+}  // namespace kinformer::client

@@ -1,0 +1,276 @@
+#include "kinformer/client/cluster_config.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "certs.h"
+
+namespace kinformer::client {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string b64(std::string_view in) {
+  static const char* t = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  unsigned v = 0;
+  int bits = 0;
+  for (unsigned char c : in) {
+    v = (v << 8) | c;
+    bits += 8;
+    while (bits >= 6) out.push_back(t[(v >> (bits -= 6)) & 63]);
+  }
+  if (bits) out.push_back(t[(v << (6 - bits)) & 63]);
+  while (out.size() % 4) out.push_back('=');
+  return out;
+}
+
+struct TempDir {
+  TempDir() {
+    char tmpl[] = "/tmp/kinformer-kubeconfig-XXXXXX";
+    path = mkdtemp(tmpl);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  std::string write(const std::string& name, const std::string& content, fs::perms perms = fs::perms::owner_all) {
+    std::string p = path + "/" + name;
+    fs::create_directories(fs::path(p).parent_path());
+    std::ofstream(p) << content;
+    fs::permissions(p, perms);
+    return p;
+  }
+  std::string path;
+};
+
+std::string kubeconfig(const std::string& cluster, const std::string& user, const std::string& current = "ctx",
+                       const std::string& name = "") {
+  return "apiVersion: v1\nkind: Config\ncurrent-context: " + current + "\nclusters:\n- name: c" + name +
+         "\n  cluster:\n" + cluster + "contexts:\n- name: ctx" + name + "\n  context:\n    cluster: c" + name +
+         "\n    user: u" + name + "\n    namespace: team" + name + "\nusers:\n- name: u" + name + "\n  user:\n" + user;
+}
+
+const std::string kServer = "    server: https://127.0.0.1:6443\n";
+
+std::string message_of(const KubeconfigOptions& o) {
+  try {
+    ClusterConfig::from_kubeconfig(o);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+KubeconfigOptions at(const std::string& path) {
+  KubeconfigOptions o;
+  o.path = path;
+  return o;
+}
+
+TEST(Kubeconfig, TokenAndCaData) {
+  TempDir dir;
+  auto pki = testing::make_pki();
+  auto path = dir.write("config", kubeconfig(kServer + "    certificate-authority-data: " + b64(pki.ca.cert_pem) +
+                                                 "\n    tls-server-name: api.internal\n",
+                                             "    token: s3cr3t-token\n"));
+  ClusterConfig c = ClusterConfig::from_kubeconfig(at(path));
+  EXPECT_EQ(c.server, "https://127.0.0.1:6443");
+  EXPECT_EQ(c.ca_pem, pki.ca.cert_pem);
+  EXPECT_EQ(c.tls_server_name, "api.internal");
+  EXPECT_EQ(c.context, "ctx");
+  EXPECT_EQ(c.namespace_, "team");
+  ASSERT_TRUE(c.credentials);
+  EXPECT_EQ(c.credentials->current()->token, "s3cr3t-token");
+}
+
+TEST(Kubeconfig, ClientCertFilesRelativeToKubeconfigFolder) {
+  TempDir dir;
+  auto pki = testing::make_pki();
+  dir.write("sub/pki/ca.crt", pki.ca.cert_pem);
+  dir.write("sub/pki/client.crt", pki.client.cert_pem);
+  dir.write("sub/pki/client.key", pki.client.key_pem);
+  auto path = dir.write("sub/config", kubeconfig(kServer + "    certificate-authority: pki/ca.crt\n",
+                                                 "    client-certificate: pki/client.crt\n    client-key: pki/client.key\n"));
+  ClusterConfig c = ClusterConfig::from_kubeconfig(at(path));
+  EXPECT_EQ(c.ca_pem, pki.ca.cert_pem);
+  auto creds = c.credentials->current();
+  ASSERT_TRUE(creds);
+  EXPECT_EQ(creds->client_cert_pem, pki.client.cert_pem);
+  EXPECT_EQ(creds->client_key_pem, pki.client.key_pem);
+}
+
+TEST(Kubeconfig, ClientCertData) {
+  TempDir dir;
+  auto pki = testing::make_pki();
+  auto path = dir.write("config", kubeconfig(kServer + "    insecure-skip-tls-verify: true\n",
+                                             "    client-certificate-data: " + b64(pki.client.cert_pem) +
+                                                 "\n    client-key-data: " + b64(pki.client.key_pem) + "\n"));
+  ClusterConfig c = ClusterConfig::from_kubeconfig(at(path));
+  EXPECT_TRUE(c.insecure_skip_tls_verify);
+  EXPECT_EQ(c.credentials->current()->client_key_pem, pki.client.key_pem);
+}
+
+TEST(Kubeconfig, TokenFileIsReReadWhenRotated) {
+  TempDir dir;
+  dir.write("token", "first\n");
+  auto path = dir.write("config", kubeconfig(kServer, "    tokenFile: token\n"));
+  ClusterConfig c = ClusterConfig::from_kubeconfig(at(path));
+  EXPECT_EQ(c.credentials->current()->token, "first");
+  // Rotation the way kubelet does it: a new file swapped in atomically.
+  dir.write("token.new", "second-longer\n");
+  fs::rename(dir.path + "/token.new", dir.path + "/token");
+  EXPECT_EQ(c.credentials->current()->token, "second-longer");
+}
+
+TEST(Kubeconfig, MultiFileMergeFirstWins) {
+  TempDir dir;
+  auto a = dir.write("a", kubeconfig("    server: https://a.example:443\n", "    token: ta\n", "ctx"));
+  auto b = dir.write("b", kubeconfig("    server: https://b.example:443\n", "    token: tb\n", "ctxB", "B") +
+                              "- name: u\n  user:\n    token: ignored\n");
+  KubeconfigOptions o;
+  o.kubeconfig_env = a + ":" + dir.path + "/missing:" + b;
+  ClusterConfig c = ClusterConfig::from_kubeconfig(o);
+  EXPECT_EQ(c.context, "ctx");  // current-context from the first file
+  EXPECT_EQ(c.server, "https://a.example:443");
+  EXPECT_EQ(c.credentials->current()->token, "ta");  // user 'u' from the first file wins
+  o.context = "ctxB";  // an entry only the second file has
+  ClusterConfig cb = ClusterConfig::from_kubeconfig(o);
+  EXPECT_EQ(cb.server, "https://b.example:443");
+  EXPECT_EQ(cb.credentials->current()->token, "tb");
+  o.kubeconfig_env = b + ":" + a;
+  o.context.reset();
+  EXPECT_EQ(ClusterConfig::from_kubeconfig(o).context, "ctxB");
+}
+
+TEST(Kubeconfig, ExecPluginV1WithEnvArgsAndExpiry) {
+  TempDir dir;
+  dir.write("plugin.sh",
+            "#!/bin/sh\n"
+            "echo \"$@\" >> \"$(dirname \"$0\")/runs\"\n"
+            "cat <<EOT\n"
+            "{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\","
+            "\"status\":{\"token\":\"exec-$MY_ENV\",\"expirationTimestamp\":\"2099-01-01T00:00:00Z\"}}\n"
+            "EOT\n");
+  auto path = dir.write("config", kubeconfig(kServer,
+                                             "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n"
+                                             "      command: ./plugin.sh\n      args: [get-token, --x]\n"
+                                             "      env:\n      - name: MY_ENV\n        value: hello\n"
+                                             "      interactiveMode: Never\n"));
+  ClusterConfig c = ClusterConfig::from_kubeconfig(at(path));
+  auto creds = c.credentials->current();
+  ASSERT_TRUE(creds) << creds.error().to_string();
+  EXPECT_EQ(creds->token, "exec-hello");
+  ASSERT_TRUE(creds->expiry);
+  EXPECT_TRUE(c.credentials->current());  // cached until expiry: no second run
+  std::ifstream runs(dir.path + "/runs");
+  std::string all((std::istreambuf_iterator<char>(runs)), {});
+  EXPECT_EQ(all, "get-token --x\n");
+  c.credentials->invalidate();  // a 401: run again
+  ASSERT_TRUE(c.credentials->current());
+  std::ifstream runs2(dir.path + "/runs");
+  std::string all2((std::istreambuf_iterator<char>(runs2)), {});
+  EXPECT_EQ(all2, "get-token --x\nget-token --x\n");
+}
+
+TEST(Kubeconfig, ExecPluginFailureIsAuthError) {
+  TempDir dir;
+  dir.write("bad.sh", "#!/bin/sh\necho 'not json'\nexit 3\n");
+  auto path = dir.write("config", kubeconfig(kServer,
+                                             "    exec:\n      apiVersion: client.authentication.k8s.io/v1beta1\n"
+                                             "      command: ./bad.sh\n"));
+  ClusterConfig c = ClusterConfig::from_kubeconfig(at(path));
+  auto r = c.credentials->current();
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, Errc::auth);
+  EXPECT_NE(r.error().message.find("exited with status 3"), std::string::npos) << r.error().message;
+}
+
+TEST(InCluster, ReadsServiceAccountAndRotatesToken) {
+  TempDir dir;
+  auto pki = testing::make_pki();
+  dir.write("sa/token", "sa-token-1");
+  dir.write("sa/ca.crt", pki.ca.cert_pem);
+  dir.write("sa/namespace", "kube-system\n");
+  InClusterOptions o;
+  o.service_account_dir = dir.path + "/sa";
+  o.host = "10.0.0.1";
+  o.port = "443";
+  ClusterConfig c = ClusterConfig::in_cluster(o);
+  EXPECT_EQ(c.server, "https://10.0.0.1:443");
+  EXPECT_EQ(c.namespace_, "kube-system");
+  EXPECT_EQ(c.credentials->current()->token, "sa-token-1");
+  dir.write("sa/token.tmp", "sa-token-2-rotated");
+  fs::rename(dir.path + "/sa/token.tmp", dir.path + "/sa/token");
+  EXPECT_EQ(c.credentials->current()->token, "sa-token-2-rotated");
+  o.host = "";
+  EXPECT_THROW(ClusterConfig::in_cluster(o), ConfigError);
+  o.host = "fd00::1";
+  EXPECT_EQ(ClusterConfig::in_cluster(o).server, "https://[fd00::1]:443");
+}
+
+// --- broken kubeconfigs: the message names file, entry and field, never a secret ------------
+
+struct Broken {
+  std::string name;
+  std::string cluster;
+  std::string user;
+  std::string expect;  // substring after "kubeconfig <path>: "
+};
+
+TEST(KubeconfigErrors, EachKindNamesFileEntryFieldAndNoSecret) {
+  const std::string secret = "TOPSECRET";
+  std::vector<Broken> cases = {
+      {"server missing", "    insecure-skip-tls-verify: true\n", "    token: " + secret + "\n",
+       "cluster 'c': server is missing"},
+      {"bad key base64", kServer, "    client-certificate-data: QUJD\n    client-key-data: " + secret + "!!\n",
+       "user 'u': client-key-data is not valid base64"},
+      {"bad ca base64", kServer + "    certificate-authority-data: '%%%'\n", "    token: " + secret + "\n",
+       "cluster 'c': certificate-authority-data is not valid base64"},
+      {"unreadable ca", kServer + "    certificate-authority: nope/ca.crt\n", "    token: " + secret + "\n",
+       "cluster 'c': certificate-authority file "},
+      {"cert without key", kServer, "    client-certificate-data: QUJD\n", "user 'u': client-certificate is set but client-key is missing"},
+      {"token file missing", kServer, "    tokenFile: /nonexistent/token\n", "user 'u': tokenFile /nonexistent/token cannot be read"},
+      {"bad exec version", kServer, "    exec:\n      apiVersion: v0\n      command: x\n", "user 'u': exec.apiVersion"},
+      {"bool", kServer + "    insecure-skip-tls-verify: maybe\n", "    token: " + secret + "\n",
+       "cluster 'c': insecure-skip-tls-verify must be true or false"},
+  };
+  for (const auto& c : cases) {
+    TempDir dir;
+    auto path = dir.write("config", kubeconfig(c.cluster, c.user));
+    std::string m = message_of(at(path));
+    EXPECT_NE(m.find("kubeconfig " + path + ": " + c.expect), std::string::npos) << c.name << ": " << m;
+    EXPECT_EQ(m.find(secret), std::string::npos) << c.name << ": " << m;
+  }
+}
+
+TEST(KubeconfigErrors, StructuralProblems) {
+  TempDir dir;
+  auto bad_yaml = dir.write("bad", "clusters: [\n  token: TOPSECRET\n");
+  std::string m = message_of(at(bad_yaml));
+  EXPECT_NE(m.find("kubeconfig " + bad_yaml + ": invalid YAML"), std::string::npos) << m;
+  EXPECT_EQ(m.find("TOPSECRET"), std::string::npos);
+
+  auto no_ctx = dir.write("noctx", kubeconfig(kServer, "    token: t\n", "other"));
+  m = message_of(at(no_ctx));
+  EXPECT_NE(m.find("kubeconfig " + no_ctx + ": context 'other' not found"), std::string::npos) << m;
+
+  auto no_cluster = dir.write("nocluster", "current-context: x\ncontexts:\n- name: x\n  context:\n    cluster: gone\n");
+  m = message_of(at(no_cluster));
+  EXPECT_NE(m.find("context 'x': cluster 'gone' not found"), std::string::npos) << m;
+
+  auto unreadable = dir.write("unreadable", "x: 1\n", fs::perms::none);
+  m = message_of(at(unreadable));
+  if (::geteuid() != 0) {
+    EXPECT_NE(m.find("kubeconfig " + unreadable + ": cannot be read"), std::string::npos) << m;
+  }
+
+  m = message_of(at(dir.path + "/does-not-exist"));
+  EXPECT_NE(m.find("does-not-exist: cannot be read"), std::string::npos) << m;
+
+  auto no_current = dir.write("nocurrent", "clusters: []\n");
+  m = message_of(at(no_current));
+  EXPECT_NE(m.find("current-context is not set"), std::string::npos) << m;
+}
+
+}  // namespace
+}  // namespace kinformer::client
