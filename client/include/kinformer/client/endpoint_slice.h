@@ -1,0 +1,61 @@
+#pragma once
+// discovery.k8s.io/v1 EndpointSlice: the primary endpoint source (core/v1 Endpoints is
+// deprecated since Kubernetes 1.33).
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kinformer/client/object.h"
+#include "kinformer/client/resource.h"
+
+namespace kinformer::client {
+
+/// An object reference (targetRef).
+struct ObjectReference {
+  std::string kind;
+  std::string namespace_;
+  std::string name;
+  std::string uid;
+  bool operator==(const ObjectReference&) const = default;
+};
+
+/// One endpoint of a slice. Unset conditions mean "unknown" (the API treats unknown ready as
+/// ready).
+struct SliceEndpoint {
+  std::vector<std::string> addresses;
+  std::optional<bool> ready;
+  std::optional<bool> serving;
+  std::optional<bool> terminating;
+  std::string hostname;
+  std::string node_name;
+  std::string zone;
+  std::optional<ObjectReference> target_ref;
+  bool operator==(const SliceEndpoint&) const = default;
+};
+
+struct SlicePort {
+  std::string name;
+  std::optional<std::int32_t> port;  ///< unset = all ports
+  std::string protocol;              ///< "TCP" when unset by the server
+  std::string app_protocol;
+  bool operator==(const SlicePort&) const = default;
+};
+
+/// Thread-safety: immutable once stored.
+class EndpointSlice final : public Object {
+ public:
+  std::string address_type;  ///< "IPv4", "IPv6" or "FQDN"
+  std::vector<SliceEndpoint> endpoints;
+  std::vector<SlicePort> ports;
+  /// The owning Service: label kubernetes.io/service-name ("" when absent).
+  [[nodiscard]] std::string service_name() const;
+};
+
+template <>
+struct ResourceTraits<EndpointSlice> {
+  static const ResourceType& type();
+};
+
+}  // namespace kinformer::client
