@@ -1,0 +1,294 @@
+// Shared informers against a real API server: one server watch per key whatever the number of
+// components, a failed initialization retried, deletes missed while cut off and compacted, and
+// convergence across an API server restart.
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "e2e_env.h"
+#include "kinformer/informer/informer_factory.h"
+#include "kinformer/informer/once_guard.h"
+#include "tcp_proxy.h"
+
+namespace kinformer::e2e {
+namespace {
+
+using namespace std::chrono_literals;
+using informer::InformerFactory;
+using informer::Registration;
+
+// Lister-watchers from `client`, which must outlive the factory.
+informer::ListerWatcherFactory lister_watchers(client::RestClient& client) {
+  return [&client](const client::ResourceType& type, const std::string& ns) {
+    return client.lister_watcher(type, ns);
+  };
+}
+
+// A fast client for the tests' own churn (the default 5 QPS would make them slow).
+client::RestClientOptions fast() {
+  client::RestClientOptions o;
+  o.rate_limit.qps = 500;
+  o.rate_limit.burst = 500;
+  o.user_agent = "kinformer-e2e/0.1";
+  return o;
+}
+
+// What one handler has heard: name -> resourceVersion, plus deletes.
+class Recorder : public informer::ResourceEventHandler {
+ public:
+  void on_add(const client::ObjectPtr& o, bool) override { set(o); }
+  void on_update(const client::ObjectPtr&, const client::ObjectPtr& n) override { set(n); }
+  void on_delete(const client::ObjectPtr& o, bool final_state_unknown) override {
+    std::lock_guard lock(mu_);
+    state_.erase(o->metadata.name);
+    deletes_.push_back({o->metadata.name, final_state_unknown});
+  }
+  std::map<std::string, std::string> state() const {
+    std::lock_guard lock(mu_);
+    return state_;
+  }
+  std::vector<std::pair<std::string, bool>> deletes() const {
+    std::lock_guard lock(mu_);
+    return deletes_;
+  }
+
+ private:
+  void set(const client::ObjectPtr& o) {
+    std::lock_guard lock(mu_);
+    state_[o->metadata.name] = o->metadata.resource_version;
+  }
+  mutable std::mutex mu_;
+  std::map<std::string, std::string> state_;
+  std::vector<std::pair<std::string, bool>> deletes_;
+};
+
+std::map<std::string, std::string> store_state(const informer::SharedInformer& inf) {
+  std::map<std::string, std::string> out;
+  for (const auto& o : inf.store().list()) out[o->metadata.name] = o->metadata.resource_version;
+  return out;
+}
+
+std::map<std::string, std::string> server_state(client::RestClient& c, const client::ResourceType& t,
+                                                const std::string& ns) {
+  std::map<std::string, std::string> out;
+  auto listed = c.list_all(t, ns);
+  if (!listed) return {{"<error>", listed.error().to_string()}};
+  for (const auto& o : listed->items) out[o->metadata.name] = o->metadata.resource_version;
+  return out;
+}
+
+std::string secret_json(const std::string& ns, const std::string& name, int version) {
+  return R"({"apiVersion":"v1","kind":"Secret","metadata":{"name":")" + name + R"(","namespace":")" +
+         ns + R"(","labels":{"v":")" + std::to_string(version) + R"("}},"data":{"k":"dg=="}})";
+}
+
+std::string slice_json(const std::string& ns, const std::string& name) {
+  return R"({"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice","metadata":{"name":")" + name +
+         R"(","namespace":")" + ns + R"(","labels":{"kubernetes.io/service-name":"svc"}},)"
+         R"("addressType":"IPv4","endpoints":[{"addresses":["10.2.0.1"],"conditions":{"ready":true}}],)"
+         R"("ports":[{"name":"http","port":8080,"protocol":"TCP"}]})";
+}
+
+class InformerE2E : public ::testing::Test {
+ protected:
+  void SetUp() override { ns_ = create_namespace(admin_, "informer-e2e"); }
+  client::RestClient admin_{admin_config(), fast()};
+  std::string ns_;
+};
+
+// A mesh component: one handler on each of the three informers it needs.
+struct Component {
+  std::vector<Registration> registrations;
+};
+
+Component make_component(InformerFactory& factory, const std::string& ns) {
+  Component c;
+  for (const auto* type : {&secrets(), &pods(), &endpoint_slices()}) {
+    c.registrations.push_back(factory.informer(*type, {.namespace_ = ns})
+                                  .add_handler(std::make_shared<informer::ResourceEventHandlerFuncs>()));
+  }
+  return c;
+}
+
+TEST_F(InformerE2E, HundredComponentsHoldOneServerWatchPerResourceThroughThousandRebuilds) {
+  const std::vector<std::string> resources = {"secrets", "pods", "discovery.k8s.io/v1/endpointslices"};
+  std::map<std::string, long> before;
+  for (const auto& r : resources) before[r] = server_watches(admin_, r);
+
+  client::RestClient client(admin_config());
+  {
+    InformerFactory factory(lister_watchers(client));
+    factory.start();
+    std::vector<Component> components;
+    for (int i = 0; i < 100; ++i) components.push_back(make_component(factory, ns_));
+    ASSERT_TRUE(factory.wait_for_cache_sync(60s));
+    EXPECT_EQ(factory.informer_count(), 3u);
+    for (const auto& r : resources) {
+      EXPECT_EQ(wait_for_server_watches(admin_, r, before[r] + 1), before[r] + 1) << r;
+    }
+
+    // Components come and go (a short-lived builder rebuilt 1,000 times): the informers and
+    // their watches stay, only handlers are added and removed.
+    for (int i = 0; i < 1000; ++i) {
+      Component transient = make_component(factory, ns_);
+      if (i == 500) {
+        for (const auto& [key, count] : factory.handler_counts()) EXPECT_EQ(count, 101u) << key.to_string();
+      }
+    }
+    for (const auto& [key, count] : factory.handler_counts()) EXPECT_EQ(count, 100u) << key.to_string();
+    EXPECT_EQ(factory.informer_count(), 3u);
+    for (const auto& r : resources) {
+      EXPECT_EQ(server_watches(admin_, r), before[r] + 1) << r;
+    }
+    components.clear();
+    // Every handler gone: the informers (and their watches) are still the factory's.
+    for (const auto& r : resources) EXPECT_EQ(server_watches(admin_, r), before[r] + 1) << r;
+  }
+  // The factory's shutdown closed every watch.
+  for (const auto& r : resources) {
+    EXPECT_EQ(wait_for_server_watches(admin_, r, before[r]), before[r]) << r;
+  }
+}
+
+TEST_F(InformerE2E, FailedInitializationIsRetriedAndEndsWithExactlyOneWatch) {
+  auto restricted = restricted_config();
+  if (!restricted) GTEST_SKIP() << "KUBECONFIG has no 'restricted' context (the embedded launcher's has)";
+  const long before = server_watches(admin_, "secrets");
+
+  informer::OnceGuard guard;
+  std::unique_ptr<client::RestClient> client;
+  std::unique_ptr<InformerFactory> factory;
+  int attempts = 0;
+  auto init = [&](const client::ClusterConfig& config) {
+    return guard.run([&]() -> client::Status {
+      ++attempts;
+      auto c = std::make_unique<client::RestClient>(config);
+      auto f = std::make_unique<InformerFactory>(lister_watchers(*c));
+      f->informer(secrets(), {.namespace_ = ns_});
+      f->start();
+      if (!f->wait_for_cache_sync(5s)) {
+        f->shutdown();  // leaves no watch behind
+        return client::Error::make(client::Errc::auth, "secrets informer did not sync");
+      }
+      client = std::move(c);
+      factory = std::move(f);
+      return client::Ok{};
+    });
+  };
+
+  EXPECT_FALSE(init(*restricted).ok()) << "the restricted user cannot list secrets";
+  EXPECT_FALSE(guard.done());
+  EXPECT_TRUE(init(admin_config()).ok()) << "the next caller retries";
+  EXPECT_TRUE(init(admin_config()).ok());
+  EXPECT_EQ(attempts, 2) << "success is recorded: the third call runs nothing";
+  EXPECT_EQ(wait_for_server_watches(admin_, "secrets", before + 1), before + 1);
+  factory.reset();
+  EXPECT_EQ(wait_for_server_watches(admin_, "secrets", before), before);
+}
+
+TEST_F(InformerE2E, SliceDeletedWhileCutOffAndCompactedIsDeletedForEveryHandler) {
+  if (!launcher_available()) GTEST_SKIP() << "needs the embedded launcher's `compact` (not available on kind)";
+  auto config = admin_config();
+  // Route the informer's connections through a proxy the test can cut.
+  const auto colon = config.server.rfind(':');
+  const auto host_start = config.server.find("://") + 3;
+  const std::string host = config.server.substr(host_start, colon - host_start);
+  TcpProxy proxy(host, static_cast<std::uint16_t>(std::stoi(config.server.substr(colon + 1))));
+  if (config.tls_server_name.empty()) config.tls_server_name = host;
+  config.server = "https://127.0.0.1:" + std::to_string(proxy.port());
+  client::RestClient client(config);
+
+  ASSERT_TRUE(admin_.create(endpoint_slices(), *object(ns_, "keep", slice_json(ns_, "keep"))));
+  ASSERT_TRUE(admin_.create(endpoint_slices(), *object(ns_, "gone", slice_json(ns_, "gone"))));
+
+  InformerFactory factory(lister_watchers(client));
+  auto& slices = factory.informer(endpoint_slices(), {.namespace_ = ns_});
+  std::vector<std::shared_ptr<Recorder>> recorders;
+  std::vector<Registration> registrations;
+  for (int i = 0; i < 3; ++i) {
+    recorders.push_back(std::make_shared<Recorder>());
+    registrations.push_back(slices.add_handler(recorders.back()));
+  }
+  factory.start();
+  ASSERT_TRUE(factory.wait_for_cache_sync(30s));
+  for (const auto& r : recorders) {
+    ASSERT_TRUE(eventually([&] { return r->state().size() == 2; }));
+  }
+
+  proxy.cut();
+  ASSERT_TRUE(admin_.delete_(endpoint_slices(), ns_, "gone"));
+  ASSERT_EQ(launcher("compact"), 0);
+  proxy.heal();
+
+  EXPECT_TRUE(eventually([&] { return slices.store().get(ns_ + "/gone") == nullptr; }, 60s));
+  EXPECT_NE(slices.store().get(ns_ + "/keep"), nullptr);
+  for (const auto& r : recorders) {
+    ASSERT_TRUE(eventually([&] { return !r->deletes().empty(); }, 30s));
+    EXPECT_EQ(r->deletes(), (std::vector<std::pair<std::string, bool>>{{"gone", true}}))
+        << "the delete was missed while cut off: it arrives as a relist tombstone";
+    EXPECT_EQ(r->state(), store_state(slices));
+  }
+  EXPECT_EQ(store_state(slices), server_state(admin_, endpoint_slices(), ns_));
+}
+
+TEST_F(InformerE2E, CachesConvergeAcrossAnApiServerRestartWhileObjectsChange) {
+  if (!launcher_available()) GTEST_SKIP() << "needs the embedded launcher's `restart-apiserver` (not available on kind)";
+  client::RestClient client(admin_config());
+  InformerFactory factory(lister_watchers(client));
+  auto& informer_secrets = factory.informer(secrets(), {.namespace_ = ns_});
+  auto recorder = std::make_shared<Recorder>();
+  auto registration = informer_secrets.add_handler(recorder);
+  factory.start();
+  ASSERT_TRUE(factory.wait_for_cache_sync(30s));
+
+  // Churn: create, update and delete secrets; retry each step until the server takes it, so the
+  // churn goes on across the restart.
+  std::atomic<bool> stop{false};
+  std::thread churn([&] {
+    auto retry = [&](const std::function<bool()>& step) {
+      while (!stop && !step()) std::this_thread::sleep_for(100ms);  // server down: try again
+    };
+    for (int i = 0; i < 120 && !stop; ++i) {
+      const std::string name = "s" + std::to_string(i % 20);
+      switch (i % 3) {
+        case 0:
+          retry([&] {
+            auto r = admin_.create(secrets(), *object(ns_, name, secret_json(ns_, name, i)));
+            return r.ok() || r.error().http_status == 409;
+          });
+          break;
+        case 1:
+          retry([&] {
+            auto r = admin_.patch(secrets(), ns_, name, client::PatchType::merge,
+                                  R"({"metadata":{"labels":{"v":")" + std::to_string(i) + R"("}}})");
+            return r.ok() || r.error().http_status == 404;
+          });
+          break;
+        default:
+          if (i % 2 == 0) {
+            retry([&] {
+              auto r = admin_.delete_(secrets(), ns_, name);
+              return r.ok() || r.error().http_status == 404;
+            });
+          }
+      }
+    }
+  });
+  ASSERT_EQ(launcher("restart-apiserver"), 0);
+  churn.join();
+
+  std::map<std::string, std::string> expected;
+  ASSERT_TRUE(eventually([&] {
+    expected = server_state(admin_, secrets(), ns_);
+    return store_state(informer_secrets) == expected;
+  }, 120s)) << "cache never converged";
+  EXPECT_FALSE(expected.empty());
+  EXPECT_TRUE(eventually([&] { return recorder->state() == expected; }));
+}
+
+}  // namespace
+}  // namespace kinformer::e2e
