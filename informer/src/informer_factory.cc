@@ -25,7 +25,7 @@ InformerFactory::InformerFactory(ListerWatcherFactory lister_watchers, FactoryOp
   if (!options_.clock) options_.clock = system_clock();
   if (!options_.random) options_.random = default_random();
   registry_ = options_.registry ? options_.registry : std::make_shared<prometheus::Registry>();
-  metrics_ = std::make_unique<Metrics>(*registry_);
+  metrics_ = std::make_shared<Metrics>(registry_);
   budget_ = std::make_shared<ReconnectBudget>(options_.budget, options_.clock);
 }
 
@@ -70,7 +70,7 @@ SharedInformer& InformerFactory::informer(const client::ResourceType& type, cons
   config.resync = options.resync;
   config.handler_stop_timeout = options_.handler_stop_timeout;
   config.metrics = std::make_shared<InformerMetrics>(
-      *metrics_, key.resource, key.namespace_, selector_hash(key.label_selector, key.field_selector));
+      metrics_, key.resource, key.namespace_, selector_hash(key.label_selector, key.field_selector));
   auto lw = lister_watchers_(type, key.namespace_);
   if (!lw) throw client::ConfigError("InformerFactory: no ListerWatcher for " + key.to_string());
   auto inf = std::make_shared<SharedInformer>(key, type, std::move(lw), std::move(config));

@@ -53,6 +53,7 @@ Listener::Listener(ResourceEventHandlerPtr handler, std::string name, std::uint6
       metrics_(std::make_unique<HandlerMetrics>(*informer_metrics_, name_, id_)) {}
 
 Listener::~Listener() {
+  std::lock_guard join_lock(join_mu_);
   if (thread_.joinable()) {
     if (std::this_thread::get_id() == thread_.get_id()) {
       thread_.detach();  // last reference dropped by our own executor: it is about to exit
@@ -131,6 +132,7 @@ bool Listener::exited() const {
 }
 
 void Listener::join(std::chrono::milliseconds timeout) {
+  std::lock_guard join_lock(join_mu_);  // close() and shutdown may join concurrently
   if (!thread_.joinable()) return;
   std::unique_lock lock(mu_);
   bool done = cv_.wait_for(lock, timeout, [this] { return exited_; });

@@ -83,7 +83,8 @@ class Listener : public std::enable_shared_from_this<Listener> {
   bool exited_ = false;                                // guarded by mu_
   std::atomic<std::uint64_t> exceptions_{0};
   std::thread::id thread_id_;                          // guarded by mu_
-  std::jthread thread_;
+  std::mutex join_mu_;  // serialises join()/detach of thread_
+  std::jthread thread_;  // started in start(); joined or detached under join_mu_
 };
 
 }  // namespace kinformer::informer::detail

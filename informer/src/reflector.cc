@@ -101,6 +101,11 @@ client::Status Reflector::list_and_replace(std::stop_token stop) {
   } else {
     std::string last = rv();
     opts.resource_version = last.empty() ? "0" : last;
+    // A resourceVersion other than "0" together with a limit means Exact to the API server: it
+    // would list the old state at that revision (from etcd), and after a restart the watch from
+    // it is 410 again, round after round. NotOlderThan lists the current state (from the watch
+    // cache), which is what a relist wants.
+    if (!last.empty()) opts.resource_version_match = "NotOlderThan";
   }
   opts.limit = options_.page_size;
   std::vector<client::ObjectPtr> items;
@@ -123,7 +128,9 @@ client::Status Reflector::list_and_replace(std::stop_token stop) {
     list_rv = list.resource_version;
     if (list.continue_token.empty()) break;
     opts.continue_token = list.continue_token;
-    opts.resource_version.reset();  // a resourceVersion together with continue is a 400
+    // A resourceVersion or resourceVersionMatch together with continue is a 400.
+    opts.resource_version.reset();
+    opts.resource_version_match.clear();
   }
   rv_unavailable_ = false;
   sink_.on_replace(std::move(items), list_rv);

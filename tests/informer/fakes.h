@@ -30,6 +30,20 @@ bool wait_until(std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
   return cv.wait_for(lock, kDeadline, pred);
 }
 
+/// Polls `pred` (every millisecond, via a timed condition wait) until true or the deadline.
+template <typename Pred>
+bool eventually(Pred pred) {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::unique_lock lock(mu);
+  auto deadline = std::chrono::steady_clock::now() + kDeadline;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    cv.wait_for(lock, std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
 inline client::ResourceType test_type(std::string resource = "pods") {
   client::ResourceType t;
   t.gvr = {"", "v1", std::move(resource), "Pod", true};

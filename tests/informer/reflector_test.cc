@@ -47,7 +47,6 @@ TEST(ReflectorTest, ExpiredMidWatchRelistsAtLastRvThenUnsetAndTombstonesMissingO
   Env env;
   env.fake->add_list({make_object("ns", "a", "5"), make_object("ns", "b", "6", {}, "b-last")}, "10");
   auto w1 = env.fake->add_watch();
-  w1->push(event(EventType::modified, make_object("ns", "a", "11"))).fail(api_error(410, "Expired"));
   env.fake->add_list(api_error(410, "Expired"));           // relist at last RV "11" -> 410
   env.fake->add_list({make_object("ns", "a", "12")}, "20");  // relist at "" -> b is gone
   auto& inf = env.factory->informer(testing::test_type());
@@ -56,6 +55,10 @@ TEST(ReflectorTest, ExpiredMidWatchRelistsAtLastRvThenUnsetAndTombstonesMissingO
   auto r1 = inf.add_handler(h1);
   auto r2 = inf.add_handler(h2);
   env.factory->start();
+  // Let both handlers see b first (an add and a delete both pending would coalesce to nothing).
+  ASSERT_TRUE(h1->wait_for("add ns/b 6 initial"));
+  ASSERT_TRUE(h2->wait_for("add ns/b 6 initial"));
+  w1->push(event(EventType::modified, make_object("ns", "a", "11"))).fail(api_error(410, "Expired"));
   ASSERT_TRUE(h1->wait_for("delete ns/b 6 unknown"));
   ASSERT_TRUE(h2->wait_for("delete ns/b 6 unknown"));
   ASSERT_TRUE(env.fake->wait_watches(2));

@@ -103,7 +103,7 @@ class InformerFactory {
   ListerWatcherFactory lister_watchers_;
   FactoryOptions options_;
   std::shared_ptr<prometheus::Registry> registry_;
-  std::unique_ptr<Metrics> metrics_;
+  std::shared_ptr<Metrics> metrics_;
   ReconnectBudgetPtr budget_;
 
   mutable std::mutex mu_;

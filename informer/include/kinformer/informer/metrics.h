@@ -22,9 +22,14 @@ enum class WatchRestartReason { timeout, expired, error, shutdown };
 /// The metric families. Thread-safe (prometheus-cpp metrics are).
 class Metrics {
  public:
-  /// Registers every family in `registry`, which must outlive this object and every
-  /// InformerMetrics/HandlerMetrics handed out.
-  explicit Metrics(prometheus::Registry& registry);
+  /// Registers every family in `registry`; keeps the registry alive (InformerMetrics keep this
+  /// object alive, so metrics of a Registration that outlives its factory stay valid).
+  explicit Metrics(std::shared_ptr<prometheus::Registry> registry);
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+
+ public:
 
   prometheus::Family<prometheus::Gauge>& open_watches;
   prometheus::Family<prometheus::Counter>& watch_starts;
@@ -47,7 +52,7 @@ class Metrics {
 class InformerMetrics {
  public:
   /// Labels: resource, namespace (empty: all), selector (hash of label and field selectors).
-  InformerMetrics(Metrics& families, const std::string& resource, const std::string& ns,
+  InformerMetrics(std::shared_ptr<Metrics> families, const std::string& resource, const std::string& ns,
                   const std::string& selector_hash);
 
   prometheus::Gauge& open_watches;
@@ -70,11 +75,11 @@ class InformerMetrics {
   prometheus::Gauge& handlers;             ///< the registration refcount
 
   prometheus::Counter& restarts(WatchRestartReason reason);
-  Metrics& families() { return families_; }
+  Metrics& families() { return *keep_; }
   const std::map<std::string, std::string>& labels() const { return labels_; }
 
  private:
-  Metrics& families_;
+  std::shared_ptr<Metrics> keep_;
   std::map<std::string, std::string> labels_;
 };
 

@@ -1,0 +1,371 @@
+// Handler fan-out, registrations and the factory.
+#include "kinformer/informer/shared_informer.h"
+
+#include <latch>
+#include <semaphore>
+
+#include <gtest/gtest.h>
+#include <prometheus/registry.h>
+
+#include "kinformer/client/error.h"
+#include "test_env.h"
+
+namespace kinformer::informer {
+namespace {
+
+using client::EventType;
+using testing::Env;
+using testing::event;
+using testing::make_object;
+using testing::RecordingHandler;
+
+TEST(SharedInformerTest, StuckHandlerDelaysNeitherOtherHandlersNorTheStore) {
+  Env env;
+  env.fake->add_list({make_object("ns", "a", "1")}, "10");
+  auto w = env.fake->add_watch();
+  auto& inf = env.factory->informer(testing::test_type());
+  std::latch release(1);
+  auto stuck = std::make_shared<RecordingHandler>();
+  stuck->hook = [&](const std::string&) { release.wait(); };
+  auto fast = std::make_shared<RecordingHandler>();
+  auto r1 = inf.add_handler(stuck);
+  auto r2 = inf.add_handler(fast);
+  env.factory->start();
+  for (int i = 0; i < 50; ++i) {
+    w->push(event(EventType::added, make_object("ns", "o" + std::to_string(i), std::to_string(11 + i))));
+  }
+  ASSERT_TRUE(fast->wait_for("add ns/o49 60"));
+  EXPECT_EQ(inf.store().size(), 51u);
+  EXPECT_TRUE(r2.has_synced());
+  EXPECT_FALSE(r1.has_synced());
+  EXPECT_TRUE(stuck->events().empty());
+  EXPECT_GT(r1.queue_depth(), 0u);
+  EXPECT_LE(r1.queue_depth(), 51u);  // bounded by the cache size
+  release.count_down();
+  ASSERT_TRUE(stuck->wait_count(51));
+}
+
+TEST(SharedInformerTest, CoalescesPendingNotificationsPerKey) {
+  Env env;
+  env.fake->add_list({make_object("ns", "a", "1")}, "10");
+  auto w = env.fake->add_watch();
+  auto& inf = env.factory->informer(testing::test_type());
+  std::binary_semaphore gate(0);
+  std::latch entered(1);
+  auto h = std::make_shared<RecordingHandler>();
+  bool first = true;
+  h->hook = [&](const std::string&) {
+    if (first) {
+      first = false;
+      entered.count_down();
+      gate.acquire();
+    }
+  };
+  auto reg = inf.add_handler(h);
+  env.factory->start();
+  entered.wait();
+  // First delivery (add a initial) blocks; everything below queues behind it.
+  w->push(event(EventType::modified, make_object("ns", "a", "2")))
+      .push(event(EventType::modified, make_object("ns", "a", "3")))
+      .push(event(EventType::added, make_object("ns", "b", "4")))
+      .push(event(EventType::deleted, make_object("ns", "b", "5")))
+      .push(event(EventType::added, make_object("ns", "c", "6")))
+      .push(event(EventType::modified, make_object("ns", "c", "7")));
+  // Wait until the reflector applied everything to the store.
+  auto marker = std::make_shared<RecordingHandler>();
+  auto mreg = inf.add_handler(marker);
+  w->push(event(EventType::added, make_object("ns", "z", "8")));
+  ASSERT_TRUE(marker->wait_for("add ns/z 8"));
+  gate.release();
+  ASSERT_TRUE(h->wait_for("add ns/z 8"));
+  EXPECT_EQ(h->events(), (std::vector<std::string>{"add ns/a 1 initial", "update ns/a 1->3", "add ns/c 7",
+                                                    "add ns/z 8"}));
+}
+
+TEST(SharedInformerTest, LateHandlerGetsInitialAddsAndItsOwnHasSynced) {
+  Env env;
+  env.fake->add_list({make_object("ns", "a", "1"), make_object("ns", "b", "2")}, "10");
+  auto& inf = env.factory->informer(testing::test_type());
+  env.factory->start();
+  ASSERT_TRUE(inf.wait_for_sync(testing::kDeadline));
+  auto h = std::make_shared<RecordingHandler>();
+  auto reg = inf.add_handler(h);
+  ASSERT_TRUE(h->wait_count(2));
+  auto ev = h->events();
+  std::sort(ev.begin(), ev.end());
+  EXPECT_EQ(ev, (std::vector<std::string>{"add ns/a 1 initial", "add ns/b 2 initial"}));
+  // has_synced flips right after the last initial delivery returns.
+  EXPECT_TRUE(testing::eventually([&] { return reg.has_synced(); }));
+}
+
+TEST(SharedInformerTest, CloseInsideHandlerStopsFurtherCallbacks) {
+  Env env;
+  env.fake->add_list({make_object("ns", "a", "1")}, "10");
+  auto w = env.fake->add_watch();
+  auto& inf = env.factory->informer(testing::test_type());
+  Registration reg;
+  std::mutex mu;
+  std::condition_variable cv;
+  int calls = 0;
+  auto funcs = std::make_shared<ResourceEventHandlerFuncs>();
+  funcs->add = [&](const client::ObjectPtr&, bool) {
+    reg.close();  // from inside: must not deadlock
+    reg.close();  // idempotent
+    std::lock_guard l(mu);
+    ++calls;
+    cv.notify_all();
+  };
+  {
+    std::lock_guard l(mu);
+    reg = inf.add_handler(funcs);
+  }
+  auto other = std::make_shared<RecordingHandler>();
+  auto oreg = inf.add_handler(other);
+  env.factory->start();
+  {
+    std::unique_lock l(mu);
+    ASSERT_TRUE(cv.wait_for(l, testing::kDeadline, [&] { return calls == 1; }));
+  }
+  w->push(event(EventType::added, make_object("ns", "b", "11")));
+  ASSERT_TRUE(other->wait_for("add ns/b 11"));
+  EXPECT_EQ(inf.handler_count(), 1u);
+  std::lock_guard l(mu);
+  EXPECT_EQ(calls, 1);
+}
+
+TEST(SharedInformerTest, CloseFromOutsideWaitsForRunningCallbackAndRemovesOnlyThatHandler) {
+  Env env;
+  env.fake->add_list({make_object("ns", "a", "1")}, "10");
+  auto w = env.fake->add_watch();
+  auto& inf = env.factory->informer(testing::test_type());
+  auto h1 = std::make_shared<RecordingHandler>();
+  auto h2 = std::make_shared<RecordingHandler>();
+  auto r1 = inf.add_handler(h1);
+  auto r2 = inf.add_handler(h2);
+  EXPECT_EQ(inf.handler_count(), 2u);
+  EXPECT_DOUBLE_EQ(inf.metrics().handlers.Value(), 2);
+  env.factory->start();
+  ASSERT_TRUE(h1->wait_count(1));
+  r1.close();
+  EXPECT_FALSE(r1.active());
+  std::size_t seen = h1->events().size();
+  w->push(event(EventType::added, make_object("ns", "b", "11")));
+  ASSERT_TRUE(h2->wait_for("add ns/b 11"));
+  EXPECT_EQ(h1->events().size(), seen);
+  EXPECT_EQ(inf.handler_count(), 1u);
+  EXPECT_DOUBLE_EQ(inf.metrics().handlers.Value(), 1);
+  r2.close();
+  EXPECT_EQ(inf.handler_count(), 0u);
+  // The informer keeps running after its last handler left.
+  w->push(event(EventType::added, make_object("ns", "c", "12")));
+  auto h3 = std::make_shared<RecordingHandler>();
+  auto r3 = inf.add_handler(h3);
+  ASSERT_TRUE(h3->wait_count(1));
+  EXPECT_EQ(env.fake->watch_calls().size(), 1u);
+}
+
+TEST(SharedInformerTest, HandlerExceptionsAreCaughtAndCounted) {
+  Env env;
+  env.fake->add_list({make_object("ns", "a", "1"), make_object("ns", "b", "2")}, "10");
+  auto& inf = env.factory->informer(testing::test_type());
+  auto h = std::make_shared<RecordingHandler>();
+  h->hook = [](const std::string& e) {
+    if (e.rfind("add ns/a", 0) == 0) throw std::runtime_error("boom");
+  };
+  auto reg = inf.add_handler(h);
+  env.factory->start();
+  ASSERT_TRUE(h->wait_for("add ns/b 2 initial"));
+  ASSERT_TRUE(testing::eventually([&] { return reg.has_synced(); }));
+  EXPECT_EQ(reg.exceptions(), 1u);
+}
+
+TEST(SharedInformerTest, TransformAppliedBeforeStoringAndConflictsAreErrors) {
+  Env env;
+  env.fake->add_list({make_object("ns", "a", "1", {}, "big payload")}, "10");
+  cache::Transform strip{"strip-payload", [](client::ObjectPtr o) -> client::ObjectPtr {
+                           auto copy = std::make_shared<testing::TestObject>(
+                               static_cast<const testing::TestObject&>(*o));
+                           copy->payload.clear();
+                           return copy;
+                         }};
+  InformerOptions opts;
+  opts.transform = strip;
+  auto& inf = env.factory->informer(testing::test_type(), opts);
+  EXPECT_EQ(&env.factory->informer(testing::test_type(), opts), &inf);
+  EXPECT_THROW(env.factory->informer(testing::test_type()), client::ConfigError);
+  InformerOptions other = opts;
+  other.transform->name = "other";
+  EXPECT_THROW(env.factory->informer(testing::test_type(), other), client::ConfigError);
+  env.factory->start();
+  ASSERT_TRUE(inf.wait_for_sync(testing::kDeadline));
+  EXPECT_EQ(testing::payload_of(inf.store().get("ns/a")), "");
+}
+
+TEST(InformerFactoryTest, DedupesOnKey) {
+  Env env;
+  auto& a = env.factory->informer(testing::test_type(), testing::selector_options("app=x,tier"));
+  auto& b = env.factory->informer(testing::test_type(), testing::selector_options("tier, app=x"));
+  auto& c = env.factory->informer(testing::test_type(), testing::selector_options("app=y"));
+  auto& d = env.factory->informer(testing::test_type(), testing::selector_options("app=x,tier", "spec.nodeName=n1"));
+  auto& e = env.factory->informer(testing::test_type("secrets"), testing::selector_options("app=x,tier"));
+  InformerOptions ns;
+  ns.namespace_ = "kube-system";
+  auto& f = env.factory->informer(testing::test_type(), ns);
+  EXPECT_EQ(&a, &b);
+  EXPECT_NE(&a, &c);
+  EXPECT_NE(&a, &d);
+  EXPECT_NE(&a, &e);
+  EXPECT_NE(&a, &f);
+  EXPECT_EQ(env.factory->informer_count(), 5u);
+  EXPECT_EQ(env.lister_watchers_created.load(), 5);
+  EXPECT_THROW(env.factory->informer(testing::test_type(), testing::selector_options("a in (")),
+               client::ConfigError);
+}
+
+TEST(InformerFactoryTest, HundredComponentsShareOneWatch) {
+  Env env;
+  env.fake->add_list({make_object("ns", "a", "1")}, "10");
+  std::vector<std::shared_ptr<RecordingHandler>> handlers;
+  std::vector<Registration> regs;
+  env.factory->start();  // informers created after start start at once
+  for (int i = 0; i < 100; ++i) {
+    auto& inf = env.factory->informer(testing::test_type());
+    handlers.push_back(std::make_shared<RecordingHandler>());
+    HandlerOptions ho;
+    ho.name = "component-" + std::to_string(i);
+    regs.push_back(inf.add_handler(handlers.back(), ho));
+  }
+  ASSERT_TRUE(env.factory->wait_for_cache_sync(testing::kDeadline));
+  for (auto& h : handlers) ASSERT_TRUE(h->wait_for("add ns/a 1 initial"));
+  ASSERT_TRUE(env.fake->wait_watches(1));
+  EXPECT_EQ(env.fake->watch_calls().size(), 1u);
+  EXPECT_EQ(env.fake->list_calls().size(), 1u);
+  EXPECT_EQ(env.factory->informer_count(), 1u);
+  EXPECT_EQ(env.factory->handler_counts().begin()->second, 100u);
+}
+
+TEST(InformerFactoryTest, ThousandAddCloseCyclesKeepExactlyOneWatch) {
+  Env env;
+  env.fake->add_list({make_object("ns", "a", "1")}, "10");
+  auto w = env.fake->add_watch();
+  env.factory->start();
+  for (int i = 0; i < 1000; ++i) {
+    auto& inf = env.factory->informer(testing::test_type());
+    auto reg = inf.add_handler(std::make_shared<RecordingHandler>());
+    if (i % 2 == 0) reg.close();
+  }
+  auto& inf = env.factory->informer(testing::test_type());
+  EXPECT_EQ(inf.handler_count(), 0u);
+  auto h = std::make_shared<RecordingHandler>();
+  auto reg = inf.add_handler(h);
+  w->push(event(EventType::added, make_object("ns", "b", "11")));
+  ASSERT_TRUE(h->wait_for("add ns/b 11"));
+  EXPECT_EQ(env.fake->watch_calls().size(), 1u);
+  EXPECT_EQ(env.factory->informer_count(), 1u);
+}
+
+TEST(InformerFactoryTest, ShutdownIsIdempotentAndRegistrationsMayOutliveTheFactory) {
+  Registration reg;
+  {
+    Env env;
+    env.fake->add_list({make_object("ns", "a", "1")}, "10");
+    auto& inf = env.factory->informer(testing::test_type());
+    reg = inf.add_handler(std::make_shared<RecordingHandler>());
+    env.factory->start();
+    ASSERT_TRUE(env.factory->wait_for_cache_sync(testing::kDeadline));
+    env.factory->shutdown();
+    env.factory->shutdown();
+    EXPECT_THROW(env.factory->informer(testing::test_type("secrets")), client::ConfigError);
+  }
+  reg.close();
+  reg.close();
+}
+
+// Reads a metric value back from the registry by family name and label subset.
+double metric(prometheus::Registry& r, const std::string& family,
+              const std::map<std::string, std::string>& labels) {
+  for (const auto& fam : r.Collect()) {
+    if (fam.name != family) continue;
+    for (const auto& m : fam.metric) {
+      bool ok = true;
+      for (const auto& [k, v] : labels) {
+        bool found = false;
+        for (const auto& lp : m.label) found = found || (lp.name == k && lp.value == v);
+        ok = ok && found;
+      }
+      if (!ok) continue;
+      switch (fam.type) {
+        case prometheus::MetricType::Counter: return m.counter.value;
+        case prometheus::MetricType::Gauge: return m.gauge.value;
+        case prometheus::MetricType::Histogram: return static_cast<double>(m.histogram.sample_count);
+        default: return -1;
+      }
+    }
+  }
+  return -1;
+}
+
+TEST(MetricsTest, EveryMetricIsReadableFromTheRegistry) {
+  auto registry = std::make_shared<prometheus::Registry>();
+  FactoryOptions fo;
+  fo.registry = registry;
+  fo.budget.burst = 1;
+  fo.budget.per_second = 0.001;
+  Env env(fo);
+  env.fake->add_list({make_object("ns", "a", "1")}, "10");
+  env.fake->add_watch()
+      ->push(event(EventType::added, make_object("ns", "b", "11")))
+      .push(event(EventType::modified, make_object("ns", "b", "12")))
+      .push(event(EventType::deleted, make_object("ns", "b", "13")))
+      .push(testing::bookmark("14"))
+      .fail(client::Error::make(client::Errc::network, "reset"));
+  auto w2 = env.fake->add_watch();
+  w2->fail(testing::api_error(410, "Expired"));
+  auto& inf = env.factory->informer(testing::test_type(), testing::selector_options("app=x"));
+  auto h = std::make_shared<RecordingHandler>();
+  h->hook = [](const std::string& e) {
+    if (e == "add ns/a 1 initial") throw std::runtime_error("x");
+  };
+  HandlerOptions ho;
+  ho.name = "mesh";
+  auto reg = inf.add_handler(h, ho);
+  env.factory->start();
+  ASSERT_TRUE(env.fake->wait_watches(3));
+  ASSERT_TRUE(env.fake->wait_lists(2));
+  ASSERT_TRUE(testing::eventually([&] { return reg.exceptions() == 1; }));
+  ASSERT_TRUE(testing::eventually([&] { return inf.metrics().restarts_expired.Value() == 1; }));
+  std::map<std::string, std::string> l{{"resource", "pods"}, {"selector", selector_hash("app=x", "")}};
+  EXPECT_EQ(metric(*registry, "kinformer_open_watches", l), inf.metrics().open_watches.Value());
+  EXPECT_GE(metric(*registry, "kinformer_watch_starts_total", l), 2);
+  auto with = [&](std::string k, std::string v) {
+    auto m = l;
+    m[k] = v;
+    return m;
+  };
+  EXPECT_EQ(metric(*registry, "kinformer_watch_restarts_total", with("reason", "error")), 1);
+  EXPECT_EQ(metric(*registry, "kinformer_watch_restarts_total", with("reason", "expired")), 1);
+  EXPECT_EQ(metric(*registry, "kinformer_watch_restarts_total", with("reason", "timeout")), 0);
+  EXPECT_EQ(metric(*registry, "kinformer_lists_total", with("kind", "initial")), 1);
+  EXPECT_GE(metric(*registry, "kinformer_list_duration_seconds", l), 1);
+  EXPECT_EQ(metric(*registry, "kinformer_watch_events_total", with("type", "ADDED")), 1);
+  EXPECT_EQ(metric(*registry, "kinformer_watch_events_total", with("type", "MODIFIED")), 1);
+  EXPECT_EQ(metric(*registry, "kinformer_watch_events_total", with("type", "DELETED")), 1);
+  EXPECT_EQ(metric(*registry, "kinformer_watch_events_total", with("type", "BOOKMARK")), 1);
+  EXPECT_GE(metric(*registry, "kinformer_cache_objects", l), 0);
+  EXPECT_GT(metric(*registry, "kinformer_last_sync_timestamp_seconds", l), 0);
+  EXPECT_GE(metric(*registry, "kinformer_backoff_waits_total", l), 1);
+  EXPECT_GE(metric(*registry, "kinformer_reconnect_budget_denials_total", l), 1);
+  EXPECT_EQ(metric(*registry, "kinformer_registered_handlers", l), 1);
+  auto hl = with("handler", "mesh");
+  hl["id"] = std::to_string(reg.id());
+  EXPECT_GE(metric(*registry, "kinformer_handler_queue_depth", hl), 0);
+  EXPECT_GE(metric(*registry, "kinformer_handler_delivery_lag_seconds", hl), 1);
+  EXPECT_GE(metric(*registry, "kinformer_handler_stalled_since_seconds", hl), 0);
+  EXPECT_EQ(metric(*registry, "kinformer_handler_exceptions_total", hl), 1);
+  reg.close();
+  EXPECT_EQ(metric(*registry, "kinformer_handler_exceptions_total", hl), -1) << "removed on close";
+  EXPECT_EQ(metric(*registry, "kinformer_registered_handlers", l), 0);
+}
+
+}  // namespace
+}  // namespace kinformer::informer
