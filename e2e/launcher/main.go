@@ -8,7 +8,7 @@
 //	up                --dir DIR   fresh PKI + etcd + kube-apiserver, writes DIR/kubeconfig
 //	down              --dir DIR   stop both (idempotent); --purge also deletes DIR's data
 //	restart-apiserver --dir DIR   stop and start kube-apiserver with the same ports and data
-//	compact           --dir DIR   compact etcd to its current revision
+//	compact           --dir DIR   compact etcd past its current revision (old resourceVersions -> 410)
 //	status            --dir DIR   report whether the processes are alive
 //	etcd              (hidden)    run an embedded etcd in the foreground
 package main
@@ -27,7 +27,7 @@ commands:
   up                --dir DIR [--timeout 120s] [--apiserver-bin PATH] [--apiserver-arg ARG]...
   down              --dir DIR [--purge]
   restart-apiserver --dir DIR [--timeout 120s]
-  compact           --dir DIR
+  compact           --dir DIR [--wait=false]
   status            --dir DIR
 `
 

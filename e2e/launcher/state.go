@@ -18,18 +18,18 @@ type layout struct {
 	Kubeconfig string `json:"kubeconfig"`
 	State      string `json:"-"`
 
-	CACert            string `json:"ca_cert"`             // serving CA (clients trust it)
-	ServingCert       string `json:"serving_cert"`        // kube-apiserver TLS cert
-	ServingKey        string `json:"serving_key"`         //
-	ClientCACert      string `json:"client_ca_cert"`      // CA that signs client certs
-	AdminCert         string `json:"admin_cert"`          // CN=kinformer-admin, O=system:masters
-	AdminKey          string `json:"admin_key"`           //
-	TokenFile         string `json:"token_file"`          // --token-auth-file
-	RestrictedToken   string `json:"restricted_token"`    // the restricted user's bearer token, alone
-	SAPublicKey       string `json:"sa_public_key"`       // --service-account-key-file
-	SASigningKey      string `json:"sa_signing_key"`      // --service-account-signing-key-file
-	EtcdLog           string `json:"etcd_log"`            //
-	APIServerLog      string `json:"apiserver_log"`       //
+	CACert          string `json:"ca_cert"`          // serving CA (clients trust it)
+	ServingCert     string `json:"serving_cert"`     // kube-apiserver TLS cert
+	ServingKey      string `json:"serving_key"`      //
+	ClientCACert    string `json:"client_ca_cert"`   // CA that signs client certs
+	AdminCert       string `json:"admin_cert"`       // CN=kinformer-admin, O=system:masters
+	AdminKey        string `json:"admin_key"`        //
+	TokenFile       string `json:"token_file"`       // --token-auth-file
+	RestrictedToken string `json:"restricted_token"` // the restricted user's bearer token, alone
+	SAPublicKey     string `json:"sa_public_key"`    // --service-account-key-file
+	SASigningKey    string `json:"sa_signing_key"`   // --service-account-signing-key-file
+	EtcdLog         string `json:"etcd_log"`         //
+	APIServerLog    string `json:"apiserver_log"`    //
 }
 
 func newLayout(dir string) (layout, error) {
