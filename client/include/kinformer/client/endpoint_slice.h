@@ -12,15 +12,6 @@
 
 namespace kinformer::client {
 
-/// An object reference (targetRef).
-struct ObjectReference {
-  std::string kind;
-  std::string namespace_;
-  std::string name;
-  std::string uid;
-  bool operator==(const ObjectReference&) const = default;
-};
-
 /// One endpoint of a slice. Unset conditions mean "unknown" (the API treats unknown ready as
 /// ready).
 struct SliceEndpoint {

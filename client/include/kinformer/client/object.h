@@ -30,6 +30,16 @@ struct OwnerReference {
   bool operator==(const OwnerReference&) const = default;
 };
 
+/// A reference to another object (core/v1 ObjectReference, e.g. an endpoint's targetRef); only
+/// the fields mesh components read.
+struct ObjectReference {
+  std::string kind;
+  std::string namespace_;
+  std::string name;
+  std::string uid;
+  bool operator==(const ObjectReference&) const = default;
+};
+
 /// The parts of metadata that kinformer keeps (managedFields is never kept).
 struct ObjectMeta {
   std::string name;
