@@ -321,6 +321,7 @@ TEST(MetricsTest, EveryMetricIsReadableFromTheRegistry) {
       .fail(client::Error::make(client::Errc::network, "reset"));
   auto w2 = env.fake->add_watch();
   w2->fail(testing::api_error(410, "Expired"));
+  env.fake->add_list({make_object("ns", "a", "1")}, "20");  // the relist still has a
   auto& inf = env.factory->informer(testing::test_type(), testing::selector_options("app=x"));
   auto h = std::make_shared<RecordingHandler>();
   h->hook = [](const std::string& e) {
