@@ -1,0 +1,112 @@
+#include "cache_dump.h"
+
+#include <gtest/gtest.h>
+
+#include "cli.h"
+#include "kinformer/client/dynamic_object.h"
+
+namespace kinformer::tools {
+namespace {
+
+client::ObjectPtr dyn(const std::string& ns, const std::string& name, const std::string& rv, std::string json) {
+  auto o = std::make_shared<client::DynamicObject>();
+  o->metadata.namespace_ = ns;
+  o->metadata.name = name;
+  o->metadata.resource_version = rv;
+  o->json = std::move(json);
+  return o;
+}
+
+std::string secret_json(const std::string& ns, const std::string& name) {
+  return R"({"metadata":{"name":")" + name + R"(","namespace":")" + ns +
+         R"(","annotations":{"kubectl.kubernetes.io/last-applied-configuration":"{\"data\":{\"password\":\"aHVudGVyMg==\"}}"}},)"
+         R"("type":"Opaque","data":{"password":"aHVudGVyMg==","user":"YWRtaW4="},"stringData":{"x":"plain"}})";
+}
+
+TEST(ResolveResource, AliasesAndGroupVersionResource) {
+  EXPECT_EQ(resolve_resource("pods").gvr.to_string(), "pods");
+  EXPECT_EQ(resolve_resource("po").gvr.kind, "Pod");
+  EXPECT_EQ(resolve_resource("secrets").gvr.kind, "Secret");
+  EXPECT_EQ(resolve_resource("endpoints").gvr.kind, "Endpoints");
+  EXPECT_EQ(resolve_resource("endpointslices").gvr.to_string(), "discovery.k8s.io/v1/endpointslices");
+  EXPECT_FALSE(resolve_resource("secrets").needs_discovery);
+
+  const auto deployments = resolve_resource("apps/v1/deployments");
+  EXPECT_TRUE(deployments.needs_discovery);
+  EXPECT_EQ(deployments.gvr.group, "apps");
+  EXPECT_EQ(deployments.gvr.version, "v1");
+  EXPECT_EQ(deployments.gvr.resource, "deployments");
+  EXPECT_EQ(resolve_resource("v1/configmaps").gvr.group, "");
+  EXPECT_EQ(resolve_resource("/v1/configmaps").gvr.to_string(), "configmaps");
+  EXPECT_EQ(resolve_resource("batch/v1beta1/cronjobs").gvr.version, "v1beta1");
+}
+
+TEST(ResolveResource, UnknownNamesAreUsageErrorsNamingThem) {
+  for (const char* bad : {"frobs", "apps/v1", "a/b/c/d", "apps//x", "Apps/v1/deployments", "apps/x1/deployments", "v1beta/x"}) {
+    try {
+      resolve_resource(bad);
+      ADD_FAILURE() << bad << " resolved";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("unknown resource '") + bad + "'"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(ResolveResource, DiscoveryFillsKindAndScope) {
+  auto gvr = resolve_resource("v1/nodes").gvr;
+  const char* doc = R"({"kind":"APIResourceList","groupVersion":"v1","resources":[
+      {"name":"pods","namespaced":true,"kind":"Pod"},{"name":"nodes","namespaced":false,"kind":"Node"}]})";
+  ASSERT_TRUE(apply_discovery(doc, gvr));
+  EXPECT_EQ(gvr.kind, "Node");
+  EXPECT_FALSE(gvr.namespaced);
+  auto missing = resolve_resource("v1/frobs").gvr;
+  EXPECT_FALSE(apply_discovery(doc, missing));
+  EXPECT_FALSE(apply_discovery("not json", missing));
+}
+
+TEST(CacheDump, SecretDataAndStringDataAreRedacted) {
+  const auto line = dump_line(*dyn("ns", "s", "1", secret_json("ns", "s")), {.secret_resource = true});
+  EXPECT_EQ(line.find("aHVudGVyMg=="), std::string::npos) << line;
+  EXPECT_EQ(line.find("YWRtaW4="), std::string::npos) << line;
+  EXPECT_EQ(line.find("plain"), std::string::npos) << line;
+  EXPECT_NE(line.find(R"("data":{"password":"<redacted>","user":"<redacted>"})"), std::string::npos) << line;
+  EXPECT_NE(line.find(R"("stringData":{"x":"<redacted>"})"), std::string::npos) << line;
+  EXPECT_NE(line.find(R"("type":"Opaque")"), std::string::npos) << "the rest is kept: " << line;
+}
+
+TEST(CacheDump, KindSecretIsRedactedEvenIfTheCallerDidNotSaySo) {
+  const auto line = dump_line(*dyn("ns", "s", "1", R"({"kind":"Secret","data":{"k":"c2VjcmV0"}})"), {});
+  EXPECT_EQ(line, R"({"kind":"Secret","data":{"k":"<redacted>"}})");
+}
+
+TEST(CacheDump, ShowSecretDataKeepsValues) {
+  const auto line = dump_line(*dyn("ns", "s", "1", secret_json("ns", "s")),
+                              {.secret_resource = true, .show_secret_data = true});
+  EXPECT_NE(line.find("aHVudGVyMg=="), std::string::npos);
+}
+
+TEST(CacheDump, UnparsableSecretIsNeverEchoed) {
+  EXPECT_EQ(redact_secret_json(R"({"data":{"k":"c2VjcmV0"})"), R"x({"error":"unparsable object (redacted)"})x");
+}
+
+TEST(CacheDump, LinesAreCompactAndSortedByNamespaceThenName) {
+  std::vector<client::ObjectPtr> objects = {
+      dyn("b", "a", "5", "{\n  \"metadata\": {\"name\": \"a\", \"namespace\": \"b\"}\n}"),
+      dyn("a", "z", "3", R"({"metadata":{"name":"z","namespace":"a"}})"),
+      dyn("a", "m", "4", R"({"metadata":{"name":"m","namespace":"a"}})"),
+  };
+  EXPECT_EQ(format_dump(objects, {}),
+            "{\"metadata\":{\"name\":\"m\",\"namespace\":\"a\"}}\n"
+            "{\"metadata\":{\"name\":\"z\",\"namespace\":\"a\"}}\n"
+            "{\"metadata\":{\"name\":\"a\",\"namespace\":\"b\"}}\n");
+  EXPECT_EQ(format_dump({}, {}), "");
+}
+
+TEST(CacheDump, EventLines) {
+  const auto o = dyn("ns", "name", "42", "{}");
+  EXPECT_EQ(format_event("ADDED", *o), "ADDED ns/name rv=42");
+  EXPECT_EQ(format_event("DELETED", *o, true), "DELETED ns/name rv=42 final-state-unknown");
+}
+
+}  // namespace
+}  // namespace kinformer::tools

@@ -1,0 +1,58 @@
+#pragma once
+// `kwatch cache`'s pure pieces: resolving --resource, the JSON-lines dump (sorted, Secret data
+// redacted) and event lines. No I/O, so tests feed fake objects.
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kinformer/client/object.h"
+#include "kinformer/client/resource.h"
+
+namespace kinformer::tools {
+
+/// What --resource names.
+struct ResolvedResource {
+  client::GroupVersionResource gvr;
+  /// False for the built-in aliases; true for group/version/resource, whose kind and scope come
+  /// from discovery (apply_discovery).
+  bool needs_discovery = false;
+};
+
+/// Resolves pods|secrets|endpoints|endpointslices (and singular/short forms po, secret, ep ...)
+/// or "group/version/resource" ("v1/configmaps" or "/v1/configmaps" for the core group).
+/// Throws UsageError naming `name` when it is neither.
+ResolvedResource resolve_resource(const std::string& name);
+
+/// Fills gvr.kind and gvr.namespaced from a discovery document (APIResourceList JSON of
+/// gvr's group/version). Returns false when the document does not list gvr.resource.
+bool apply_discovery(std::string_view api_resource_list_json, client::GroupVersionResource& gvr);
+
+/// True for core/v1 secrets.
+bool is_secret_resource(const client::GroupVersionResource& gvr);
+
+/// Parses an object's JSON and returns it compact, with every value of `data` and `stringData`
+/// replaced by "<redacted>". Unparsable input gives {"error":"unparsable object (redacted)"}:
+/// it never echoes the input.
+std::string redact_secret_json(std::string_view json);
+
+/// How to dump objects.
+struct DumpOptions {
+  /// The objects are core/v1 Secrets (list items carry no kind, so the caller says).
+  bool secret_resource = false;
+  /// --show-secret-data: keep Secret data/stringData.
+  bool show_secret_data = false;
+};
+
+/// One dump line (no trailing newline): the object as the server sent it (DynamicObject::json,
+/// compacted). A Secret (secret_resource, or kind "Secret") is redacted unless show_secret_data.
+/// Objects without JSON (typed models) give their metadata only.
+std::string dump_line(const client::Object& object, const DumpOptions& options);
+
+/// The whole dump: one line per object, sorted by namespace then name, each ending in '\n'.
+std::string format_dump(std::vector<client::ObjectPtr> objects, const DumpOptions& options);
+
+/// "ADDED ns/name rv=123" (DELETED of a tombstone adds " final-state-unknown").
+std::string format_event(std::string_view type, const client::Object& object, bool final_state_unknown = false);
+
+}  // namespace kinformer::tools
