@@ -1,17 +1,72 @@
-// Built against the installed kinformer package; exits non-zero if the linked library misbehaves.
+// Built against the installed kinformer package, as a user's project would be: a factory with
+// an in-memory lister-watcher, one handler, one object. Exits non-zero if anything misbehaves.
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <mutex>
+#include <thread>
 
-#include "kinformer/client/error.h"
-#include "kinformer/client/resource.h"
+#include "kinformer/client/secret.h"
+#include "kinformer/informer/informer_factory.h"
+
+namespace {
+
+using namespace kinformer;
+
+// Lists one Secret; its watch ends cleanly until cancelled.
+class OneSecret final : public client::ListerWatcher {
+ public:
+  client::Result<client::ObjectList> list(const client::ListOptions&) override {
+    auto secret = std::make_shared<client::Secret>();
+    secret->metadata.namespace_ = "mesh";
+    secret->metadata.name = "ca-root";
+    secret->metadata.resource_version = "7";
+    return client::ObjectList{{secret}, "7", ""};
+  }
+  client::Result<client::WatchStreamPtr> watch(const client::ListOptions&) override {
+    struct Idle final : client::WatchStream {
+      client::Result<std::optional<client::WatchEvent>> next() override {
+        std::unique_lock lock(mu);
+        cv.wait(lock, [&] { return cancelled; });
+        return client::Error::make(client::Errc::cancelled, "cancelled");
+      }
+      void cancel() override {
+        std::lock_guard lock(mu);
+        cancelled = true;
+        cv.notify_all();
+      }
+      std::mutex mu;
+      std::condition_variable cv;
+      bool cancelled = false;
+    };
+    return client::WatchStreamPtr(std::make_unique<Idle>());
+  }
+};
+
+}  // namespace
 
 int main() {
-  kinformer::client::GroupVersionResource slices{"discovery.k8s.io", "v1", "endpointslices",
-                                                  "EndpointSlice", true};
-  const auto path = slices.path("default");
-  if (path != "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices") {
-    std::fprintf(stderr, "unexpected path %s\n", path.c_str());
+  informer::InformerFactory factory(
+      [](const client::ResourceType&, const std::string&) { return std::make_unique<OneSecret>(); });
+  auto secrets = factory.informer<client::Secret>({.namespace_ = "mesh"});
+  std::atomic<int> adds{0};
+  auto registration = secrets.add_handler({.add = [&](const auto& s, bool) {
+    if (s->metadata.name == "ca-root") ++adds;
+  }});
+  factory.start();
+  if (!factory.wait_for_cache_sync(std::chrono::seconds(10))) {
+    std::fprintf(stderr, "consumer: cache did not sync\n");
     return 1;
   }
-  std::printf("consumer ok: %s\n", path.c_str());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (adds.load() == 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  if (adds.load() != 1 || secrets.handler_count() != 1) {
+    std::fprintf(stderr, "consumer: adds=%d handlers=%zu\n", adds.load(), secrets.handler_count());
+    return 1;
+  }
+  registration.close();
+  factory.shutdown();
+  std::printf("consumer ok: informer synced, handler saw the secret, shutdown clean\n");
   return 0;
 }
