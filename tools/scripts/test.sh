@@ -87,6 +87,20 @@ fi
 export KINFORMER_E2E_LAUNCHED=$launched
 run_ctest e2e "$build" -L e2e
 
+if [ "$launched" = 1 ]; then
+  step "teardown: no kube-apiserver, etcd or port left behind"
+  trap - EXIT
+  down_rc=0; status_rc=0
+  bash "$root/e2e/launcher.sh" down --dir "$KINFORMER_E2E_DIR" --purge >&2 || down_rc=$?
+  bash "$root/e2e/launcher.sh" status --dir "$KINFORMER_E2E_DIR" >&2 || status_rc=$?
+  if [ "$down_rc" -eq 0 ] && [ "$status_rc" -ne 0 ]; then
+    passed=$((passed + 1)); echo "teardown: ok" >&2
+  else
+    failed=$((failed + 1)); failures+=(teardown)
+    echo "teardown: down exited $down_rc, status exited $status_rc (0 = still running)" >&2
+  fi
+fi
+
 printf '\n' >&2
 [ ${#failures[@]} -gt 0 ] && echo "failed stages: ${failures[*]}" >&2
 echo "$passed passed, $failed failed"
