@@ -1,6 +1,12 @@
 #include "cache_dump.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "cli.h"
 #include "kinformer/client/dynamic_object.h"
@@ -106,6 +112,50 @@ TEST(CacheDump, EventLines) {
   const auto o = dyn("ns", "name", "42", "{}");
   EXPECT_EQ(format_event("ADDED", *o), "ADDED ns/name rv=42");
   EXPECT_EQ(format_event("DELETED", *o, true), "DELETED ns/name rv=42 final-state-unknown");
+}
+
+std::string read(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(CacheDump, DumpFileReplacesRegularFilesAtomically) {
+  const auto dir = std::filesystem::temp_directory_path() / ("kwatch-dump-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto file = dir / "cache.jsonl";
+  ASSERT_TRUE(write_dump_file(file.string(), "one\n"));
+  ASSERT_TRUE(write_dump_file(file.string(), "two\n"));
+  EXPECT_EQ(read(file), "two\n");
+  EXPECT_FALSE(std::filesystem::exists(dir / "cache.jsonl.tmp"));
+  EXPECT_FALSE(write_dump_file((dir / "missing" / "x.jsonl").string(), "x"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(CacheDump, DumpFileWritesThroughSymlinksAndSpecialFilesInPlace) {
+  // The same rule keeps /dev/null and /dev/stdout from being replaced by a regular file.
+  const auto dir = std::filesystem::temp_directory_path() / ("kwatch-link-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto target = dir / "target.jsonl";
+  const auto link = dir / "link.jsonl";
+  { std::ofstream(target) << "old\n"; }
+  std::filesystem::create_symlink(target, link);
+  ASSERT_TRUE(write_dump_file(link.string(), "new\n"));
+  EXPECT_TRUE(std::filesystem::is_symlink(link)) << "the symlink was replaced";
+  EXPECT_EQ(read(target), "new\n");
+
+  const auto fifo = dir / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::string got;
+  std::thread reader([&] { got = read(fifo); });
+  ASSERT_TRUE(write_dump_file(fifo.string(), "through a fifo\n"));
+  reader.join();
+  EXPECT_EQ(got, "through a fifo\n");
+  struct stat st {};
+  ASSERT_EQ(::lstat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode)) << "the FIFO was replaced by a regular file";
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -1,6 +1,10 @@
 #include "cache_dump.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cstdio>
+#include <fstream>
 #include <map>
 
 #include <rapidjson/document.h>
@@ -179,6 +183,28 @@ std::string format_dump(std::vector<client::ObjectPtr> objects, const DumpOption
     out += '\n';
   }
   return out;
+}
+
+bool write_dump_file(const std::string& path, const std::string& text) {
+  struct stat st {};
+  const bool exists = ::lstat(path.c_str(), &st) == 0;
+  if (exists && !S_ISREG(st.st_mode)) {
+    std::ofstream out(path, std::ios::binary | std::ios::out);
+    out << text;
+    out.flush();
+    return static_cast<bool>(out);
+  }
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) {
+      std::remove(tmp.c_str());
+      return false;
+    }
+  }
+  return std::rename(tmp.c_str(), path.c_str()) == 0;
 }
 
 std::string format_event(std::string_view type, const client::Object& object, bool final_state_unknown) {

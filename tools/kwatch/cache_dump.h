@@ -52,6 +52,11 @@ std::string dump_line(const client::Object& object, const DumpOptions& options);
 /// The whole dump: one line per object, sorted by namespace then name, each ending in '\n'.
 std::string format_dump(std::vector<client::ObjectPtr> objects, const DumpOptions& options);
 
+/// Writes `text` to `path`. A regular file (or a new one) is replaced atomically (FILE.tmp, then
+/// rename) so that a reader never sees half a dump; anything else — a symlink, /dev/stdout, a
+/// FIFO, a device such as /dev/null — is written in place and never replaced. False on failure.
+bool write_dump_file(const std::string& path, const std::string& text);
+
 /// "ADDED ns/name rv=123" (DELETED of a tombstone adds " final-state-unknown").
 std::string format_event(std::string_view type, const client::Object& object, bool final_state_unknown = false);
 

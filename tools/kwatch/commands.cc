@@ -6,7 +6,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -131,7 +130,6 @@ bool permanent(const client::Error& e) {
   return e.code == client::Errc::api && (e.http_status == 401 || e.http_status == 403 || e.http_status == 404);
 }
 
-// Writes `text` to `path` atomically (temporary file + rename), or to stdout for "-".
 bool write_output(const std::string& path, const std::string& text) {
   if (path == "-") {
     std::lock_guard lock(stdout_mutex());
@@ -139,14 +137,7 @@ bool write_output(const std::string& path, const std::string& text) {
     std::cout.flush();
     return true;
   }
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) return false;
-  }
-  return std::rename(tmp.c_str(), path.c_str()) == 0;
+  return write_dump_file(path, text);
 }
 
 std::string seconds_since(std::chrono::steady_clock::time_point start) {
