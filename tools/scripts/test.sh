@@ -12,7 +12,8 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=${KINFORMER_BUILD_DIR:-$root/build}
 log_dir=$build/test-logs
 jobs=$(nproc)
-step() { printf '\n==> %s\n' "$*" >&2; }
+started=$(date +%s)
+step() { printf '\n==> [%s, +%ss] %s\n' "$(date +%H:%M:%S)" "$(( $(date +%s) - started ))" "$*" >&2; }
 
 step "setup: Debian packages"
 bash "$root/tools/scripts/setup.sh"
@@ -61,7 +62,7 @@ if [ "${KINFORMER_SKIP_SANITIZERS:-0}" != 1 ] || [ "${CI:-}" = true ]; then
   step "TSan build, concurrency tests"
   cmake -S "$root" -B "$build-tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DKINFORMER_SANITIZE=thread -DKINFORMER_BUILD_TOOLS=OFF >"$log_dir/configure-tsan.log"
-  ninja -C "$build-tsan" -j"$jobs"
+  ninja -C "$build-tsan" -j"$jobs" concurrency_tests
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
     run_ctest tsan "$build-tsan" -L concurrency -j"$jobs"
 fi
