@@ -98,6 +98,8 @@ class InformerFactory {
   [[nodiscard]] std::map<InformerKey, std::size_t> handler_counts() const;
   [[nodiscard]] ReconnectBudget& reconnect_budget() noexcept { return *budget_; }
   [[nodiscard]] prometheus::Registry& registry() noexcept { return *registry_; }
+  /// The registry, shared (e.g. for a MetricsExposer).
+  [[nodiscard]] std::shared_ptr<prometheus::Registry> registry_ptr() const noexcept { return registry_; }
 
  private:
   ListerWatcherFactory lister_watchers_;
