@@ -1,6 +1,7 @@
 // Handler fan-out, registrations and the factory.
 #include "kinformer/informer/shared_informer.h"
 
+#include <atomic>
 #include <latch>
 #include <semaphore>
 
@@ -366,6 +367,60 @@ TEST(MetricsTest, EveryMetricIsReadableFromTheRegistry) {
   reg.close();
   EXPECT_EQ(metric(*registry, "kinformer_handler_exceptions_total", hl), -1) << "removed on close";
   EXPECT_EQ(metric(*registry, "kinformer_registered_handlers", l), 0);
+}
+
+TEST(MetricsTest, HandlerGaugesFollowAStuckHandlerAndInformerGaugesFollowTheCache) {
+  auto registry = std::make_shared<prometheus::Registry>();
+  FactoryOptions fo;
+  fo.registry = registry;
+  Env env(fo);
+  env.fake->add_list({make_object("ns", "a", "1"), make_object("ns", "b", "2")}, "10");
+  auto watch = env.fake->add_watch();
+  auto& inf = env.factory->informer(testing::test_type());
+  std::latch entered(1);
+  std::latch release(1);
+  auto h = std::make_shared<RecordingHandler>();
+  std::atomic<bool> first{true};
+  h->hook = [&](const std::string&) {  // the first callback blocks, whichever object it is
+    if (first.exchange(false)) {
+      entered.count_down();
+      release.wait();
+    }
+  };
+  HandlerOptions ho;
+  ho.name = "stuck";
+  auto reg = inf.add_handler(h, ho);
+  env.factory->start();
+  entered.wait();
+  ASSERT_TRUE(env.fake->wait_watches(1));
+  watch->push(event(EventType::added, make_object("ns", "c", "11")));
+  ASSERT_TRUE(testing::eventually([&] { return inf.store().size() == 3; }));
+
+  std::map<std::string, std::string> l{{"resource", "pods"}, {"selector", ""}};
+  auto hl = l;
+  hl["handler"] = "stuck";
+  hl["id"] = std::to_string(reg.id());
+  EXPECT_EQ(metric(*registry, "kinformer_cache_objects", l), 3);
+  EXPECT_EQ(metric(*registry, "kinformer_open_watches", l), 1);
+  // Stuck in its first callback: it started at a real time, and the other two wait for it.
+  EXPECT_GT(metric(*registry, "kinformer_handler_stalled_since_seconds", hl), 1.6e9);
+  EXPECT_TRUE(testing::eventually(
+      [&] { return metric(*registry, "kinformer_handler_queue_depth", hl) == 2; }))
+      << "gauge " << metric(*registry, "kinformer_handler_queue_depth", hl) << " registration "
+      << reg.queue_depth();
+
+  release.count_down();
+  ASSERT_TRUE(h->wait_count(3));
+  EXPECT_TRUE(testing::eventually(
+      [&] { return metric(*registry, "kinformer_handler_stalled_since_seconds", hl) == 0; }));
+  EXPECT_EQ(metric(*registry, "kinformer_handler_queue_depth", hl), 0);
+  EXPECT_EQ(metric(*registry, "kinformer_handler_delivery_lag_seconds", hl), 3)
+      << "one lag sample per delivered notification";
+  env.factory->shutdown();
+  EXPECT_EQ(metric(*registry, "kinformer_open_watches", l), 0);
+  EXPECT_EQ(metric(*registry, "kinformer_watch_restarts_total",
+                   {{"resource", "pods"}, {"selector", ""}, {"reason", "shutdown"}}),
+            1);
 }
 
 }  // namespace
