@@ -1,0 +1,592 @@
+// Protocol behaviour of the reflector THROUGH THE REAL HTTP CLIENT (RestClient's lister-watcher)
+// against the in-process scripted FakeApiServer: chunked NDJSON watch bodies, real query
+// strings and headers, real connection cuts. The same behaviours as reflector_test.cc, which
+// drives an in-memory FakeListerWatcher.
+//
+// Determinism: every wait is a condition wait with a deadline (no sleeps); time inside the
+// informer is a GatedClock: short waits (backoff, a few ms) pass at once, long ones (Retry-After)
+// block until the test advances the clock.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <latch>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+#include "fake_apiserver.h"
+#include "fakes.h"
+#include "kinformer/client/rest_client.h"
+#include "kinformer/client/secret.h"
+#include "kinformer/informer/informer_factory.h"
+
+namespace kinformer::informer {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::FakeApiServer;
+using testing::RecordingHandler;
+using testing::Reply;
+using testing::Request;
+using testing::ScriptedStream;
+
+constexpr const char* kPath = "/api/v1/namespaces/ns/secrets";
+
+// ---------------------------------------------------------------------------------------------
+// JSON helpers
+
+std::string secret_json(const std::string& name, const std::string& rv) {
+  return R"({"kind":"Secret","apiVersion":"v1","metadata":{"name":")" + name +
+         R"(","namespace":"ns","resourceVersion":")" + rv + R"("},"type":"Opaque"})";
+}
+
+std::string list_json(const std::vector<std::string>& items, const std::string& rv,
+                      const std::string& cont = "") {
+  std::string out = R"({"kind":"SecretList","apiVersion":"v1","metadata":{"resourceVersion":")" + rv + "\"";
+  if (!cont.empty()) out += R"(,"continue":")" + cont + "\"";
+  out += R"(},"items":[)";
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out += ",";
+    out += items[i];
+  }
+  return out + "]}";
+}
+
+std::string event_line(const std::string& type, const std::string& name, const std::string& rv) {
+  return testing::watch_event_line(type, secret_json(name, rv));
+}
+
+std::string bookmark_line(const std::string& rv, bool initial_events_end = false) {
+  std::string obj = R"({"kind":"Secret","apiVersion":"v1","metadata":{"resourceVersion":")" + rv + "\"";
+  if (initial_events_end) obj += R"(,"annotations":{"k8s.io/initial-events-end":"true"})";
+  obj += "}}";
+  return testing::watch_event_line("BOOKMARK", obj);
+}
+
+std::string expired_error_line(const std::string& message) {
+  return testing::watch_event_line(
+      "ERROR", R"({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":")" + message +
+                   R"(","reason":"Expired","code":410})");
+}
+
+// ---------------------------------------------------------------------------------------------
+// GatedClock: waits shorter than `gate` pass at once (advancing time); longer ones block until the
+// test advances the clock past their end, or stop is requested. Every requested wait is recorded.
+
+class GatedClock : public Clock {
+ public:
+  explicit GatedClock(Duration gate = 1s) : gate_(gate) {}
+
+  TimePoint now() const override {
+    std::lock_guard lock(mu_);
+    return now_;
+  }
+  bool sleep_for(Duration d, std::stop_token stop) override {
+    std::unique_lock lock(mu_);
+    sleeps_.push_back(d);
+    if (d < gate_) {
+      now_ += d;
+      return !stop.stop_requested();
+    }
+    TimePoint until = now_ + d;
+    ++blocked_;
+    cv_.notify_all();
+    std::stop_callback wake(stop, [this] {
+      std::lock_guard l(mu_);
+      cv_.notify_all();
+    });
+    cv_.wait(lock, [&] { return stop.stop_requested() || now_ >= until; });
+    --blocked_;
+    cv_.notify_all();
+    return !stop.stop_requested();
+  }
+  void advance(Duration d) {
+    std::lock_guard lock(mu_);
+    now_ += d;
+    cv_.notify_all();
+  }
+  /// Waits until a caller is blocked in a long wait.
+  bool wait_blocked() {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, testing::kDeadline, [&] { return blocked_ > 0; });
+  }
+  int blocked() const {
+    std::lock_guard lock(mu_);
+    return blocked_;
+  }
+  std::vector<Duration> sleeps() const {
+    std::lock_guard lock(mu_);
+    return sleeps_;
+  }
+
+ private:
+  const Duration gate_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  TimePoint now_{std::chrono::hours(1000)};
+  std::vector<Duration> sleeps_;
+  int blocked_ = 0;
+};
+
+// ---------------------------------------------------------------------------------------------
+// ScriptedSecrets: the FakeApiServer with one handler on GET /api/v1/namespaces/ns/secrets that
+// answers lists and watches from per-kind scripts (in call order) and records every request.
+// Unscripted lists answer an empty list at RV "1"; unscripted watches stay open and silent.
+
+class ScriptedSecrets {
+ public:
+  enum class Kind { list, watch };
+
+  ScriptedSecrets() {
+    server_.on("GET", kPath, [this](const Request& req) { return handle(req); });
+  }
+
+  void add_list(Reply r) {
+    std::lock_guard lock(mu_);
+    lists_.push_back(std::move(r));
+  }
+  void add_list(const std::vector<std::string>& items, const std::string& rv, const std::string& cont = "") {
+    add_list(Reply::json(list_json(items, rv, cont)));
+  }
+  void add_watch(Reply r) {
+    std::lock_guard lock(mu_);
+    watches_.push_back(std::move(r));
+  }
+  /// Scripts the next watch as a stream the test drives.
+  std::shared_ptr<ScriptedStream> add_watch_stream() {
+    auto s = std::make_shared<ScriptedStream>();
+    add_watch(Reply::streaming(s));
+    return s;
+  }
+
+  std::vector<Request> lists() const {
+    std::lock_guard lock(mu_);
+    return list_reqs_;
+  }
+  std::vector<Request> watches() const {
+    std::lock_guard lock(mu_);
+    return watch_reqs_;
+  }
+  std::vector<Kind> order() const {
+    std::lock_guard lock(mu_);
+    return order_;
+  }
+  bool wait_watches(std::size_t n) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, testing::kDeadline, [&] { return watch_reqs_.size() >= n; });
+  }
+  bool wait_lists(std::size_t n) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, testing::kDeadline, [&] { return list_reqs_.size() >= n; });
+  }
+
+  FakeApiServer& server() { return server_; }
+
+ private:
+  Reply handle(const Request& req) {
+    std::lock_guard lock(mu_);
+    bool watch = req.param("watch").value_or("") == "1" || req.param("watch").value_or("") == "true";
+    order_.push_back(watch ? Kind::watch : Kind::list);
+    (watch ? watch_reqs_ : list_reqs_).push_back(req);
+    cv_.notify_all();
+    auto& script = watch ? watches_ : lists_;
+    if (!script.empty()) {
+      Reply r = std::move(script.front());
+      script.pop_front();
+      return r;
+    }
+    if (watch) {
+      auto s = std::make_shared<ScriptedStream>();  // open-ended: silent until the client hangs up
+      idle_.push_back(s);
+      return Reply::streaming(s);
+    }
+    return Reply::json(list_json({}, "1"));
+  }
+
+  FakeApiServer server_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Reply> lists_;
+  std::deque<Reply> watches_;
+  std::vector<Request> list_reqs_;
+  std::vector<Request> watch_reqs_;
+  std::vector<Kind> order_;
+  std::vector<std::shared_ptr<ScriptedStream>> idle_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// HttpEnv: scripted server -> RestClient -> InformerFactory (tiny backoff, generous budget,
+// GatedClock, random fixed at 0.5). Destroyed in reverse: factory, client, clock, server.
+
+struct HttpEnv {
+  ScriptedSecrets api;
+  std::shared_ptr<GatedClock> clock = std::make_shared<GatedClock>();
+  std::shared_ptr<client::RestClient> rest;
+  std::unique_ptr<InformerFactory> factory;
+
+  HttpEnv() {
+    client::RestClientOptions ro;
+    ro.rate_limit.qps = 0;  // no client-side limiting: relists must not wait in real time
+    ro.request_timeout = 10s;
+    rest = std::make_shared<client::RestClient>(api.server().cluster_config(), ro);
+    FactoryOptions o;
+    o.backoff.initial = 1ms;
+    o.backoff.max = 5ms;
+    o.budget.burst = 1000;
+    o.budget.per_second = 1000;
+    o.clock = clock;
+    o.random = [] { return 0.5; };
+    o.handler_stop_timeout = 2000ms;
+    factory = std::make_unique<InformerFactory>(
+        [rest = rest](const client::ResourceType& type, const std::string& ns) {
+          return rest->lister_watcher(type, ns);
+        },
+        std::move(o));
+  }
+  ~HttpEnv() { factory.reset(); }
+
+  SharedInformer& secrets(bool use_watch_list = false) {
+    InformerOptions o;
+    o.namespace_ = "ns";
+    o.use_watch_list = use_watch_list;
+    return factory->informer(client::ResourceTraits<client::Secret>::type(), o);
+  }
+};
+
+std::string param(const Request& r, const std::string& name) { return r.param(name).value_or("<absent>"); }
+
+std::map<std::string, std::string> store_rvs(const SharedInformer& inf) {
+  std::map<std::string, std::string> out;
+  for (const auto& o : inf.store().list()) out[o->key()] = o->metadata.resource_version;
+  return out;
+}
+
+using Rvs = std::map<std::string, std::string>;
+
+// ---------------------------------------------------------------------------------------------
+
+TEST(ReflectorHttpTest, InitialListAtRvZeroPaginatedContinuationOmitsResourceVersion) {
+  HttpEnv env;
+  env.api.add_list({secret_json("a", "5")}, "10", "c1");
+  env.api.add_list({secret_json("b", "6")}, "10");
+  auto& inf = env.secrets();
+  env.factory->start();
+  ASSERT_TRUE(env.factory->wait_for_cache_sync(testing::kDeadline));
+  ASSERT_TRUE(env.api.wait_watches(1));
+  auto lists = env.api.lists();
+  ASSERT_EQ(lists.size(), 2u);
+  EXPECT_EQ(lists[0].path, kPath);
+  EXPECT_EQ(param(lists[0], "resourceVersion"), "0");
+  EXPECT_EQ(param(lists[0], "limit"), "500");
+  EXPECT_EQ(param(lists[0], "continue"), "<absent>");
+  EXPECT_EQ(param(lists[0], "watch"), "<absent>");
+  EXPECT_EQ(param(lists[1], "continue"), "c1");
+  EXPECT_EQ(param(lists[1], "resourceVersion"), "<absent>") << "continuation must omit resourceVersion";
+  EXPECT_EQ(param(lists[1], "resourceVersionMatch"), "<absent>") << "continuation must omit resourceVersionMatch";
+  EXPECT_EQ(param(lists[1], "limit"), "500");
+  EXPECT_EQ(store_rvs(inf), (Rvs{{"ns/a", "5"}, {"ns/b", "6"}}));
+  EXPECT_EQ(inf.last_sync_resource_version(), "10");
+}
+
+TEST(ReflectorHttpTest, WatchRequestCarriesBookmarksTimeoutAndListRv) {
+  HttpEnv env;
+  env.api.add_list({secret_json("a", "5")}, "10");
+  env.secrets();
+  env.factory->start();
+  ASSERT_TRUE(env.api.wait_watches(1));
+  auto w = env.api.watches()[0];
+  EXPECT_EQ(w.path, kPath);
+  EXPECT_EQ(param(w, "watch"), "1");
+  EXPECT_EQ(param(w, "allowWatchBookmarks"), "true");
+  EXPECT_EQ(param(w, "resourceVersion"), "10");
+  EXPECT_EQ(param(w, "sendInitialEvents"), "<absent>");
+  EXPECT_EQ(param(w, "limit"), "<absent>");
+  EXPECT_EQ(param(w, "continue"), "<absent>");
+  ASSERT_TRUE(w.param("timeoutSeconds").has_value());
+  int timeout = std::stoi(*w.param("timeoutSeconds"));
+  EXPECT_GE(timeout, 300);
+  EXPECT_LT(timeout, 600);
+  EXPECT_EQ(env.api.lists().size(), 1u);
+}
+
+TEST(ReflectorHttpTest, ExpiredMidWatchRelistsNotOlderThanLastRvThenConsistentAndTombstonesForEveryHandler) {
+  HttpEnv env;
+  env.api.add_list({secret_json("a", "5"), secret_json("b", "6")}, "10");
+  auto w1 = env.api.add_watch_stream();
+  env.api.add_list(Reply::api_status(410, "Expired", "too old resource version: 11 (40)"));
+  env.api.add_list({secret_json("a", "12")}, "20");
+  auto& inf = env.secrets();
+  std::vector<std::shared_ptr<RecordingHandler>> handlers;
+  std::vector<Registration> regs;
+  for (int i = 0; i < 3; ++i) {
+    handlers.push_back(std::make_shared<RecordingHandler>());
+    regs.push_back(inf.add_handler(handlers.back()));
+  }
+  env.factory->start();
+  // Every handler sees b first (a pending add + delete would coalesce to nothing).
+  for (auto& h : handlers) ASSERT_TRUE(h->wait_for("add ns/b 6 initial"));
+  ASSERT_TRUE(env.api.wait_watches(1));
+  w1->send(event_line("MODIFIED", "a", "11"));
+  // Delivered before the relist, so the relist's a@12 is a separate update (no coalescing).
+  for (auto& h : handlers) ASSERT_TRUE(h->wait_for("update ns/a 5->11"));
+  w1->send(expired_error_line("too old resource version: 10 (40)"));
+  for (auto& h : handlers) ASSERT_TRUE(h->wait_for("delete ns/b 6 unknown"));
+  ASSERT_TRUE(env.api.wait_watches(2));
+  auto lists = env.api.lists();
+  ASSERT_EQ(lists.size(), 3u);
+  EXPECT_EQ(param(lists[0], "resourceVersion"), "0");
+  EXPECT_EQ(param(lists[0], "resourceVersionMatch"), "<absent>");
+  // Relist at the last RV: with a limit, a bare non-zero RV means Exact to kube-apiserver.
+  EXPECT_EQ(param(lists[1], "resourceVersion"), "11");
+  EXPECT_EQ(param(lists[1], "resourceVersionMatch"), "NotOlderThan");
+  EXPECT_EQ(param(lists[1], "limit"), "500");
+  // That relist was 410: a consistent read (no RV, so no resourceVersionMatch either).
+  EXPECT_EQ(param(lists[2], "resourceVersion"), "<absent>");
+  EXPECT_EQ(param(lists[2], "resourceVersionMatch"), "<absent>");
+  EXPECT_EQ(param(lists[2], "limit"), "500");
+  EXPECT_EQ(param(env.api.watches()[1], "resourceVersion"), "20");
+  EXPECT_EQ(store_rvs(inf), (Rvs{{"ns/a", "12"}}));
+  for (auto& h : handlers) {
+    EXPECT_TRUE(h->wait_for("update ns/a 11->12")) << "the relist's newer a reaches every handler";
+    auto ev = h->events();
+    EXPECT_EQ(std::count(ev.begin(), ev.end(), "delete ns/b 6 unknown"), 1);
+  }
+  EXPECT_TRUE(w1->wait_closed(testing::kDeadline));
+}
+
+TEST(ReflectorHttpTest, BookmarkOnlyStreamAdvancesRvWithoutRelist) {
+  HttpEnv env;
+  env.api.add_list({secret_json("a", "5")}, "10");
+  auto w1 = env.api.add_watch_stream();
+  w1->send(bookmark_line("50"));
+  w1->end();
+  auto& inf = env.secrets();
+  env.factory->start();
+  ASSERT_TRUE(env.api.wait_watches(2));
+  auto watches = env.api.watches();
+  EXPECT_EQ(param(watches[0], "resourceVersion"), "10");
+  EXPECT_EQ(param(watches[1], "resourceVersion"), "50");
+  EXPECT_EQ(env.api.lists().size(), 1u);
+  EXPECT_EQ(env.api.order(),
+            (std::vector{ScriptedSecrets::Kind::list, ScriptedSecrets::Kind::watch, ScriptedSecrets::Kind::watch}));
+  EXPECT_EQ(store_rvs(inf), (Rvs{{"ns/a", "5"}}));
+  EXPECT_EQ(inf.last_sync_resource_version(), "50");
+}
+
+TEST(ReflectorHttpTest, CleanEndRewatchesFromLastRvWithoutRelist) {
+  HttpEnv env;
+  env.api.add_list({secret_json("a", "5")}, "10");
+  auto w1 = env.api.add_watch_stream();
+  w1->send(event_line("ADDED", "c", "12"));
+  w1->end();
+  auto w2 = env.api.add_watch_stream();
+  auto& inf = env.secrets();
+  auto h = std::make_shared<RecordingHandler>();
+  auto reg = inf.add_handler(h);
+  env.factory->start();
+  ASSERT_TRUE(env.api.wait_watches(2));
+  EXPECT_EQ(param(env.api.watches()[1], "resourceVersion"), "12");
+  ASSERT_TRUE(h->wait_for("add ns/c 12"));  // else the update would coalesce into a pending add
+  w2->send(event_line("MODIFIED", "c", "13"));
+  ASSERT_TRUE(h->wait_for("update ns/c 12->13"));
+  EXPECT_EQ(env.api.lists().size(), 1u);
+  EXPECT_EQ(store_rvs(inf), (Rvs{{"ns/a", "5"}, {"ns/c", "13"}}));
+  EXPECT_EQ(h->events(), (std::vector<std::string>{"add ns/a 5 initial", "add ns/c 12", "update ns/c 12->13"}));
+}
+
+TEST(ReflectorHttpTest, TruncatedAndMalformedStreamsRewatchFromLastGoodRvWithoutLosingEvents) {
+  HttpEnv env;
+  env.api.add_list({}, "10");
+  auto w1 = env.api.add_watch_stream();
+  auto w2 = env.api.add_watch_stream();
+  auto w3 = env.api.add_watch_stream();
+  auto& inf = env.secrets();
+  auto h = std::make_shared<RecordingHandler>();
+  auto reg = inf.add_handler(h);
+  env.factory->start();
+
+  // 1. A good event, then half of the next one and a cut connection.
+  ASSERT_TRUE(env.api.wait_watches(1));
+  w1->send(event_line("ADDED", "c", "12"));
+  std::string half = event_line("ADDED", "x", "99");
+  w1->send(half.substr(0, half.size() / 2));
+  w1->abort();
+  ASSERT_TRUE(env.api.wait_watches(2));
+  EXPECT_EQ(param(env.api.watches()[1], "resourceVersion"), "12");
+
+  // 2. A good event, then a malformed line (in one chunk with a good event it must still count).
+  w2->send(event_line("ADDED", "d", "13"));
+  w2->send("{\"type\":\"ADDED\",\"object\":{bad json}\n" + event_line("ADDED", "y", "98"));
+  ASSERT_TRUE(env.api.wait_watches(3));
+  EXPECT_EQ(param(env.api.watches()[2], "resourceVersion"), "13");
+  EXPECT_TRUE(w2->wait_closed(testing::kDeadline)) << "the client hangs up on a malformed stream";
+
+  // 3. Everything sent after the reconnects is applied.
+  ASSERT_TRUE(h->wait_for("add ns/d 13"));
+  w3->send(event_line("ADDED", "e", "14"));
+  w3->send(event_line("ADDED", "f", "15") + event_line("DELETED", "d", "16"));
+  ASSERT_TRUE(h->wait_for("delete ns/d 16"));
+  EXPECT_EQ(h->events(),
+            (std::vector<std::string>{"add ns/c 12", "add ns/d 13", "add ns/e 14", "add ns/f 15", "delete ns/d 16"}));
+  EXPECT_EQ(store_rvs(inf), (Rvs{{"ns/c", "12"}, {"ns/e", "14"}, {"ns/f", "15"}}));
+  EXPECT_EQ(env.api.lists().size(), 1u);
+  EXPECT_EQ(env.api.watches().size(), 3u);
+  EXPECT_DOUBLE_EQ(inf.metrics().restarts_error.Value(), 2);
+}
+
+TEST(ReflectorHttpTest, TooManyRequestsPlainTextRetryAfterBlocksTheNextWatchUntilTwoSecondsPass) {
+  HttpEnv env;
+  env.api.add_list({secret_json("a", "5")}, "10");
+  Reply throttled = Reply::text("Too many requests, please try again later.\n", 429);
+  throttled.headers.emplace_back("Retry-After", "2");
+  env.api.add_watch(throttled);
+  auto w2 = env.api.add_watch_stream();
+  auto& inf = env.secrets();
+  env.factory->start();
+  ASSERT_TRUE(env.api.wait_watches(1));
+  // The reflector is now parked in a wait of at least 2 s of the injected clock.
+  ASSERT_TRUE(env.clock->wait_blocked());
+  auto sleeps = env.clock->sleeps();
+  ASSERT_FALSE(sleeps.empty());
+  EXPECT_GE(sleeps.back(), 2s);
+  EXPECT_LT(sleeps.back(), 3s) << "Retry-After 2 plus at most a few ms of backoff";
+  EXPECT_EQ(env.api.watches().size(), 1u);
+  env.clock->advance(1999ms);
+  EXPECT_EQ(env.clock->blocked(), 1) << "1.999 s of the injected clock is not enough";
+  EXPECT_EQ(env.api.watches().size(), 1u);
+  env.clock->advance(1ms);
+  ASSERT_TRUE(env.api.wait_watches(2));
+  EXPECT_EQ(param(env.api.watches()[1], "resourceVersion"), "10");
+  EXPECT_EQ(env.api.lists().size(), 1u) << "a 429 rewatches, it does not relist";
+  ASSERT_TRUE(w2->wait_started(testing::kDeadline));
+  EXPECT_EQ(store_rvs(inf), (Rvs{{"ns/a", "5"}}));
+}
+
+TEST(ReflectorHttpTest, WatchListRefusedWith422FallsBackToList) {
+  HttpEnv env;
+  env.api.add_watch(Reply::api_status(
+      422, "Invalid", "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled"));
+  env.api.add_list({secret_json("a", "3")}, "10");
+  auto& inf = env.secrets(/*use_watch_list=*/true);
+  env.factory->start();
+  ASSERT_TRUE(env.factory->wait_for_cache_sync(testing::kDeadline));
+  ASSERT_TRUE(env.api.wait_watches(2));
+  EXPECT_TRUE(inf.watch_list_fell_back());
+  auto watches = env.api.watches();
+  EXPECT_EQ(param(watches[0], "watch"), "1");
+  EXPECT_EQ(param(watches[0], "sendInitialEvents"), "true");
+  EXPECT_EQ(param(watches[0], "resourceVersionMatch"), "NotOlderThan");
+  EXPECT_EQ(param(watches[0], "allowWatchBookmarks"), "true");
+  auto lists = env.api.lists();
+  ASSERT_EQ(lists.size(), 1u);
+  EXPECT_EQ(param(lists[0], "resourceVersion"), "0");
+  EXPECT_EQ(param(watches[1], "sendInitialEvents"), "<absent>");
+  EXPECT_EQ(param(watches[1], "resourceVersion"), "10");
+  EXPECT_EQ(store_rvs(inf), (Rvs{{"ns/a", "3"}}));
+}
+
+TEST(ReflectorHttpTest, WatchListRefusedWith403FallsBackToList) {
+  HttpEnv env;
+  env.api.add_watch(Reply::api_status(403, "Forbidden", "watchlist is not allowed"));
+  env.api.add_list({secret_json("a", "3")}, "10");
+  auto& inf = env.secrets(/*use_watch_list=*/true);
+  env.factory->start();
+  ASSERT_TRUE(env.factory->wait_for_cache_sync(testing::kDeadline));
+  EXPECT_TRUE(inf.watch_list_fell_back());
+  EXPECT_EQ(env.api.lists().size(), 1u);
+  EXPECT_EQ(store_rvs(inf), (Rvs{{"ns/a", "3"}}));
+}
+
+TEST(ReflectorHttpTest, WatchListEndingBeforeInitialEventsEndFallsBackToList) {
+  HttpEnv env;
+  auto w1 = env.api.add_watch_stream();
+  w1->send(event_line("ADDED", "a", "3"));
+  w1->end();
+  env.api.add_list({secret_json("b", "4")}, "10");
+  auto& inf = env.secrets(/*use_watch_list=*/true);
+  env.factory->start();
+  ASSERT_TRUE(env.factory->wait_for_cache_sync(testing::kDeadline));
+  EXPECT_TRUE(inf.watch_list_fell_back());
+  EXPECT_EQ(param(env.api.watches()[0], "sendInitialEvents"), "true");
+  EXPECT_EQ(env.api.lists().size(), 1u);
+  EXPECT_EQ(store_rvs(inf), (Rvs{{"ns/b", "4"}})) << "partial initial events are not trusted";
+}
+
+TEST(ReflectorHttpTest, WatchListSyncsFromInitialEventsWithoutAnyList) {
+  HttpEnv env;
+  auto w1 = env.api.add_watch_stream();
+  w1->send(event_line("ADDED", "a", "3") + event_line("ADDED", "b", "4"));
+  // The bookmark split across chunks: chunk boundaries do not align with events.
+  std::string bm = bookmark_line("30", true);
+  w1->send(bm.substr(0, 17));
+  w1->send(bm.substr(17));
+  auto& inf = env.secrets(/*use_watch_list=*/true);
+  auto h = std::make_shared<RecordingHandler>();
+  auto reg = inf.add_handler(h);
+  env.factory->start();
+  ASSERT_TRUE(env.factory->wait_for_cache_sync(testing::kDeadline));
+  EXPECT_EQ(store_rvs(inf), (Rvs{{"ns/a", "3"}, {"ns/b", "4"}}));
+  EXPECT_EQ(inf.store().resource_version(), "30");
+  // (Reflector sets its RV just after the sink's replace, so poll; see the report.)
+  EXPECT_TRUE(testing::eventually([&] { return inf.last_sync_resource_version() == "30"; }));
+  ASSERT_TRUE(h->wait_for("add ns/b 4 initial"));
+  w1->send(event_line("MODIFIED", "a", "31"));
+  ASSERT_TRUE(h->wait_for("update ns/a 3->31"));
+  auto watches = env.api.watches();
+  ASSERT_EQ(watches.size(), 1u) << "the WatchList stream keeps watching";
+  EXPECT_EQ(param(watches[0], "sendInitialEvents"), "true");
+  EXPECT_EQ(param(watches[0], "resourceVersionMatch"), "NotOlderThan");
+  EXPECT_EQ(param(watches[0], "allowWatchBookmarks"), "true");
+  EXPECT_TRUE(env.api.lists().empty()) << "no LIST at all";
+  EXPECT_FALSE(inf.watch_list_fell_back());
+}
+
+TEST(ReflectorHttpTest, StuckHandlerDoesNotDelayAnotherHandlerOrTheStore) {
+  HttpEnv env;
+  env.api.add_list({secret_json("a", "5")}, "10");
+  auto w1 = env.api.add_watch_stream();
+  auto& inf = env.secrets();
+  auto gate = std::make_shared<std::latch>(1);
+  auto stuck = std::make_shared<RecordingHandler>();
+  auto entered = std::make_shared<std::atomic<bool>>(false);
+  stuck->hook = [gate, entered](const std::string&) {
+    *entered = true;
+    gate->wait();
+  };
+  auto healthy = std::make_shared<RecordingHandler>();
+  auto r1 = inf.add_handler(stuck);
+  auto r2 = inf.add_handler(healthy);
+  // Released before the factory shuts down, whatever happens below.
+  struct Release {
+    std::shared_ptr<std::latch> g;
+    ~Release() {
+      if (!g->try_wait()) g->count_down();
+    }
+  } release{gate};
+  env.factory->start();
+  ASSERT_TRUE(healthy->wait_for("add ns/a 5 initial"));
+  ASSERT_TRUE(env.api.wait_watches(1));
+  // The stuck handler is inside its first callback (else its pending add of a would absorb the
+  // update below, as documented coalescing).
+  ASSERT_TRUE(testing::eventually([&] { return entered->load(); }));
+  w1->send(event_line("ADDED", "b", "11"));
+  w1->send(event_line("ADDED", "c", "12") + event_line("MODIFIED", "a", "13"));
+  ASSERT_TRUE(healthy->wait_for("update ns/a 5->13"));
+  EXPECT_EQ(healthy->events(),
+            (std::vector<std::string>{"add ns/a 5 initial", "add ns/b 11", "add ns/c 12", "update ns/a 5->13"}));
+  EXPECT_TRUE(stuck->events().empty()) << "the stuck handler is still inside its first callback";
+  EXPECT_EQ(store_rvs(inf), (Rvs{{"ns/a", "13"}, {"ns/b", "11"}, {"ns/c", "12"}}));
+  gate->count_down();
+  ASSERT_TRUE(stuck->wait_for("update ns/a 5->13"));
+  EXPECT_EQ(stuck->events().front(), "add ns/a 5 initial");
+}
+
+}  // namespace
+}  // namespace kinformer::informer
