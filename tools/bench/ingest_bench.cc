@@ -13,6 +13,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -312,6 +315,82 @@ void BM_MemoryPerPod(benchmark::State& state) {
 }
 BENCHMARK(BM_MemoryPerPod)->Iterations(1)->Unit(benchmark::kMillisecond);
 
+// The same 10,000 distinct Pods, held in a cache::Store (its key map and namespace index included)
+// instead of a vector: what a cached Pod costs in an informer, the counterpart of client-go's
+// Indexer with a namespace index. The decoded events are dropped after each upsert.
+void BM_MemoryPerPodInStore(benchmark::State& state) {
+  const Stream s = make_stream(kMemoryPods, kMemoryPods, pod_json);
+  const auto codec = kinformer::client::ResourceTraits<kinformer::client::Pod>::type().codec;
+  double per_pod = 0;
+  for (auto _ : state) {
+    WatchDecoder decoder(codec);
+    kinformer::cache::Store store;
+    std::vector<WatchEvent> events;
+    events.reserve(64);
+    std::size_t first = s.lines[0].size() + 1;
+    (void)decoder.feed(std::string_view(s.bytes).substr(0, first), events);
+    for (auto& e : events) (void)store.upsert(std::move(e.object));
+    events.clear();
+    std::string_view rest = std::string_view(s.bytes).substr(first);
+    const std::size_t before = heap_in_use();
+    while (!rest.empty()) {
+      std::string_view piece = rest.substr(0, kChunk);
+      rest.remove_prefix(piece.size());
+      (void)decoder.feed(piece, events);
+      for (auto& e : events) (void)store.upsert(std::move(e.object));
+      events.clear();
+    }
+    const std::size_t after = heap_in_use();
+    if (store.size() != s.lines.size()) state.SkipWithError("store size mismatch");
+    per_pod = static_cast<double>(after - before) / static_cast<double>(s.lines.size() - 1);
+    benchmark::DoNotOptimize(&store);
+  }
+  state.counters["bytes_per_pod"] = per_pod;
+}
+BENCHMARK(BM_MemoryPerPodInStore)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+bool write_file(const char* path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  out.close();
+  if (!out) {
+    std::fprintf(stderr, "kinformer_bench: cannot write %s\n", path);
+    return false;
+  }
+  return true;
+}
+
+// --write-stream=PATH: the Pod stream the decode and ingest benchmarks use (20,000 MODIFIED
+// events, 5,000 distinct Pods), one event per line. --write-memory-stream=PATH: the 10,000
+// distinct Pods of the memory benchmarks. With either flag the program writes and exits, so that a
+// peer (tools/bench/clientgo) can decode the very same bytes.
+// Returns -1 when neither flag is present, else the exit code.
+int write_streams(int argc, char** argv) {
+  bool any = false;
+  bool ok = true;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    constexpr std::string_view kStream = "--write-stream=";
+    constexpr std::string_view kMemory = "--write-memory-stream=";
+    if (arg.starts_with(kStream)) {
+      any = true;
+      ok = write_file(argv[i] + kStream.size(), pod_stream().bytes) && ok;
+    } else if (arg.starts_with(kMemory)) {
+      any = true;
+      ok = write_file(argv[i] + kMemory.size(), make_stream(kMemoryPods, kMemoryPods, pod_json).bytes) && ok;
+    }
+  }
+  if (!any) return -1;
+  return ok ? 0 : 1;
+}
+
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  if (const int rc = write_streams(argc, argv); rc >= 0) return rc;
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
