@@ -133,8 +133,9 @@ client::Status Reflector::list_and_replace(std::stop_token stop) {
     opts.resource_version_match.clear();
   }
   rv_unavailable_ = false;
-  sink_.on_replace(std::move(items), list_rv);
+  // The RV first: on_replace publishes "synced", and a waiter woken by it reads the RV.
   set_rv(list_rv);
+  sink_.on_replace(std::move(items), list_rv);
   if (options_.metrics) {
     (listed_once_ ? options_.metrics->relists : options_.metrics->initial_lists).Increment();
     options_.metrics->list_duration.Observe(seconds_since(start, *options_.clock));
@@ -205,8 +206,8 @@ client::Status Reflector::watch_list_sync(std::stop_token stop) {
           items.reserve(state.size());
           for (auto& [k, o] : state) items.push_back(std::move(o));
           rv_unavailable_ = false;
+          set_rv(bookmark_rv);  // before on_replace publishes "synced"
           sink_.on_replace(std::move(items), bookmark_rv);
-          set_rv(bookmark_rv);
           if (options_.metrics) {
             (listed_once_ ? options_.metrics->relists : options_.metrics->initial_lists).Increment();
             options_.metrics->list_duration.Observe(seconds_since(start, *options_.clock));

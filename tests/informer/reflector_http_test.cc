@@ -588,5 +588,27 @@ TEST(ReflectorHttpTest, StuckHandlerDoesNotDelayAnotherHandlerOrTheStore) {
   EXPECT_EQ(stuck->events().front(), "add ns/a 5 initial");
 }
 
+// Whoever is woken by "synced" reads the synced resourceVersion (the reflector used to publish
+// the sync before recording the RV; this failed in about a third of runs).
+TEST(ReflectorHttpTest, LastSyncResourceVersionIsSetOnceSynced) {
+  {
+    HttpEnv env;
+    auto w1 = env.api.add_watch_stream();
+    w1->send(event_line("ADDED", "a", "3") + bookmark_line("30", true));
+    auto& inf = env.secrets(/*use_watch_list=*/true);
+    env.factory->start();
+    ASSERT_TRUE(inf.wait_for_sync(testing::kDeadline));
+    EXPECT_EQ(inf.last_sync_resource_version(), "30") << "WatchList: synced but the reflector's RV lags";
+  }
+  {
+    HttpEnv env;
+    env.api.add_list({secret_json("a", "5")}, "10");
+    auto& inf = env.secrets();
+    env.factory->start();
+    ASSERT_TRUE(inf.wait_for_sync(testing::kDeadline));
+    EXPECT_EQ(inf.last_sync_resource_version(), "10") << "LIST: synced but the reflector's RV lags";
+  }
+}
+
 }  // namespace
 }  // namespace kinformer::informer
