@@ -1,49 +1,89 @@
 #include "kinformer/client/endpoint_slice.h"
 
+#include "detail/fields.h"
 #include "detail/typed_codec.h"
 
 namespace kinformer::client {
 namespace {
 
-std::optional<bool> opt_bool(const JsonValue& v, const char* name) {
+using detail::FieldPath;
+using detail::FieldReader;
+
+// An optional boolean member: absent/null leaves `out` unset ("unknown"); a wrong type is recorded.
+void optional_boolean(FieldReader& r, const JsonValue& v, const FieldPath& at, const char* name,
+                      std::optional<bool>& out) {
   const JsonValue* m = detail::member(v, name);
-  if (!m || !m->IsBool()) return std::nullopt;
-  return m->GetBool();
+  if (!m || m->IsNull()) return;
+  bool value = false;
+  r.boolean(v, at, name, value);
+  if (m->IsBool()) out = value;
+}
+
+void decode_endpoint(FieldReader& r, const JsonValue& e, const FieldPath& at, SliceEndpoint& ep) {
+  if (const JsonValue* addresses = r.array(e, at, "addresses")) {
+    const FieldPath addresses_at = at.child("addresses");
+    ep.addresses.reserve(addresses->Size());
+    std::size_t i = 0;
+    for (const auto& a : addresses->GetArray()) {
+      if (!r.expect_string(a, addresses_at.element(i++))) break;
+      ep.addresses.emplace_back(detail::view(a));
+    }
+  }
+  if (const JsonValue* c = r.object(e, at, "conditions")) {
+    const FieldPath conditions_at = at.child("conditions");
+    optional_boolean(r, *c, conditions_at, "ready", ep.ready);
+    optional_boolean(r, *c, conditions_at, "serving", ep.serving);
+    optional_boolean(r, *c, conditions_at, "terminating", ep.terminating);
+  }
+  r.string(e, at, "hostname", ep.hostname);
+  r.string(e, at, "nodeName", ep.node_name);
+  r.string(e, at, "zone", ep.zone);
+  if (const JsonValue* t = r.object(e, at, "targetRef")) {
+    const FieldPath ref_at = at.child("targetRef");
+    ObjectReference& ref = ep.target_ref.emplace();
+    r.string(*t, ref_at, "kind", ref.kind);
+    r.string(*t, ref_at, "namespace", ref.namespace_);
+    r.string(*t, ref_at, "name", ref.name);
+    r.string(*t, ref_at, "uid", ref.uid);
+  }
 }
 
 Status decode(const JsonValue& v, EndpointSlice& s) {
-  s.address_type = detail::get_string(v, "addressType");
-  detail::for_each(v, "endpoints", [&](const JsonValue& e) {
-    SliceEndpoint ep;
-    detail::for_each(e, "addresses", [&](const JsonValue& a) {
-      if (a.IsString()) ep.addresses.emplace_back(detail::view(a));
-    });
-    if (const JsonValue* c = detail::member(e, "conditions")) {
-      ep.ready = opt_bool(*c, "ready");
-      ep.serving = opt_bool(*c, "serving");
-      ep.terminating = opt_bool(*c, "terminating");
+  FieldReader r("EndpointSlice", s);
+  const FieldPath root;
+  r.string(v, root, "addressType", s.address_type);
+  if (const JsonValue* endpoints = r.array(v, root, "endpoints")) {
+    const FieldPath endpoints_at = root.child("endpoints");
+    s.endpoints.reserve(endpoints->Size());
+    std::size_t i = 0;
+    for (const auto& e : endpoints->GetArray()) {
+      const FieldPath endpoint_at = endpoints_at.element(i++);
+      if (!r.expect_object(e, endpoint_at)) break;
+      decode_endpoint(r, e, endpoint_at, s.endpoints.emplace_back());
+      if (r.failed()) break;
     }
-    ep.hostname = detail::get_string(e, "hostname");
-    ep.node_name = detail::get_string(e, "nodeName");
-    ep.zone = detail::get_string(e, "zone");
-    if (const JsonValue* t = detail::member(e, "targetRef"); t && t->IsObject()) {
-      ep.target_ref = ObjectReference{std::string(detail::get_string(*t, "kind")),
-                                      std::string(detail::get_string(*t, "namespace")),
-                                      std::string(detail::get_string(*t, "name")),
-                                      std::string(detail::get_string(*t, "uid"))};
+  }
+  if (const JsonValue* ports = r.array(v, root, "ports")) {
+    const FieldPath ports_at = root.child("ports");
+    s.ports.reserve(ports->Size());
+    std::size_t i = 0;
+    for (const auto& p : ports->GetArray()) {
+      const FieldPath port_at = ports_at.element(i++);
+      if (!r.expect_object(p, port_at)) break;
+      SlicePort& port = s.ports.emplace_back();
+      r.string(p, port_at, "name", port.name);
+      // Unset (absent/null) means all ports.
+      if (const JsonValue* n = detail::member(p, "port"); n && !n->IsNull()) {
+        std::int32_t number = 0;
+        r.int32(p, port_at, "port", number);
+        if (n->IsInt()) port.port = number;
+      }
+      r.string(p, port_at, "protocol", port.protocol);
+      if (port.protocol.empty()) port.protocol = "TCP";
+      r.string(p, port_at, "appProtocol", port.app_protocol);
     }
-    s.endpoints.push_back(std::move(ep));
-  });
-  detail::for_each(v, "ports", [&](const JsonValue& p) {
-    SlicePort port;
-    port.name = detail::get_string(p, "name");
-    if (const JsonValue* n = detail::member(p, "port"); n && n->IsInt()) port.port = n->GetInt();
-    port.protocol = detail::get_string(p, "protocol");
-    if (port.protocol.empty()) port.protocol = "TCP";
-    port.app_protocol = detail::get_string(p, "appProtocol");
-    s.ports.push_back(std::move(port));
-  });
-  return Ok{};
+  }
+  return std::move(r).status();
 }
 
 void encode(detail::JsonWriter& w, const EndpointSlice& s) {

@@ -3,26 +3,38 @@
 #include <algorithm>
 
 #include "detail/base64.h"
+#include "detail/fields.h"
 #include "detail/typed_codec.h"
 
 namespace kinformer::client {
 namespace {
 
+using detail::FieldPath;
+using detail::FieldReader;
+
 Status decode(const JsonValue& v, Secret& s) {
-  s.type = detail::get_string(v, "type");
-  if (const JsonValue* data = detail::member(v, "data"); data && data->IsObject()) {
-    s.data.reserve(data->MemberCount());
-    for (auto it = data->MemberBegin(); it != data->MemberEnd(); ++it) {
-      auto bytes = detail::base64_decode(detail::view(it->value));
-      if (!bytes) {
-        // Name the key, never the value.
-        return detail::decode_error("Secret " + s.key() + ": data." + std::string(detail::view(it->name)) +
-                                    " is not valid base64");
-      }
-      s.data.emplace_back(std::string(detail::view(it->name)), std::move(*bytes));
+  FieldReader r("Secret", s);
+  const FieldPath root;
+  r.string(v, root, "type", s.type);
+  const JsonValue* data = r.object(v, root, "data");
+  if (!data || r.failed()) return std::move(r).status();
+  const FieldPath data_at = root.child("data");
+  s.data.reserve(data->MemberCount());
+  for (auto it = data->MemberBegin(); it != data->MemberEnd(); ++it) {
+    const FieldPath key_at = data_at.child(it->name.GetString());
+    std::string_view encoded;  // null reads as an empty value
+    if (!it->value.IsNull()) {
+      if (!r.expect_string(it->value, key_at)) return std::move(r).status();
+      encoded = detail::view(it->value);
     }
-    std::sort(s.data.begin(), s.data.end());
+    auto bytes = detail::base64_decode(encoded);
+    if (!bytes) {
+      // Name the key, never the value.
+      return detail::decode_error("Secret " + s.key() + ": " + key_at.to_string() + ": not valid base64");
+    }
+    s.data.emplace_back(std::string(detail::view(it->name)), std::move(*bytes));
   }
+  std::sort(s.data.begin(), s.data.end());
   return Ok{};
 }
 

@@ -1,4 +1,5 @@
-// Typed models: Secret, EndpointSlice (decode tolerant of unknown/missing fields, encode round trip).
+// Typed models: Secret, EndpointSlice (decode tolerant of unknown/missing fields, wrong shapes name the
+// field and never a secret value, encode round trip).
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
 
@@ -71,6 +72,128 @@ TEST(EndpointSlice, EmptySliceIsValid) {
   auto r = decode<EndpointSlice>(R"({"metadata":{"name":"e","namespace":"ns"},"addressType":"IPv4","endpoints":null})");
   ASSERT_TRUE(r);
   EXPECT_TRUE(dynamic_cast<const EndpointSlice&>(*r.value()).endpoints.empty());
+}
+
+TEST(EndpointSlice, WrongShapesNameTheField) {
+  struct Case {
+    const char* json;
+    const char* field;
+  };
+  const Case cases[] = {
+      {R"({"metadata":{"name":"e","namespace":"ns"},"addressType":4})", "addressType: expected a string, got an integer"},
+      {R"({"metadata":{"name":"e","namespace":"ns"},"endpoints":{"addresses":[]}})",
+       "endpoints: expected an array, got an object"},
+      {R"({"metadata":{"name":"e","namespace":"ns"},"endpoints":["10.0.0.1"]})", "endpoints[0]: expected an object, got a string"},
+      {R"({"metadata":{"name":"e","namespace":"ns"},"endpoints":[{"addresses":["10.0.0.1"]},{"addresses":["10.0.0.2",7]}]})",
+       "endpoints[1].addresses[1]: expected a string, got an integer"},
+      {R"({"metadata":{"name":"e","namespace":"ns"},"endpoints":[{"addresses":"10.0.0.1"}]})",
+       "endpoints[0].addresses: expected an array, got a string"},
+      {R"({"metadata":{"name":"e","namespace":"ns"},"endpoints":[{"conditions":{"ready":"true"}}]})",
+       "endpoints[0].conditions.ready: expected a boolean, got a string"},
+      {R"({"metadata":{"name":"e","namespace":"ns"},"endpoints":[{"conditions":{"ready":true,"terminating":1}}]})",
+       "endpoints[0].conditions.terminating: expected a boolean, got an integer"},
+      {R"({"metadata":{"name":"e","namespace":"ns"},"endpoints":[{"conditions":[]}]})",
+       "endpoints[0].conditions: expected an object, got an array"},
+      {R"({"metadata":{"name":"e","namespace":"ns"},"endpoints":[{"nodeName":["n1"]}]})",
+       "endpoints[0].nodeName: expected a string, got an array"},
+      {R"({"metadata":{"name":"e","namespace":"ns"},"endpoints":[{"targetRef":"Pod/x"}]})",
+       "endpoints[0].targetRef: expected an object, got a string"},
+      {R"({"metadata":{"name":"e","namespace":"ns"},"endpoints":[{"targetRef":{"uid":1}}]})",
+       "endpoints[0].targetRef.uid: expected a string, got an integer"},
+      {R"({"metadata":{"name":"e","namespace":"ns"},"ports":{}})", "ports: expected an array, got an object"},
+      {R"({"metadata":{"name":"e","namespace":"ns"},"ports":[{"port":80},{"port":"8080"}]})",
+       "ports[1].port: expected a 32-bit integer, got a string"},
+      {R"({"metadata":{"name":"e","namespace":"ns"},"ports":[{"port":80.5}]})",
+       "ports[0].port: expected a 32-bit integer, got a number"},
+      {R"({"metadata":{"name":"e","namespace":"ns"},"ports":[{"protocol":6}]})",
+       "ports[0].protocol: expected a string, got an integer"},
+  };
+  for (const auto& c : cases) {
+    auto r = decode<EndpointSlice>(c.json);
+    ASSERT_FALSE(r) << c.json;
+    EXPECT_EQ(r.error().code, Errc::decode);
+    EXPECT_NE(r.error().message.find("EndpointSlice ns/e: "), std::string::npos) << r.error().message;
+    EXPECT_NE(r.error().message.find(c.field), std::string::npos) << r.error().message;
+  }
+}
+
+TEST(EndpointSlice, NullFieldsAreDefaults) {
+  auto r = decode<EndpointSlice>(R"({"metadata":{"name":"e","namespace":"ns"},"addressType":null,
+    "endpoints":[{"addresses":null,"conditions":{"ready":null,"serving":false},"targetRef":null,"zone":null}],
+    "ports":[{"port":null,"protocol":null}]})");
+  ASSERT_TRUE(r) << r.error().to_string();
+  const auto& s = dynamic_cast<const EndpointSlice&>(*r.value());
+  EXPECT_EQ(s.address_type, "");
+  ASSERT_EQ(s.endpoints.size(), 1u);
+  EXPECT_TRUE(s.endpoints[0].addresses.empty());
+  EXPECT_FALSE(s.endpoints[0].ready.has_value());
+  EXPECT_EQ(s.endpoints[0].serving, false);
+  EXPECT_FALSE(s.endpoints[0].target_ref);
+  ASSERT_EQ(s.ports.size(), 1u);
+  EXPECT_FALSE(s.ports[0].port);
+  EXPECT_EQ(s.ports[0].protocol, "TCP");
+}
+
+TEST(Secret, WrongShapesNameTheField) {
+  struct Case {
+    const char* json;
+    const char* field;
+  };
+  const Case cases[] = {
+      {R"({"metadata":{"name":"s","namespace":"ns"},"type":1})", "type: expected a string, got an integer"},
+      {R"({"metadata":{"name":"s","namespace":"ns"},"data":["a2V5"]})", "data: expected an object, got an array"},
+      {R"({"metadata":{"name":"s","namespace":"ns"},"data":"a2V5"})", "data: expected an object, got a string"},
+      {R"({"metadata":{"name":"s","namespace":"ns"},"data":{"ca.crt":"Y2E=","tls.key":12345}})",
+       "data.tls.key: expected a string, got an integer"},
+      {R"({"metadata":{"name":"s","namespace":"ns"},"data":{"tls.key":{"v":"a2V5"}}})",
+       "data.tls.key: expected a string, got an object"},
+      {R"({"metadata":{"name":"s","namespace":"ns"},"data":{"ca.crt":"Y2E=","tls.key":"a2V5!"}})",
+       "data.tls.key: not valid base64"},
+  };
+  for (const auto& c : cases) {
+    auto r = decode<Secret>(c.json);
+    ASSERT_FALSE(r) << c.json;
+    EXPECT_EQ(r.error().code, Errc::decode);
+    EXPECT_NE(r.error().message.find("Secret ns/s: "), std::string::npos) << r.error().message;
+    EXPECT_NE(r.error().message.find(c.field), std::string::npos) << r.error().message;
+  }
+}
+
+TEST(Secret, NullDataAndNullValueAreEmpty) {
+  auto none = decode<Secret>(R"({"metadata":{"name":"s","namespace":"ns"},"type":null,"data":null})");
+  ASSERT_TRUE(none) << none.error().to_string();
+  EXPECT_TRUE(dynamic_cast<const Secret&>(*none.value()).data.empty());
+  auto r = decode<Secret>(R"({"metadata":{"name":"s","namespace":"ns"},"data":{"empty":null,"also":""}})");
+  ASSERT_TRUE(r) << r.error().to_string();
+  const auto& s = dynamic_cast<const Secret&>(*r.value());
+  ASSERT_EQ(s.data.size(), 2u);
+  EXPECT_EQ(*find_value(s.data, "empty"), "");
+  EXPECT_EQ(*find_value(s.data, "also"), "");
+}
+
+TEST(Secret, NoErrorMessageCarriesASecretValue) {
+  // Each value is a distinctive marker; whatever is wrong with the object, the message names
+  // fields and keys only. The markers are checked raw and base64-decoded.
+  const char* jsons[] = {
+      R"({"metadata":{"name":"s","namespace":"ns"},"data":{"password":"SUNFLOWER-hunter2!!"}})",
+      R"({"metadata":{"name":"s","namespace":"ns"},"data":{"password":"SUNFLOWER=hunter2"}})",
+      R"({"metadata":{"name":"s","namespace":"ns"},"data":{"ok":"aHVudGVyMg==","password":"U1VORkxPV0VS-"}})",
+      R"({"metadata":{"name":"s","namespace":"ns"},"data":{"password":{"SUNFLOWER":"hunter2"}}})",
+      R"({"metadata":{"name":"s","namespace":"ns"},"data":{"password":["SUNFLOWER","hunter2"]}})",
+      R"({"metadata":{"name":"s","namespace":"ns"},"data":{"ok":"aHVudGVyMg==","password":true}})",
+      R"({"metadata":{"name":"s","namespace":"ns"},"data":["SUNFLOWER","hunter2"]})",
+      R"({"metadata":{"name":"s","namespace":"ns"},"data":"SUNFLOWER-hunter2"})",
+      R"({"metadata":{"name":"s","namespace":"ns"},"type":{"SUNFLOWER":"hunter2"},"data":{"ok":"aHVudGVyMg=="}})",
+  };
+  for (const char* json : jsons) {
+    auto r = decode<Secret>(json);
+    ASSERT_FALSE(r) << json;
+    EXPECT_EQ(r.error().code, Errc::decode);
+    const std::string text = r.error().message + " " + r.error().to_string();
+    for (const char* marker : {"SUNFLOWER", "hunter2", "aHVudGVy", "U1VORkxPV0VS"}) {
+      EXPECT_EQ(text.find(marker), std::string::npos) << marker << " leaked: " << text;
+    }
+  }
 }
 
 }  // namespace
