@@ -45,6 +45,14 @@ int launcher(const std::string& command) {
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
 }
 
+client::RestClientOptions fast_client_options() {
+  client::RestClientOptions o;
+  o.rate_limit.qps = 500;
+  o.rate_limit.burst = 500;
+  o.user_agent = "kinformer-e2e/0.1";
+  return o;
+}
+
 std::string create_namespace(client::RestClient& client, const std::string& prefix) {
   static std::atomic<unsigned> counter{0};
   std::random_device rd;

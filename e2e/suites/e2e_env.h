@@ -26,6 +26,10 @@ bool launcher_available();
 /// Runs `e2e/launcher.sh COMMAND --dir $KINFORMER_E2E_DIR`; returns its exit status.
 int launcher(const std::string& command);
 
+/// Client options for the suites' own requests (create, patch, delete during churn): the default
+/// 5 QPS would make them slow. The clients under test keep their defaults.
+client::RestClientOptions fast_client_options();
+
 /// Creates a namespace with a unique name starting with `prefix` and returns its name.
 std::string create_namespace(client::RestClient& client, const std::string& prefix);
 

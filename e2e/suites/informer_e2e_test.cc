@@ -28,15 +28,6 @@ informer::ListerWatcherFactory lister_watchers(client::RestClient& client) {
   };
 }
 
-// A fast client for the tests' own churn (the default 5 QPS would make them slow).
-client::RestClientOptions fast() {
-  client::RestClientOptions o;
-  o.rate_limit.qps = 500;
-  o.rate_limit.burst = 500;
-  o.user_agent = "kinformer-e2e/0.1";
-  return o;
-}
-
 // What one handler has heard: name -> resourceVersion, plus deletes.
 class Recorder : public informer::ResourceEventHandler {
  public:
@@ -96,7 +87,7 @@ std::string slice_json(const std::string& ns, const std::string& name) {
 class InformerE2E : public ::testing::Test {
  protected:
   void SetUp() override { ns_ = create_namespace(admin_, "informer-e2e"); }
-  client::RestClient admin_{admin_config(), fast()};
+  client::RestClient admin_{admin_config(), fast_client_options()};
   std::string ns_;
 };
 

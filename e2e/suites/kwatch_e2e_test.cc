@@ -72,17 +72,9 @@ std::map<std::string, long> audit_json(const Run& r) {
   return out;
 }
 
-client::RestClientOptions fast() {
-  client::RestClientOptions o;
-  o.rate_limit.qps = 500;
-  o.rate_limit.burst = 500;
-  o.user_agent = "kinformer-e2e/0.1";
-  return o;
-}
-
 class KwatchE2E : public ::testing::Test {
  protected:
-  KwatchE2E() : client_(admin_config(), fast()) {}
+  KwatchE2E() : client_(admin_config(), fast_client_options()) {}
   client::RestClient client_;
 };
 

@@ -74,20 +74,7 @@ std::vector<WatchCount> over_limit(const WatchAudit& audit, long max_watches) {
 }
 
 std::string metrics_failure(const client::Result<client::RawResponse>& response, const std::string& server) {
-  if (!response) {
-    const auto& e = response.error();
-    switch (e.code) {
-      case client::Errc::tls:
-        return "TLS error talking to " + server + ": " + e.message;
-      case client::Errc::network:
-      case client::Errc::timeout:
-        return "cannot reach the API server at " + server + ": " + e.message;
-      case client::Errc::auth:
-        return "cannot obtain credentials: " + e.message;
-      default:
-        return "GET /metrics from " + server + " failed: " + e.to_string();
-    }
-  }
+  if (!response) return describe_error(response.error(), server);
   const int status = response->status;
   if (status == 200) return {};
   if (status == 403) return "no permission to read /metrics (needs get on nonResourceURL /metrics)";

@@ -9,6 +9,8 @@
 #include <variant>
 #include <vector>
 
+#include "kinformer/client/error.h"
+
 namespace kinformer::tools {
 
 /// Exit statuses scripts can rely on.
@@ -71,6 +73,10 @@ using Command = std::variant<HelpCommand, AuditOptions, CacheOptions, DemoOption
 
 /// Parses argv[1..] (the program name excluded). Throws UsageError naming the offending argument.
 Command parse_args(const std::vector<std::string>& args);
+
+/// One sentence for a failed request: unreachable server, TLS error, permission denied (with the
+/// server's message) ...
+std::string describe_error(const client::Error& error, const std::string& server);
 
 /// The help text for `topic` ("" = overview).
 std::string usage(const std::string& topic = {});

@@ -26,25 +26,6 @@ client::ClusterConfig load_config(const CommonOptions& common) {
   return client::ClusterConfig::from_kubeconfig(options);
 }
 
-std::string describe_error(const client::Error& e, const std::string& server) {
-  switch (e.code) {
-    case client::Errc::tls:
-      return "TLS error talking to " + server + ": " + e.message;
-    case client::Errc::network:
-    case client::Errc::timeout:
-      return "cannot reach the API server at " + server + ": " + e.message;
-    case client::Errc::auth:
-      return "cannot obtain credentials: " + e.message;
-    case client::Errc::api:
-      if (e.http_status == 403) return "permission denied (HTTP 403): " + e.message;
-      if (e.http_status == 401) return "unauthorized (HTTP 401): " + server + " rejected the credentials";
-      return "the API server answered HTTP " + std::to_string(e.http_status) +
-             (e.reason.empty() ? "" : " " + e.reason) + ": " + e.message;
-    default:
-      return e.to_string();
-  }
-}
-
 sigset_t kwatch_signals() {
   sigset_t set;
   sigemptyset(&set);

@@ -16,9 +16,6 @@ namespace kinformer::tools {
 /// client::ConfigError with a message naming the file and field.
 client::ClusterConfig load_config(const CommonOptions& common);
 
-/// One sentence for a failed request: unreachable server, TLS error, permission denied (with the
-/// server's message) ...
-std::string describe_error(const client::Error& error, const std::string& server);
 
 /// The signals kwatch waits for synchronously (SIGINT, SIGTERM, SIGUSR1).
 sigset_t kwatch_signals();
