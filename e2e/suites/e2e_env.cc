@@ -27,7 +27,11 @@ std::optional<client::ClusterConfig> restricted_config() {
     client::KubeconfigOptions options;
     options.context = "restricted";
     return client::ClusterConfig::from_kubeconfig(options);
-  } catch (const client::ConfigError&) {
+  } catch (const client::ConfigError& e) {
+    // Against kind the context may be missing (the test is skipped); against the embedded
+    // launcher it is always written, so its absence is a failure, never a skip.
+    if (launcher_available())
+      throw std::runtime_error(std::string("the launcher's kubeconfig lacks the 'restricted' context: ") + e.what());
     return std::nullopt;
   }
 }

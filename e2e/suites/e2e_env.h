@@ -18,6 +18,7 @@ namespace kinformer::e2e {
 /// README's test command sets it, starting the embedded API server when needed).
 client::ClusterConfig admin_config();
 /// The context named "restricted" (a user with no RBAC permissions), when KUBECONFIG has it.
+/// With the embedded launcher it must exist: its absence throws (the test fails, never skips).
 std::optional<client::ClusterConfig> restricted_config();
 
 /// True when the cluster is the embedded launcher's (KINFORMER_E2E_DIR), so that the fault
