@@ -134,13 +134,13 @@ func waitReady(st *state, timeout time.Duration, exited <-chan struct{}) error {
 			progress("kube-apiserver ready after %.1fs", time.Since(start).Seconds())
 			return nil
 		}
+		// We started the process, so Wait()'s end (exited) is the authority on whether it runs.
+		// A /proc check is not: right after Start() the child may still be inside execve with an
+		// empty /proc/PID/cmdline, which once made a healthy kube-apiserver look dead.
 		select {
 		case <-exited:
 			return errors.New("kube-apiserver exited")
 		default:
-		}
-		if !st.apiserverAlive() {
-			return errors.New("kube-apiserver is not running")
 		}
 		if time.Since(start) > timeout {
 			return fmt.Errorf("kube-apiserver not ready after %s", timeout)
