@@ -49,6 +49,13 @@ SharedInformer& InformerFactory::informer(const client::ResourceType& type, cons
     throw client::ConfigError("InformerFactory: informer " + key.to_string() + " requested after shutdown()");
   }
   if (auto it = informers_.find(key); it != informers_.end()) {
+    // One key, one watch, one object model: typed handles cast the stored objects, so a typed
+    // and a dynamic request for the same key cannot share an informer.
+    if (it->second->type().codec != type.codec) {
+      throw client::ConfigError("InformerFactory: informer " + key.to_string() +
+                                " already exists with another object model (typed vs dynamic "
+                                "codec); use the same ResourceType for one key");
+    }
     auto existing = it->second->transform_name();
     if (existing != wanted) {
       throw client::ConfigError("InformerFactory: informer " + key.to_string() + ": transform '" +
@@ -108,7 +115,7 @@ void InformerFactory::shutdown() {
     shut_down_ = true;
     all = informers_;  // keep the entries: references handed out stay valid until destruction
   }
-  // Request every stop first so that all watches are cancelled together, then join.
+  // One informer after the other: each stop cancels its watch at once and joins its threads.
   for (auto& [key, inf] : all) inf->stop();
 }
 

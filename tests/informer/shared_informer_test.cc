@@ -1,4 +1,5 @@
 // Handler fan-out, registrations and the factory.
+#include "kinformer/client/dynamic_object.h"
 #include "kinformer/informer/shared_informer.h"
 
 #include <atomic>
@@ -221,6 +222,21 @@ TEST(InformerFactoryTest, DedupesOnKey) {
   EXPECT_EQ(env.lister_watchers_created.load(), 5);
   EXPECT_THROW(env.factory->informer(testing::test_type(), testing::selector_options("a in (")),
                client::ConfigError);
+}
+
+TEST(InformerFactoryTest, TypedAndDynamicRequestsForOneKeyAreAConfigError) {
+  Env env;
+  auto typed = testing::test_type();  // no codec: the fake lister-watcher hands objects over
+  auto dynamic = client::dynamic_resource(typed.gvr);
+  env.factory->informer(typed);
+  EXPECT_EQ(&env.factory->informer(typed), &env.factory->informer(typed));
+  try {
+    env.factory->informer(dynamic);
+    FAIL() << "a dynamic request for a typed informer's key must not share its objects";
+  } catch (const client::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("another object model"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(env.factory->informer_count(), 1u);
 }
 
 TEST(InformerFactoryTest, HundredComponentsShareOneWatch) {
