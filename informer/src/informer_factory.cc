@@ -111,11 +111,12 @@ void InformerFactory::shutdown() {
   std::map<InformerKey, std::shared_ptr<SharedInformer>> all;
   {
     std::lock_guard lock(mu_);
-    if (shut_down_) return;
     shut_down_ = true;
     all = informers_;  // keep the entries: references handed out stay valid until destruction
   }
   // One informer after the other: each stop cancels its watch at once and joins its threads.
+  // Also when another shutdown() is in progress: SharedInformer::stop() is idempotent and returns
+  // only once that informer's threads are joined, so no caller returns early.
   for (auto& [key, inf] : all) inf->stop();
 }
 

@@ -138,31 +138,41 @@ void SharedInformer::start() {
 }
 
 void SharedInformer::stop() {
-  std::lock_guard tl(thread_mu_);
   std::vector<std::shared_ptr<detail::Listener>> listeners;
   {
-    std::lock_guard lock(dist_mu_);
-    if (stopped_) return;
-    stopped_ = true;
+    // Every caller (also a second, concurrent one) returns only after the reflector and resync
+    // threads are joined. Handlers are joined outside thread_mu_: a handler that itself calls
+    // stop() (e.g. through InformerFactory::shutdown()) must not wait for a stop() that is
+    // waiting for that handler.
+    std::lock_guard tl(thread_mu_);
+    bool first = false;
+    {
+      std::lock_guard lock(dist_mu_);
+      first = !stopped_;
+      stopped_ = true;
+    }
+    if (first) {
+      sync_cv_.notify_all();
+      if (reflector_thread_.joinable()) {
+        reflector_thread_.request_stop();
+        reflector_thread_.join();
+      }
+      if (resync_thread_.joinable()) {
+        resync_thread_.request_stop();
+        resync_thread_.join();
+      }
+      {
+        std::lock_guard lock(dist_mu_);
+        stopping_ = std::move(listeners_);
+        listeners_.clear();
+        for (auto& l : retired_) stopping_.push_back(std::move(l));
+        retired_.clear();
+        config_.metrics->handlers.Set(0);
+      }
+      for (auto& l : stopping_) l->request_stop();
+    }
+    listeners = stopping_;
   }
-  sync_cv_.notify_all();
-  if (reflector_thread_.joinable()) {
-    reflector_thread_.request_stop();
-    reflector_thread_.join();
-  }
-  if (resync_thread_.joinable()) {
-    resync_thread_.request_stop();
-    resync_thread_.join();
-  }
-  {
-    std::lock_guard lock(dist_mu_);
-    listeners = std::move(listeners_);
-    listeners_.clear();
-    for (auto& l : retired_) listeners.push_back(std::move(l));
-    retired_.clear();
-    config_.metrics->handlers.Set(0);
-  }
-  for (auto& l : listeners) l->request_stop();
   for (auto& l : listeners) {
     if (!l->on_executor_thread()) l->join(config_.handler_stop_timeout);
   }

@@ -3,7 +3,9 @@
 #include "kinformer/informer/shared_informer.h"
 
 #include <atomic>
+#include <future>
 #include <latch>
+#include <thread>
 #include <semaphore>
 
 #include <gtest/gtest.h>
@@ -439,6 +441,75 @@ TEST(MetricsTest, HandlerGaugesFollowAStuckHandlerAndInformerGaugesFollowTheCach
   EXPECT_EQ(metric(*registry, "kinformer_watch_restarts_total",
                    {{"resource", "pods"}, {"selector", ""}, {"reason", "shutdown"}}),
             1);
+}
+
+// A list that blocks until released (a LIST is not interruptible by a stop request).
+class BlockingLister : public client::ListerWatcher {
+ public:
+  client::Result<client::ObjectList> list(const client::ListOptions&) override {
+    std::unique_lock lock(mu_);
+    entered_ = active_ = true;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return released_; });
+    active_ = false;
+    return client::ObjectList{{}, "1", ""};
+  }
+  client::Result<client::WatchStreamPtr> watch(const client::ListOptions&) override {
+    return client::Error::make(client::Errc::network, "no watch");
+  }
+  bool wait_entered() {
+    std::unique_lock lock(mu_);
+    return testing::wait_until(lock, cv_, [&] { return entered_; });
+  }
+  bool active() {
+    std::lock_guard lock(mu_);
+    return active_;
+  }
+  void release() {
+    std::lock_guard lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool entered_ = false, active_ = false, released_ = false;
+};
+
+class ForwardingLister : public client::ListerWatcher {
+ public:
+  explicit ForwardingLister(std::shared_ptr<client::ListerWatcher> t) : t_(std::move(t)) {}
+  client::Result<client::ObjectList> list(const client::ListOptions& o) override { return t_->list(o); }
+  client::Result<client::WatchStreamPtr> watch(const client::ListOptions& o) override { return t_->watch(o); }
+
+ private:
+  std::shared_ptr<client::ListerWatcher> t_;
+};
+
+// shutdown() promises that, on return, every reflector thread is joined; a second caller racing
+// a shutdown in progress must not return before that.
+TEST(InformerFactoryTest, ConcurrentShutdownReturnsOnlyAfterTheInformersStopped) {
+  auto lw = std::make_shared<BlockingLister>();
+  InformerFactory factory([lw](const client::ResourceType&, const std::string&) {
+    return std::make_unique<ForwardingLister>(lw);
+  });
+  auto& inf = factory.informer(testing::test_type());
+  factory.start();
+  ASSERT_TRUE(lw->wait_entered());
+  std::thread first([&] { factory.shutdown(); });
+  bool stopping = !inf.wait_for_sync(testing::kDeadline);  // returns once stop() began
+  auto second = std::async(std::launch::async, [&] {
+    factory.shutdown();
+    return lw->active();
+  });
+  std::optional<bool> early;
+  if (second.wait_for(std::chrono::milliseconds(500)) == std::future_status::ready) early = second.get();
+  lw->release();
+  bool list_active_at_return = early ? *early : second.get();
+  first.join();
+  EXPECT_TRUE(stopping);
+  EXPECT_FALSE(list_active_at_return) << "a second shutdown() returned while a reflector was still running";
 }
 
 }  // namespace

@@ -132,6 +132,7 @@ class SharedInformer : public std::enable_shared_from_this<SharedInformer>, priv
   mutable std::condition_variable sync_cv_;
 
   std::mutex thread_mu_;  // start/stop
+  std::vector<std::shared_ptr<detail::Listener>> stopping_;  // guarded by thread_mu_: stopped handlers
   std::jthread reflector_thread_;
   std::jthread resync_thread_;
 };
