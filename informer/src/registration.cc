@@ -9,20 +9,35 @@ Registration::Registration(std::weak_ptr<SharedInformer> informer,
                            std::shared_ptr<detail::Listener> listener)
     : informer_(std::move(informer)), listener_(std::move(listener)) {}
 
+Registration::Registration(Registration&& other) noexcept
+    : informer_(std::move(other.informer_)), listener_(other.take()) {}
+
 Registration& Registration::operator=(Registration&& other) noexcept {
   if (this != &other) {
     close();
     informer_ = std::move(other.informer_);
-    listener_ = std::move(other.listener_);
+    auto listener = other.take();
+    std::lock_guard lock(mu_);
+    listener_ = std::move(listener);
   }
   return *this;
 }
 
 Registration::~Registration() { close(); }
 
+std::shared_ptr<detail::Listener> Registration::take() {
+  std::lock_guard lock(mu_);
+  return std::move(listener_);
+}
+
+std::shared_ptr<detail::Listener> Registration::listener() const {
+  std::lock_guard lock(mu_);
+  return listener_;
+}
+
 void Registration::close() {
-  std::shared_ptr<detail::Listener> listener = std::move(listener_);
-  listener_.reset();
+  // Exactly one concurrent close() takes the listener; the others return at once.
+  std::shared_ptr<detail::Listener> listener = take();
   if (!listener) return;
   if (auto informer = informer_.lock()) {
     informer->remove_listener(listener);
@@ -33,10 +48,25 @@ void Registration::close() {
   informer_.reset();
 }
 
-bool Registration::has_synced() const { return listener_ && listener_->has_synced(); }
-bool Registration::active() const { return listener_ && !listener_->closed(); }
-std::uint64_t Registration::id() const { return listener_ ? listener_->id() : 0; }
-std::size_t Registration::queue_depth() const { return listener_ ? listener_->queue_depth() : 0; }
-std::uint64_t Registration::exceptions() const { return listener_ ? listener_->exceptions() : 0; }
+bool Registration::has_synced() const {
+  auto l = listener();
+  return l && l->has_synced();
+}
+bool Registration::active() const {
+  auto l = listener();
+  return l && !l->closed();
+}
+std::uint64_t Registration::id() const {
+  auto l = listener();
+  return l ? l->id() : 0;
+}
+std::size_t Registration::queue_depth() const {
+  auto l = listener();
+  return l ? l->queue_depth() : 0;
+}
+std::uint64_t Registration::exceptions() const {
+  auto l = listener();
+  return l ? l->exceptions() : 0;
+}
 
 }  // namespace kinformer::informer

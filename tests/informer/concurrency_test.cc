@@ -82,5 +82,38 @@ TEST(InformerConcurrencyTest, FactoryFromManyThreadsThenShutdown) {
   for (auto& s : env.fake->opened()) EXPECT_TRUE(s->cancelled());
 }
 
+// Registration documents close() and its accessors as callable concurrently (e.g. a health probe
+// reading has_synced() while a component shuts down and closes), and close() as idempotent from
+// any thread: no data race on the handle itself.
+TEST(InformerConcurrencyTest, RegistrationCloseRacesAccessorsAndAnotherClose) {
+  testing::Env env;
+  env.fake->add_list({make_object("ns", "a", "1")}, "10");
+  auto& inf = env.factory->informer(testing::test_type());
+  env.factory->start();
+  for (int round = 0; round < 20; ++round) {
+    auto reg = inf.add_handler(std::make_shared<testing::RecordingHandler>());
+    std::latch go(3);
+    std::thread reader([&] {
+      go.arrive_and_wait();
+      for (int i = 0; i < 200; ++i) {
+        (void)reg.active();
+        (void)reg.has_synced();
+        (void)reg.queue_depth();
+        (void)reg.id();
+      }
+    });
+    std::thread closer([&] {
+      go.arrive_and_wait();
+      reg.close();
+    });
+    go.arrive_and_wait();
+    reg.close();
+    closer.join();
+    reader.join();
+    EXPECT_FALSE(reg.active());
+  }
+  EXPECT_EQ(inf.handler_count(), 0u);
+}
+
 }  // namespace
 }  // namespace kinformer::informer

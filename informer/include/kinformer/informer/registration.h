@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 
 namespace kinformer::informer {
 
@@ -26,7 +27,7 @@ class Listener;
 class [[nodiscard]] Registration {
  public:
   Registration() = default;
-  Registration(Registration&& other) noexcept = default;
+  Registration(Registration&& other) noexcept;
   /// Closes the current registration first.
   Registration& operator=(Registration&& other) noexcept;
   Registration(const Registration&) = delete;
@@ -51,7 +52,12 @@ class [[nodiscard]] Registration {
   Registration(std::weak_ptr<SharedInformer> informer, std::shared_ptr<detail::Listener> listener);
 
   std::weak_ptr<SharedInformer> informer_;
-  std::shared_ptr<detail::Listener> listener_;
+  std::shared_ptr<detail::Listener> take();            // takes listener_ under mu_
+  std::shared_ptr<detail::Listener> listener() const;  // copies listener_ under mu_
+
+  // close() and the accessors may run concurrently on one Registration.
+  mutable std::mutex mu_;
+  std::shared_ptr<detail::Listener> listener_;  // guarded by mu_
 };
 
 }  // namespace kinformer::informer
