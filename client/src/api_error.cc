@@ -1,5 +1,6 @@
 #include "kinformer/client/api_error.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include "detail/json.h"
@@ -21,8 +22,11 @@ std::optional<std::chrono::seconds> parse_seconds(std::string_view s) {
   s = trim(s);
   long long v = 0;
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec == std::errc::result_out_of_range && p == s.data() + s.size() && s.front() != '-') {
+    return kMaxRetryAfter;  // all digits, just too many of them
+  }
   if (ec != std::errc() || p != s.data() + s.size() || v < 0) return std::nullopt;
-  return std::chrono::seconds(v);
+  return std::min(std::chrono::seconds(v), kMaxRetryAfter);
 }
 
 void fill_from_status(const JsonValue& status, Error& e) {
@@ -32,7 +36,7 @@ void fill_from_status(const JsonValue& status, Error& e) {
   e.message = get_string(status, "message");
   if (const JsonValue* d = member(status, "details")) {
     if (const JsonValue* r = member(*d, "retryAfterSeconds"); r && r->IsInt64() && r->GetInt64() > 0) {
-      e.retry_after = std::chrono::seconds(r->GetInt64());
+      e.retry_after = std::min(std::chrono::seconds(r->GetInt64()), kMaxRetryAfter);
     }
   }
 }

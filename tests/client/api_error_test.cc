@@ -42,6 +42,17 @@ TEST(ApiError, TooLargeResourceVersion504) {
   EXPECT_EQ(e.retry_after, std::chrono::seconds(1));
 }
 
+TEST(ApiError, RetryAfterIsClampedToFiveMinutes) {
+  EXPECT_EQ(error_from_response(429, "slow down", "86400").retry_after, kMaxRetryAfter);
+  EXPECT_EQ(error_from_response(429, "slow down", "99999999999999999999999").retry_after, kMaxRetryAfter)
+      << "too many digits for a long long is still a very long wait, not garbage";
+  EXPECT_EQ(error_from_response(503, R"({"kind":"Status","details":{"retryAfterSeconds":9000000000},"code":503})")
+                .retry_after,
+            kMaxRetryAfter);
+  EXPECT_EQ(error_from_response(429, "slow down", "32").retry_after, std::chrono::seconds(32));
+  EXPECT_FALSE(error_from_response(429, "slow down", "-5").retry_after);
+}
+
 TEST(ApiError, HeaderWinsAndGarbageIsTolerated) {
   Error e = error_from_response(503, R"({"kind":"Status","details":{"retryAfterSeconds":3},"code":503})", "5");
   EXPECT_EQ(e.retry_after, std::chrono::seconds(5));

@@ -1,12 +1,18 @@
 #pragma once
 // Mapping API server failure responses (metav1.Status bodies, plain-text 429s) to Error.
 
+#include <chrono>
 #include <string_view>
 
 #include "kinformer/client/error.h"
 #include "kinformer/client/resource.h"
 
 namespace kinformer::client {
+
+/// The longest wait a server can ask for (Retry-After, retryAfterSeconds); larger values are
+/// clamped. API Priority and Fairness asks for 1 to 32 s; without a cap a broken server or proxy
+/// could park an informer for days, or overflow a clock's duration.
+inline constexpr std::chrono::seconds kMaxRetryAfter{300};
 
 /// Maps a non-2xx HTTP response to an Errc::api Error. A metav1.Status JSON body supplies
 /// code, reason, message and details.retryAfterSeconds; any other body (API Priority and
