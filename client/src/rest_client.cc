@@ -223,6 +223,7 @@ RestClient::RestClient(ClusterConfig config, RestClientOptions options) : impl_(
   t.max_response_bytes = impl_->options.max_response_bytes;
   t.max_watch_event_bytes = impl_->options.max_watch_event_bytes;
   t.watch_queue_limit = impl_->options.watch_queue_limit;
+  t.watch_idle_timeout = impl_->options.watch_idle_timeout;
   impl_->transport = detail::Transport::create(impl_->config, std::move(t));
 }
 

@@ -151,6 +151,43 @@ awaitable<error_code> read_some(Stream& stream, beast::flat_buffer& buffer, http
   co_return ec;
 }
 
+// The read-idle deadline of a watch: the configured one, else timeoutSeconds + 60 s from the
+// request's query, else 10 min.
+std::chrono::milliseconds watch_idle_timeout(std::chrono::milliseconds configured, std::string_view target) {
+  using namespace std::chrono;
+  if (configured > milliseconds::zero()) return configured;
+  auto q = target.find('?');
+  std::string_view query = q == std::string_view::npos ? std::string_view() : target.substr(q + 1);
+  while (!query.empty()) {
+    auto amp = query.find('&');
+    std::string_view kv = query.substr(0, amp);
+    constexpr std::string_view kKey = "timeoutSeconds=";
+    if (kv.starts_with(kKey)) {
+      std::int64_t secs = 0;
+      auto v = kv.substr(kKey.size());
+      auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), secs);
+      if (ec == std::errc() && ptr == v.data() + v.size() && secs > 0 && secs < (std::int64_t{1} << 31)) {
+        return duration_cast<milliseconds>(seconds(secs) + seconds(60));
+      }
+    }
+    if (amp == std::string_view::npos) break;
+    query.remove_prefix(amp + 1);
+  }
+  return duration_cast<milliseconds>(minutes(10));
+}
+
+// "30s", "0.2s", "1.5s".
+std::string format_seconds(std::chrono::milliseconds d) {
+  auto ms = d.count();
+  std::string out = std::to_string(ms / 1000);
+  if (auto frac = ms % 1000; frac != 0) {
+    std::string f = std::to_string(1000 + frac).substr(1);
+    while (f.back() == '0') f.pop_back();
+    out += "." + f;
+  }
+  return out + "s";
+}
+
 std::vector<std::pair<std::string, std::string>> copy_headers(const http::fields& fields) {
   std::vector<std::pair<std::string, std::string>> out;
   for (const auto& f : fields) out.emplace_back(std::string(f.name_string()), std::string(f.value()));
@@ -396,7 +433,7 @@ struct Transport::Impl {
 
   template <class Stream>
   awaitable<void> stream_body(std::shared_ptr<WatchState> st, Stream& stream, http::response_parser<http::buffer_body>& parser,
-                              std::shared_ptr<const Codec> codec) {
+                              std::shared_ptr<const Codec> codec, std::chrono::milliseconds idle_timeout) {
     Connection& conn = *st->conn;
     WatchDecoder decoder(std::move(codec), WatchDecoder::Options{options.max_watch_event_bytes});
     std::vector<char> chunk(64 * 1024);
@@ -409,7 +446,10 @@ struct Transport::Impl {
       }
       parser.get().body().data = chunk.data();
       parser.get().body().size = chunk.size();
+      // Read-idle deadline, re-armed for every read (never while paused for flow control).
+      conn.lowest().expires_after(idle_timeout);
       error_code ec = co_await read_some(stream, conn.buffer, parser);
+      conn.lowest().expires_never();
       if (ec == http::error::need_buffer) ec = {};
       std::size_t got = chunk.size() - parser.get().body().size;
       Status fed = Ok{};
@@ -428,6 +468,11 @@ struct Transport::Impl {
       }
       if (!fed) {
         failure = fed.error();
+        break;
+      }
+      if (ec == beast::error::timeout) {
+        failure = Error::make(Errc::timeout, "watch idle for " + format_seconds(idle_timeout) +
+                                                 ": no data from the server");
         break;
       }
       if (ec) {
@@ -513,10 +558,11 @@ struct Transport::Impl {
       st->cv.notify_all();
     }
     conn.lowest().expires_never();
+    auto idle_timeout = watch_idle_timeout(options.watch_idle_timeout, req.target());
     if (conn.tls) {
-      co_await stream_body(st, *conn.tls, parser, std::move(codec));
+      co_await stream_body(st, *conn.tls, parser, std::move(codec), idle_timeout);
     } else {
-      co_await stream_body(st, *conn.plain, parser, std::move(codec));
+      co_await stream_body(st, *conn.plain, parser, std::move(codec), idle_timeout);
     }
   }
 };

@@ -37,6 +37,8 @@ struct TransportOptions {
   std::size_t max_response_bytes = std::size_t{256} << 20;
   std::size_t max_watch_event_bytes = std::size_t{16} << 20;
   std::size_t watch_queue_limit = 4096;
+  /// Read-idle deadline of a streaming watch; 0 = timeoutSeconds + 60 s, or 10 min without it.
+  std::chrono::milliseconds watch_idle_timeout{0};
 };
 
 /// Thread-safety: request() and watch() may be called from any thread except the io thread.

@@ -410,5 +410,69 @@ TEST(RestClientWatch, ListerWatcherOutlivesClientAndWarnsOnWatch) {
   EXPECT_EQ((*e)->type, EventType::bookmark);
 }
 
+// --- watch read-idle deadline ---------------------------------------------------------------
+
+struct IdleWatchFixture : WatchFixture {
+  void SetUp() override {
+    WatchFixture::SetUp();
+    RestClientOptions options = unlimited();
+    options.watch_idle_timeout = 200ms;
+    client = std::make_unique<RestClient>(server.cluster_config(), options);
+  }
+};
+
+TEST_F(IdleWatchFixture, SilentPeerTimesOutAndClosesConnection) {
+  auto w = client->watch(kPods, "ns", {});
+  ASSERT_TRUE(w) << w.error().to_string();
+  stream->send(watch_event_line("ADDED", pod_json("a", "6")));  // then nothing: no end, no abort
+  auto e1 = (*w)->next();
+  ASSERT_TRUE(e1) << e1.error().to_string();
+  ASSERT_TRUE(e1->has_value());
+  EXPECT_EQ((*e1)->type, EventType::added);
+  auto e2 = (*w)->next();
+  ASSERT_FALSE(e2);
+  EXPECT_EQ(e2.error().code, Errc::timeout);
+  EXPECT_NE(e2.error().message.find("watch idle for 0.2s: no data from the server"), std::string::npos)
+      << e2.error().message;
+  EXPECT_TRUE(stream->wait_closed(5s));  // the client closed the connection
+  EXPECT_TRUE(server.wait_for_open_connections(0, 5s));
+}
+
+TEST(RestClientWatch, SilentTlsPeerTimesOut) {
+  testing::FakeApiServerOptions server_options;
+  server_options.tls = true;
+  FakeApiServer server(std::move(server_options));
+  auto stream = std::make_shared<ScriptedStream>();
+  server.on("GET", "/api/v1/pods", [stream](const Request&) { return Reply::streaming(stream); });
+  RestClientOptions options = unlimited();
+  options.watch_idle_timeout = 200ms;
+  RestClient client(server.cluster_config(), options);
+  auto w = client.watch(kPods, "", {});
+  ASSERT_TRUE(w) << w.error().to_string();
+  auto e = (*w)->next();
+  ASSERT_FALSE(e);
+  EXPECT_EQ(e.error().code, Errc::timeout) << e.error().to_string();
+  EXPECT_TRUE(stream->wait_closed(5s));
+}
+
+TEST_F(IdleWatchFixture, SteadyTrafficIsNotCut) {
+  auto w = client->watch(kPods, "ns", {});
+  ASSERT_TRUE(w) << w.error().to_string();
+  // Ping-pong: each event is sent as soon as the previous one arrived, so gaps stay far below
+  // the 200 ms idle deadline while the stream as a whole lives for several times it.
+  auto start = std::chrono::steady_clock::now();
+  int n = 0;
+  while (std::chrono::steady_clock::now() - start < 700ms) {
+    stream->send(watch_event_line("MODIFIED", pod_json("a", std::to_string(++n))));
+    auto e = (*w)->next();
+    ASSERT_TRUE(e) << "after " << n << " events: " << e.error().to_string();
+    ASSERT_TRUE(e->has_value());
+  }
+  stream->end();
+  auto end = (*w)->next();
+  ASSERT_TRUE(end) << end.error().to_string();
+  EXPECT_FALSE(end->has_value());
+}
+
 }  // namespace
 }  // namespace kinformer::client

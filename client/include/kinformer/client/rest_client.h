@@ -43,6 +43,13 @@ struct RestClientOptions {
   std::size_t max_watch_event_bytes = std::size_t{16} << 20;
   /// Events a watch buffers ahead of its reader before it stops reading from the socket.
   std::size_t watch_queue_limit = 4096;
+  /// Read-idle deadline of a watch once its response headers arrived: when no byte arrives for
+  /// this long, WatchStream::next() returns Errc::timeout and the connection is closed (a peer
+  /// that died without FIN/RST would otherwise hang the watch forever). 0 = derive it from the
+  /// request: timeoutSeconds + 60 s when the watch has timeoutSeconds, else 10 min (the server
+  /// sends a bookmark about once a minute with allowWatchBookmarks and ends a watch at
+  /// timeoutSeconds, so longer silence means a dead peer).
+  std::chrono::milliseconds watch_idle_timeout{0};
   /// Called once per distinct (resource, warning message), from the calling thread.
   std::function<void(const ApiWarning&)> on_warning;
 };
