@@ -121,6 +121,13 @@ Error from_ec(const error_code& ec, const std::string& what) {
 }
 
 
+// Safe to send again when a reused connection failed: GET and HEAD are safe; in Kubernetes a
+// replayed PUT hits its resourceVersion precondition and a replayed DELETE gets 404.
+bool idempotent(http::verb method) {
+  return method == http::verb::get || method == http::verb::head || method == http::verb::put ||
+         method == http::verb::delete_;
+}
+
 bool is_ip(const std::string& host) {
   error_code ec;
   asio::ip::make_address(host, ec);
@@ -411,8 +418,15 @@ struct Transport::Impl {
                                 : co_await write_read(*conn->plain, conn->buffer, req, parser);
       if (ec) {
         conn->close();
-        // A kept-alive connection the server closed meanwhile: retry once on a fresh one.
-        if (reused && !parser.got_some() && ec != beast::error::timeout) continue;
+        if (reused && !parser.got_some() && ec != beast::error::timeout) {
+          // A kept-alive connection the server closed meanwhile. The server may still have
+          // processed the request before closing, so only an idempotent one is retried (once,
+          // on a fresh connection); a POST or PATCH could otherwise be applied twice.
+          if (idempotent(req.method())) continue;
+          co_return Error::make(Errc::network, what + ": kept-alive connection closed by the server (" + ec.message() +
+                                                   "); not retried: " + std::string(req.method_string()) +
+                                                   " is not idempotent");
+        }
         co_return from_ec(ec, what);
       }
       auto& res = parser.get();

@@ -284,6 +284,59 @@ TEST(RestClient, RateLimiterDelaysNonWatchRequests) {
   EXPECT_FALSE(limiter->try_acquire());  // both tokens were taken by the requests
 }
 
+// --- stale keep-alive connections ---------------------------------------------------------
+
+TEST(RestClient, StaleKeptAliveConnectionRetriesOnlyIdempotentRequests) {
+  FakeApiServer server;
+  auto dropping = [](std::string body) {
+    return [body](const Request&) {
+      Reply r = Reply::json(body);
+      r.close_after = true;  // the server drops the kept-alive connection after answering
+      return r;
+    };
+  };
+  server.on("GET", "/api/v1/namespaces/ns/pods/a", dropping(pod_json("a", "1")));
+  server.on("POST", "/api/v1/namespaces/ns/pods", dropping(pod_json("b", "2")));
+  server.on("PATCH", "/api/v1/namespaces/ns/pods/a", dropping(pod_json("a", "3")));
+  RestClient client(server.cluster_config(), unlimited());
+
+  ASSERT_TRUE(client.get(kPods, "ns", "a"));
+  ASSERT_TRUE(server.wait_for_open_connections(0, 5s));  // the pooled connection is now stale
+
+  // GET: retried transparently on a fresh connection.
+  auto got = client.get(kPods, "ns", "a");
+  ASSERT_TRUE(got) << got.error().to_string();
+  EXPECT_EQ(server.request_count(), 2u);
+  ASSERT_TRUE(server.wait_for_open_connections(0, 5s));
+
+  // POST: not retried; the caller gets the network error.
+  DynamicObject pod;
+  pod.metadata.name = "b";
+  pod.metadata.namespace_ = "ns";
+  pod.json = pod_json("b", "");
+  auto created = client.create(kPods, pod);
+  ASSERT_FALSE(created);
+  EXPECT_EQ(created.error().code, Errc::network) << created.error().to_string();
+  EXPECT_NE(created.error().message.find("not retried"), std::string::npos) << created.error().message;
+
+  // That failure discarded the stale connection; a fresh one serves the POST, then goes stale.
+  ASSERT_TRUE(client.create(kPods, pod));
+  ASSERT_TRUE(server.wait_for_open_connections(0, 5s));
+
+  // PATCH: not retried either.
+  auto patched = client.patch(kPods, "ns", "a", PatchType::merge, R"({"metadata":{"labels":{"x":"y"}}})");
+  ASSERT_FALSE(patched);
+  EXPECT_EQ(patched.error().code, Errc::network) << patched.error().to_string();
+
+  std::size_t posts = 0, patches = 0;
+  for (const auto& r : server.requests()) {
+    posts += r.method == "POST";
+    patches += r.method == "PATCH";
+  }
+  EXPECT_EQ(posts, 1u);    // only the second create; the failed one never reached a handler
+  EXPECT_EQ(patches, 0u);
+}
+
 // --- watch ---------------------------------------------------------------------------------
 
 struct WatchFixture : ::testing::Test {

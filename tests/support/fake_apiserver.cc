@@ -367,7 +367,7 @@ struct FakeApiServer::Impl {
       res.keep_alive(req.keep_alive());
       res.prepare_payload();
       auto [wec, wn] = co_await http::async_write(conn->stream, res, kTuple);
-      if (wec || !res.keep_alive()) break;
+      if (wec || !res.keep_alive() || reply.close_after) break;
     }
     close_graceful(conn);
     close_hard(conn);

@@ -82,6 +82,9 @@ struct Reply {
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
   std::shared_ptr<ScriptedStream> stream;
+  /// Closes the connection right after sending this (non-streaming) response, without a
+  /// `Connection: close` header: the client keeps a connection the server has dropped.
+  bool close_after = false;
 
   /// A JSON body (Content-Type: application/json).
   static Reply json(std::string body, int status = 200);
