@@ -468,8 +468,11 @@ TEST(RestClientWatch, ListerWatcherOutlivesClientAndWarnsOnWatch) {
 struct IdleWatchFixture : WatchFixture {
   void SetUp() override {
     WatchFixture::SetUp();
+    use_idle_timeout(200ms);
+  }
+  void use_idle_timeout(std::chrono::milliseconds timeout) {
     RestClientOptions options = unlimited();
-    options.watch_idle_timeout = 200ms;
+    options.watch_idle_timeout = timeout;
     client = std::make_unique<RestClient>(server.cluster_config(), options);
   }
 };
@@ -509,13 +512,18 @@ TEST(RestClientWatch, SilentTlsPeerTimesOut) {
 }
 
 TEST_F(IdleWatchFixture, SteadyTrafficIsNotCut) {
+  // A wider deadline than the silent-peer tests: the gaps below are microseconds, but a loaded
+  // CI machine under a sanitizer can stall a thread for a while; 400 ms keeps that from
+  // looking like silence.
+  use_idle_timeout(400ms);
   auto w = client->watch(kPods, "ns", {});
   ASSERT_TRUE(w) << w.error().to_string();
   // Ping-pong: each event is sent as soon as the previous one arrived, so gaps stay far below
-  // the 200 ms idle deadline while the stream as a whole lives for several times it.
+  // the idle deadline while the stream as a whole outlives it three times: the deadline is
+  // re-armed on every read, not set once per stream.
   auto start = std::chrono::steady_clock::now();
   int n = 0;
-  while (std::chrono::steady_clock::now() - start < 700ms) {
+  while (std::chrono::steady_clock::now() - start < 1200ms) {
     stream->send(watch_event_line("MODIFIED", pod_json("a", std::to_string(++n))));
     auto e = (*w)->next();
     ASSERT_TRUE(e) << "after " << n << " events: " << e.error().to_string();
