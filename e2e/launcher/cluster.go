@@ -335,14 +335,7 @@ func purge(l layout) error {
 func cmdDown(args []string) error {
 	fs, dir := newFlagSet("down")
 	doPurge := fs.Bool("purge", false, "also delete certificates, etcd data, logs, kubeconfig and state.json")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	l, err := newLayout(*dir)
-	if err != nil {
-		return err
-	}
-	st, err := loadState(l)
+	l, st, err := openDir(fs, dir, args)
 	if err != nil {
 		return err
 	}
@@ -367,14 +360,7 @@ func cmdDown(args []string) error {
 func cmdRestartAPIServer(args []string) error {
 	fs, dir := newFlagSet("restart-apiserver")
 	timeout := fs.Duration("timeout", 120*time.Second, "how long to wait for /readyz")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	l, err := newLayout(*dir)
-	if err != nil {
-		return err
-	}
-	st, err := loadState(l)
+	l, st, err := openDir(fs, dir, args)
 	if err != nil {
 		return err
 	}
@@ -399,14 +385,7 @@ func cmdRestartAPIServer(args []string) error {
 
 func cmdStatus(args []string) error {
 	fs, dir := newFlagSet("status")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	l, err := newLayout(*dir)
-	if err != nil {
-		return err
-	}
-	st, err := loadState(l)
+	l, st, err := openDir(fs, dir, args)
 	if err != nil {
 		return err
 	}

@@ -144,14 +144,7 @@ func newEtcdClient(endpoint string) (*clientv3.Client, error) {
 func cmdCompact(args []string) error {
 	fs, dir := newFlagSet("compact")
 	wait := fs.Bool("wait", true, "wait (up to ~15s) until kube-apiserver's watch caches have dropped the compacted revisions for common resources")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	l, err := newLayout(*dir)
-	if err != nil {
-		return err
-	}
-	st, err := loadState(l)
+	l, st, err := openDir(fs, dir, args)
 	if err != nil {
 		return err
 	}

@@ -97,6 +97,20 @@ func defaultDir() string {
 	return "/tmp/kinformer-e2e"
 }
 
+// openDir parses a command's flags and loads the state of its --dir; the state is nil when
+// nothing was started there.
+func openDir(fs *flag.FlagSet, dir *string, args []string) (layout, *state, error) {
+	if err := parse(fs, args); err != nil {
+		return layout{}, nil, err
+	}
+	l, err := newLayout(*dir)
+	if err != nil {
+		return layout{}, nil, err
+	}
+	st, err := loadState(l)
+	return l, st, err
+}
+
 func parse(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
