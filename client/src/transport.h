@@ -30,15 +30,16 @@ struct HttpResponse {
   std::vector<std::pair<std::string, std::string>> headers;
 };
 
+/// Filled field by field from RestClientOptions, which documents every field and holds the
+/// defaults (one place, so they cannot drift apart).
 struct TransportOptions {
   std::string user_agent;
-  std::chrono::milliseconds request_timeout{30000};
-  std::size_t max_idle_connections = 4;
-  std::size_t max_response_bytes = std::size_t{256} << 20;
-  std::size_t max_watch_event_bytes = std::size_t{16} << 20;
-  std::size_t watch_queue_limit = 4096;
-  /// Read-idle deadline of a streaming watch; 0 = timeoutSeconds + 60 s, or 10 min without it.
-  std::chrono::milliseconds watch_idle_timeout{0};
+  std::chrono::milliseconds request_timeout{};
+  std::size_t max_idle_connections = 0;
+  std::size_t max_response_bytes = 0;
+  std::size_t max_watch_event_bytes = 0;
+  std::size_t watch_queue_limit = 0;
+  std::chrono::milliseconds watch_idle_timeout{};  ///< 0: derived from the request
 };
 
 /// Thread-safety: request() and watch() may be called from any thread except the io thread.
