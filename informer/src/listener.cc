@@ -9,39 +9,6 @@ double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// Merges `n` into the pending notifications of one key; see SharedInformer::add_handler.
-void coalesce(std::vector<Notification>& items, Notification n) {
-  using K = Notification::Kind;
-  if (items.empty()) {
-    items.push_back(std::move(n));
-    return;
-  }
-  Notification& last = items.back();
-  switch (last.kind) {
-    case K::add:
-      if (n.kind == K::del) {
-        items.pop_back();  // never seen by the handler
-      } else {
-        last.object = std::move(n.object);  // add + update -> add(latest), flag kept
-      }
-      return;
-    case K::update:
-      if (n.kind == K::del) {
-        n.enqueued = last.enqueued;
-        last = std::move(n);
-      } else {
-        last.object = std::move(n.object);  // update(a,b) + update(b,c) -> update(a,c)
-      }
-      return;
-    case K::del:
-      if (n.kind == K::del) return;  // duplicate delete
-      n.kind = K::add;               // recreated: delete, then add
-      n.old_object.reset();
-      items.push_back(std::move(n));
-      return;
-  }
-}
-
 }  // namespace
 
 Listener::Listener(ResourceEventHandlerPtr handler, std::string name, std::uint64_t id,

@@ -16,17 +16,9 @@
 
 #include "kinformer/informer/event_handler.h"
 #include "kinformer/informer/metrics.h"
+#include "detail/coalesce.h"
 
 namespace kinformer::informer::detail {
-
-struct Notification {
-  enum class Kind { add, update, del };
-  Kind kind = Kind::add;
-  client::ObjectPtr old_object;  // update only
-  client::ObjectPtr object;
-  bool flag = false;  // add: is_initial_list; del: final_state_unknown
-  std::chrono::steady_clock::time_point enqueued;
-};
 
 /// Thread-safety: enqueue/mark_sync_barrier/stop/accessors are thread-safe.
 class Listener : public std::enable_shared_from_this<Listener> {

@@ -4,7 +4,9 @@ namespace kinformer::informer {
 
 client::Status OnceGuard::run(const std::function<client::Status()>& step) {
   std::unique_lock lock(mu_);
+  ++waiters_;
   cv_.wait(lock, [this] { return done_ || !running_; });
+  --waiters_;
   if (done_) return client::Ok{};
   running_ = true;
   lock.unlock();
@@ -22,6 +24,11 @@ client::Status OnceGuard::run(const std::function<client::Status()>& step) {
   if (result->ok()) done_ = true;  // recorded only after the step succeeded, under the lock
   cv_.notify_all();
   return std::move(*result);
+}
+
+std::size_t OnceGuard::waiters() const {
+  std::lock_guard lock(mu_);
+  return waiters_;
 }
 
 bool OnceGuard::done() const {

@@ -9,26 +9,23 @@ Registration::Registration(std::weak_ptr<SharedInformer> informer,
                            std::shared_ptr<detail::Listener> listener)
     : informer_(std::move(informer)), listener_(std::move(listener)) {}
 
-Registration::Registration(Registration&& other) noexcept
-    : informer_(std::move(other.informer_)), listener_(other.take()) {}
+Registration::Registration(Registration&& other) noexcept {
+  std::lock_guard lock(other.mu_);
+  informer_ = std::move(other.informer_);
+  listener_ = std::move(other.listener_);
+}
 
 Registration& Registration::operator=(Registration&& other) noexcept {
   if (this != &other) {
     close();
+    std::scoped_lock lock(mu_, other.mu_);
     informer_ = std::move(other.informer_);
-    auto listener = other.take();
-    std::lock_guard lock(mu_);
-    listener_ = std::move(listener);
+    listener_ = std::move(other.listener_);
   }
   return *this;
 }
 
 Registration::~Registration() { close(); }
-
-std::shared_ptr<detail::Listener> Registration::take() {
-  std::lock_guard lock(mu_);
-  return std::move(listener_);
-}
 
 std::shared_ptr<detail::Listener> Registration::listener() const {
   std::lock_guard lock(mu_);
@@ -36,16 +33,27 @@ std::shared_ptr<detail::Listener> Registration::listener() const {
 }
 
 void Registration::close() {
-  // Exactly one concurrent close() takes the listener; the others return at once.
-  std::shared_ptr<detail::Listener> listener = take();
+  // Every caller, also a second concurrent one, returns only after the handler was stopped and
+  // its running callback (if any) returned: the listener is released only after that.
+  std::shared_ptr<detail::Listener> listener;
+  std::weak_ptr<SharedInformer> informer;
+  {
+    std::lock_guard lock(mu_);
+    listener = listener_;
+    informer = informer_;
+  }
   if (!listener) return;
-  if (auto informer = informer_.lock()) {
-    informer->remove_listener(listener);
+  if (auto owner = informer.lock()) {
+    owner->remove_listener(listener);
   } else {
     listener->request_stop();
     if (!listener->on_executor_thread()) listener->join(std::chrono::hours(24 * 365));
   }
-  informer_.reset();
+  std::lock_guard lock(mu_);
+  if (listener_ == listener) {
+    listener_.reset();
+    informer_.reset();
+  }
 }
 
 bool Registration::has_synced() const {

@@ -79,7 +79,8 @@ TEST(InformerConcurrencyTest, FactoryFromManyThreadsThenShutdown) {
   env.factory->shutdown();
   closer.join();
   EXPECT_EQ(env.fake->watch_calls().size(), 3u);
-  for (auto& s : env.fake->opened()) EXPECT_TRUE(s->cancelled());
+  // Shutdown leaves no watch open: each stream was cancelled, or released before it was read.
+  for (auto& s : env.fake->opened()) EXPECT_TRUE(s->cancelled() || s->destroyed());
 }
 
 // Registration documents close() and its accessors as callable concurrently (e.g. a health probe

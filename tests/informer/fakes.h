@@ -81,7 +81,10 @@ class WatchScript {
 
   Item next() {
     std::unique_lock lock(mu_);
+    ++waiting_;
+    cv_.notify_all();
     cv_.wait(lock, [this] { return cancelled_ || !items_.empty(); });
+    --waiting_;
     if (cancelled_) return client::Error::make(client::Errc::cancelled, "cancelled");
     Item i = std::move(items_.front());
     items_.pop_front();
@@ -92,9 +95,24 @@ class WatchScript {
     cancelled_ = true;
     cv_.notify_all();
   }
+  /// True only once cancel() was called (WatchStream::cancel), not when the stream was merely
+  /// destroyed: tests of cancellation must see the cancel itself.
   bool cancelled() {
     std::lock_guard lock(mu_);
     return cancelled_;
+  }
+  void mark_destroyed() {
+    std::lock_guard lock(mu_);
+    destroyed_ = true;
+  }
+  bool destroyed() {
+    std::lock_guard lock(mu_);
+    return destroyed_;
+  }
+  /// Waits until a reader is blocked in next() on an empty script.
+  bool wait_reader_blocked() {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, kDeadline, [this] { return waiting_ > 0 && items_.empty(); });
   }
 
  private:
@@ -108,12 +126,14 @@ class WatchScript {
   std::condition_variable cv_;
   std::deque<Item> items_;
   bool cancelled_ = false;
+  bool destroyed_ = false;
+  int waiting_ = 0;
 };
 
 class FakeWatchStream : public client::WatchStream {
  public:
   explicit FakeWatchStream(std::shared_ptr<WatchScript> s) : script_(std::move(s)) {}
-  ~FakeWatchStream() override { script_->cancel(); }
+  ~FakeWatchStream() override { script_->mark_destroyed(); }
   client::Result<std::optional<client::WatchEvent>> next() override {
     if (finished_) return client::Error::make(client::Errc::cancelled, "finished");
     auto item = script_->next();

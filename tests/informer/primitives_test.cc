@@ -1,4 +1,4 @@
-// Backoff, ReconnectBudget, OnceGuard.
+// Backoff, ReconnectBudget.
 #include <atomic>
 #include <latch>
 #include <thread>
@@ -7,7 +7,6 @@
 
 #include "fakes.h"
 #include "kinformer/informer/backoff.h"
-#include "kinformer/informer/once_guard.h"
 #include "kinformer/informer/reconnect_budget.h"
 
 namespace kinformer::informer {
@@ -62,63 +61,6 @@ TEST(ReconnectBudgetTest, DefaultsAreDocumented) {
   ReconnectBudgetOptions o;
   EXPECT_EQ(o.burst, 10);
   EXPECT_EQ(o.per_second, 2);
-}
-
-TEST(OnceGuardTest, FailureGoesToCallerAndNextCallRetries) {
-  OnceGuard g;
-  int runs = 0;
-  auto fail = [&] {
-    ++runs;
-    return client::Status(client::Error::make(client::Errc::network, "down"));
-  };
-  auto ok = [&] {
-    ++runs;
-    return client::Status(client::Ok{});
-  };
-  auto s = g.run(fail);
-  ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.error().message, "down");
-  EXPECT_FALSE(g.done());
-  EXPECT_TRUE(g.run(ok).ok());
-  EXPECT_TRUE(g.done());
-  EXPECT_TRUE(g.run(fail).ok());  // not run again
-  EXPECT_EQ(runs, 2);
-  OnceGuard t;
-  EXPECT_THROW(t.run([]() -> client::Status { throw std::runtime_error("x"); }), std::runtime_error);
-  EXPECT_FALSE(t.done());
-  EXPECT_TRUE(t.run(ok).ok());
-}
-
-TEST(OnceGuardTest, ConcurrentCallersWaitForTheOneInFlight) {
-  OnceGuard g;
-  std::atomic<int> runs{0};
-  std::atomic<int> concurrent{0};
-  std::atomic<int> max_concurrent{0};
-  std::atomic<int> failures{0};
-  std::latch go(8);
-  auto step = [&] {
-    int c = ++concurrent;
-    int prev = max_concurrent.load();
-    while (c > prev && !max_concurrent.compare_exchange_weak(prev, c)) {
-    }
-    int n = ++runs;
-    --concurrent;
-    if (n < 3) return client::Status(client::Error::make(client::Errc::network, "fail"));
-    return client::Status(client::Ok{});
-  };
-  {
-    std::vector<std::jthread> threads;
-    for (int i = 0; i < 8; ++i) {
-      threads.emplace_back([&] {
-        go.arrive_and_wait();
-        if (!g.run(step).ok()) ++failures;
-      });
-    }
-  }
-  EXPECT_EQ(max_concurrent.load(), 1);
-  EXPECT_EQ(runs.load(), 3);  // two failures, then one success that every later caller sees
-  EXPECT_EQ(failures.load(), 2);
-  EXPECT_TRUE(g.done());
 }
 
 }  // namespace

@@ -192,12 +192,75 @@ TEST(ReflectorTest, WatchListEndingBeforeInitialEventsEndFallsBackToList) {
 
 TEST(ReflectorTest, ShutdownCancelsTheOpenWatch) {
   Env env;
+  auto w = env.fake->add_watch();
   env.factory->informer(testing::test_type());
   env.factory->start();
-  ASSERT_TRUE(env.fake->wait_watches(1));
-  env.factory->shutdown();
-  for (auto& s : env.fake->opened()) EXPECT_TRUE(s->cancelled());
+  ASSERT_TRUE(w->wait_reader_blocked());  // the reflector is inside next() on the open watch
+  env.factory->shutdown();                // returns only because the watch was cancelled
+  EXPECT_TRUE(w->cancelled());
   env.factory->shutdown();  // idempotent
+}
+
+// A 410 when opening a watch (not mid-stream) also relists, at the last synced RV first.
+TEST(ReflectorTest, ExpiredOnOpeningTheWatchRelistsAtTheLastSyncedRv) {
+  Env env;
+  env.fake->add_list({make_object("ns", "a", "3")}, "10");
+  env.fake->add_watch_error(api_error(410, "Expired"));
+  env.fake->add_list({make_object("ns", "a", "3"), make_object("ns", "b", "15")}, "20");
+  auto w = env.fake->add_watch();
+  auto& inf = env.factory->informer(testing::test_type());
+  auto h = std::make_shared<RecordingHandler>();
+  auto reg = inf.add_handler(h);
+  env.factory->start();
+  ASSERT_TRUE(env.fake->wait_watches(2));
+  ASSERT_TRUE(h->wait_for("add ns/b 15"));
+  auto lists = env.fake->list_calls();
+  ASSERT_EQ(lists.size(), 2u);
+  EXPECT_EQ(lists[1].resource_version, std::optional<std::string>("10"));
+  EXPECT_EQ(lists[1].resource_version_match, "NotOlderThan");
+  EXPECT_EQ(env.fake->watch_calls()[1].resource_version, std::optional<std::string>("20"));
+  EXPECT_EQ(inf.last_sync_resource_version(), "20");
+}
+
+// A failing initial list (5xx, then 429) waits with backoff, at least Retry-After, and retries
+// the same list (RV "0") until it succeeds.
+TEST(ReflectorTest, InitialListFailuresBackOffHonourRetryAfterAndRetry) {
+  Env env;
+  env.fake->add_list(api_error(500, "InternalError"));
+  env.fake->add_list(api_error(429, "TooManyRequests", std::chrono::seconds(7)));
+  env.fake->add_list({make_object("ns", "a", "3")}, "10");
+  auto& inf = env.factory->informer(testing::test_type());
+  env.factory->start();
+  ASSERT_TRUE(inf.wait_for_sync(testing::kDeadline));
+  auto lists = env.fake->list_calls();
+  ASSERT_EQ(lists.size(), 3u);
+  for (const auto& l : lists) EXPECT_EQ(l.resource_version, std::optional<std::string>("0"));
+  auto sleeps = env.clock->sleeps();
+  ASSERT_GE(sleeps.size(), 2u);
+  // Backoff with the fixed random 0.5: 1.2 s after the 500; the 429's 7 s beat the 2.4 s step.
+  EXPECT_EQ(std::chrono::duration_cast<std::chrono::milliseconds>(sleeps[0]), std::chrono::milliseconds(1200));
+  EXPECT_EQ(std::chrono::duration_cast<std::chrono::milliseconds>(sleeps[1]), std::chrono::seconds(7));
+  EXPECT_NE(inf.store().get("ns/a"), nullptr);
+}
+
+// A transient failure of a WatchList (429, network, timeout) is retried as a WatchList: only a
+// refusal falls back to LIST.
+TEST(ReflectorTest, WatchListTransientFailuresAreRetriedAsWatchListNotFallenBack) {
+  Env env;
+  env.fake->add_watch_error(api_error(429, "TooManyRequests", std::chrono::seconds(1)));
+  env.fake->add_watch_error(client::Error::make(client::Errc::network, "connection reset"));
+  env.fake->add_watch_error(client::Error::make(client::Errc::timeout, "deadline exceeded"));
+  env.fake->add_watch()->push(event(EventType::added, make_object("ns", "a", "3"))).push(bookmark("30", true));
+  auto& inf = env.factory->informer(testing::test_type(), testing::watch_list_options());
+  env.factory->start();
+  ASSERT_TRUE(inf.wait_for_sync(testing::kDeadline));
+  auto watches = env.fake->watch_calls();
+  ASSERT_EQ(watches.size(), 4u);
+  for (const auto& w : watches) EXPECT_TRUE(w.send_initial_events);
+  EXPECT_TRUE(env.fake->list_calls().empty());
+  EXPECT_FALSE(inf.watch_list_fell_back());
+  EXPECT_NE(inf.store().get("ns/a"), nullptr);
+  EXPECT_GE(env.clock->sleeps().size(), 3u);  // each retry waited
 }
 
 }  // namespace

@@ -3,7 +3,8 @@
 # warnings as errors, runs the unit tests, the sanitizer builds (ASan+UBSan and TSan, each on
 # every unit test), an out-of-tree find_package(kinformer) consumer, and the e2e
 # suites against a real kube-apiserver (the e2e launcher's, unless KUBECONFIG is set).
-# Ends with one line "N passed, N failed".
+# Ends with one line "N passed, N failed, N skipped" (the mutation check prints its own
+# "mutants: N killed, N survived" line before it).
 #
 # Environment: KINFORMER_BUILD_DIR (default ./build), KUBECONFIG (use that cluster for e2e),
 # KINFORMER_SKIP_SANITIZERS=1 (local quick runs only; CI never sets it).
@@ -20,25 +21,28 @@ bash "$root/tools/scripts/setup.sh"
 mkdir -p "$log_dir"
 rm -f "$log_dir"/*.ctest
 
-passed=0; failed=0; failures=()
+passed=0; failed=0; skipped=0; failures=()
 # run_ctest NAME DIR ARGS...: runs ctest, keeps its summary, never stops the script.
 run_ctest() {
   local name=$1 dir=$2; shift 2
   local out=$log_dir/$name.ctest rc=0
   ctest --test-dir "$dir" --output-on-failure --timeout 600 "$@" 2>&1 | tee "$out" || rc=$?
-  local line p f t
+  local line p f t s
   line=$(grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+' "$out" | tail -1 || true)
+  # ctest counts a skipped test (GTEST_SKIP) as passed in its summary line; count it apart.
+  s=$(grep -cE '^[[:space:]]*[0-9]+ - .*\(Skipped\)$' "$out" || true)
   if [ -n "$line" ]; then
     f=$(sed -E 's/.* ([0-9]+) tests? failed out of ([0-9]+).*/\1/' <<<"$line")
     t=$(sed -E 's/.* failed out of ([0-9]+).*/\1/' <<<"$line")
-    p=$((t - f))
+    p=$((t - f - s))
   elif grep -q 'No tests were found' "$out"; then
     p=0; f=1; echo "[$name] no tests were found" >&2
   else
     p=0; f=1
   fi
   [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1
-  passed=$((passed + p)); failed=$((failed + f))
+  passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
+  [ "$s" -ne 0 ] && echo "[$name] $s skipped" >&2
   [ "$f" -ne 0 ] && failures+=("$name")
   return 0
 }
@@ -50,6 +54,15 @@ ninja -C "$build" -j"$jobs"
 
 step "unit tests"
 run_ctest unit "$build" -L unit -j"$jobs"
+
+step "mutation check (tests/mutation: every mutant must be killed)"
+if bash "$root/tests/mutation/run.sh" --work "$build/mutation" 2>&1 | tee "$log_dir/mutation.log" >&2 &&
+   grep -q '^mutants: [0-9]* killed, 0 survived$' "$log_dir/mutation.log"; then
+  passed=$((passed + 1))
+else
+  failed=$((failed + 1)); failures+=(mutation)
+fi
+grep '^mutants:' "$log_dir/mutation.log" || echo "mutants: the check did not finish"
 
 if [ "${KINFORMER_SKIP_SANITIZERS:-0}" != 1 ] || [ "${CI:-}" = true ]; then
   step "ASan + UBSan build, unit tests"
@@ -104,5 +117,5 @@ fi
 
 printf '\n' >&2
 [ ${#failures[@]} -gt 0 ] && echo "failed stages: ${failures[*]}" >&2
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

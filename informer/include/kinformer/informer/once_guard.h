@@ -2,6 +2,7 @@
 // OnceGuard: run an initialization step once, retrying after failure.
 
 #include <condition_variable>
+#include <cstddef>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -26,12 +27,15 @@ class OnceGuard {
  public:
   client::Status run(const std::function<client::Status()>& step);
   [[nodiscard]] bool done() const;
+  /// Callers now waiting inside run() for the step in flight (observability and tests).
+  [[nodiscard]] std::size_t waiters() const;
 
  private:
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;     // guarded by mu_
   bool running_ = false;  // guarded by mu_
+  std::size_t waiters_ = 0;  // guarded by mu_
 };
 
 }  // namespace kinformer::informer

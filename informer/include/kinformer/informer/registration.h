@@ -19,7 +19,8 @@ class Listener;
 /// close() is idempotent and safe from any thread, including from inside the handler's own
 /// callback. When close() returns, no callback of this handler is running or will run — except,
 /// when close() is called from inside a callback, that callback itself, which finishes normally.
-/// close() from outside waits for a running callback of this handler to return.
+/// close() from outside waits for a running callback of this handler to return; so does every
+/// one of several concurrent close() calls.
 ///
 /// Lifetime: may outlive the informer and the factory (closing is then a no-op).
 /// Thread-safety: close(), has_synced() and the accessors may be called concurrently; moving
@@ -51,12 +52,11 @@ class [[nodiscard]] Registration {
   friend class SharedInformer;
   Registration(std::weak_ptr<SharedInformer> informer, std::shared_ptr<detail::Listener> listener);
 
-  std::weak_ptr<SharedInformer> informer_;
-  std::shared_ptr<detail::Listener> take();            // takes listener_ under mu_
   std::shared_ptr<detail::Listener> listener() const;  // copies listener_ under mu_
 
   // close() and the accessors may run concurrently on one Registration.
   mutable std::mutex mu_;
+  std::weak_ptr<SharedInformer> informer_;      // guarded by mu_
   std::shared_ptr<detail::Listener> listener_;  // guarded by mu_
 };
 

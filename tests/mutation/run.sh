@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# The mutation check: every mutant under tests/mutation/*.mutant breaks one promise of the
+# library with a small source change; the tests must notice each one.
+#
+# For each mutant: apply it to a copy of the tree, rebuild only its test target (ccache makes
+# the copy's first build cheap after the main build), run that test binary (optionally with a
+# gtest filter) under a timeout, and restore the file. A mutant is killed when the binary fails
+# or times out. Before the mutants, every target is built and run unmutated: it must pass, or a
+# "kill" would mean nothing.
+#
+# Usage: tests/mutation/run.sh [--work DIR] [--timeout SECONDS] [NAME...]
+#   NAME: run only these mutants (file names without .mutant).
+# Ends with one line "mutants: N killed, M survived" (and exits 1 if any survived or a mutant
+# could not be applied).
+#
+# Mutant format (one "key: value" per line; find/replace may repeat, applied in order):
+#   rule:    the promise the mutant breaks (one line)
+#   file:    path relative to the repository root
+#   find:    an exact substring that must occur exactly once in that file
+#   replace: what it becomes
+#   target:  the ninja target (test binary) that must kill it
+#   filter:  optional gtest filter of the tests that kill it
+#   timeout: optional, seconds (default --timeout): for mutants that make a test hang
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+work=${KINFORMER_MUTATION_DIR:-$root/build/mutation}
+timeout_s=180
+only=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --work) work=$2; shift 2 ;;
+    --timeout) timeout_s=$2; shift 2 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    *) only+=("$1"); shift ;;
+  esac
+done
+
+src=$work/src
+bld=$work/build
+logs=$work/logs
+mkdir -p "$work" "$logs"
+say() { printf '[mutation %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+# A fresh copy of the tracked tree (plus uncommitted changes), without build directories.
+say "copying the tree to $src"
+rm -rf "$src"
+mkdir -p "$src"
+(cd "$root" && git ls-files -co --exclude-standard -z | grep -zv '^tests/mutation/' |
+  xargs -0 cp --parents -t "$src" 2>/dev/null) || true
+cp -r "$root/tests/mutation" "$src/tests/" 2>/dev/null || true
+[ -f "$src/CMakeLists.txt" ] || { echo "mutation: copying the tree failed" >&2; exit 1; }
+
+say "configuring $bld"
+cmake -S "$src" -B "$bld" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKINFORMER_BUILD_TOOLS=OFF \
+  >"$logs/configure.log" 2>&1 || { tail -20 "$logs/configure.log" >&2; exit 1; }
+
+mutants=()
+for f in "$root"/tests/mutation/*.mutant; do
+  name=$(basename "$f" .mutant)
+  if [ ${#only[@]} -gt 0 ] && ! printf '%s\n' "${only[@]}" | grep -qx "$name"; then continue; fi
+  mutants+=("$f")
+done
+[ ${#mutants[@]} -gt 0 ] || { echo "mutants: 0 killed, 0 survived (none selected)"; exit 1; }
+
+field() { sed -n "s/^$2: \{0,1\}//p" "$1" | head -1; }
+binary_of() { find "$bld/tests" -type f -name "$1" -perm -u+x | head -1; }
+
+# apply FILE.mutant: edits the copy; prints why and fails if a find does not match exactly once.
+apply() {
+  python3 - "$1" "$src" <<'PY'
+import sys, pathlib
+spec, src = sys.argv[1], pathlib.Path(sys.argv[2])
+lines = pathlib.Path(spec).read_text().splitlines()
+target = next(l.split(":", 1)[1].strip() for l in lines if l.startswith("file:"))
+pairs, find = [], None
+for l in lines:
+    if l.startswith("find:"):
+        find = l.split(":", 1)[1][1:] if l[5:6] == " " else l.split(":", 1)[1]
+    elif l.startswith("replace:") and find is not None:
+        rep = l.split(":", 1)[1]
+        pairs.append((find, rep[1:] if rep.startswith(" ") else rep))
+        find = None
+path = src / target
+text = path.read_text()
+if not pairs:
+    sys.exit(f"{spec}: no find/replace pair")
+for f, r in pairs:
+    n = text.count(f)
+    if n != 1:
+        sys.exit(f"{spec}: '{f}' occurs {n} times in {target} (must be exactly once)")
+    text = text.replace(f, r)
+path.write_text(text)
+PY
+}
+
+run_target() {  # run_target TARGET FILTER LOG [TIMEOUT] -> exit status (124: timeout)
+  local bin rc=0 limit=${4:-$timeout_s}
+  bin=$(binary_of "$1")
+  [ -n "$bin" ] || { echo "no binary for target $1" >"$3"; return 2; }
+  local args=()
+  [ -n "$2" ] && args+=("--gtest_filter=$2")
+  timeout "$limit" "$bin" "${args[@]}" >"$3" 2>&1 || rc=$?
+  return "$rc"
+}
+
+# Baseline: each (target, filter) must build and pass unmutated.
+say "baseline: building and running each target unmutated"
+declare -A seen=()
+for f in "${mutants[@]}"; do
+  t=$(field "$f" target); flt=$(field "$f" filter)
+  [ -n "$t" ] || { echo "mutation: $f has no target" >&2; exit 1; }
+  key="$t|$flt"
+  [ -n "${seen[$key]:-}" ] && continue
+  seen[$key]=1
+  ninja -C "$bld" "$t" >"$logs/baseline-build.log" 2>&1 ||
+    { tail -30 "$logs/baseline-build.log" >&2; echo "mutation: baseline build of $t failed" >&2; exit 1; }
+  if ! run_target "$t" "$flt" "$logs/baseline-$t.log"; then
+    tail -30 "$logs/baseline-$t.log" >&2
+    echo "mutation: baseline $t ${flt:+($flt) }fails without any mutant" >&2
+    exit 1
+  fi
+done
+
+killed=0; survived=0; broken=0; survivors=()
+for f in "${mutants[@]}"; do
+  name=$(basename "$f" .mutant)
+  file=$(field "$f" file); t=$(field "$f" target); flt=$(field "$f" filter); rule=$(field "$f" rule)
+  cp "$src/$file" "$work/orig"
+  if ! why=$(apply "$f" 2>&1); then
+    echo "  BROKEN   $name: $why" >&2
+    broken=$((broken + 1)); survivors+=("$name(does not apply)")
+    continue
+  fi
+  verdict=""
+  if ! ninja -C "$bld" "$t" >"$logs/$name.build.log" 2>&1; then
+    # A mutant that does not compile tests nothing: it is a broken mutant, not a kill.
+    cp "$work/orig" "$src/$file"
+    echo "  BROKEN   $name: does not compile (see $logs/$name.build.log)" >&2
+    broken=$((broken + 1)); survivors+=("$name(does not compile)")
+    continue
+  else
+    rc=0
+    limit=$(field "$f" timeout)
+    run_target "$t" "$flt" "$logs/$name.test.log" "${limit:-$timeout_s}" || rc=$?
+    if [ "$rc" -eq 0 ]; then
+      verdict=""
+    elif [ "$rc" -eq 124 ]; then
+      verdict="killed (timeout after ${limit:-$timeout_s}s)"
+    else
+      by=$(sed -n 's/^\[  FAILED  \] \([A-Za-z0-9_/]*\.[A-Za-z0-9_./]*\).*/\1/p' "$logs/$name.test.log" | sort -u |
+        head -3 | paste -sd, -)
+      verdict="killed by ${by:-exit $rc}"
+    fi
+  fi
+  cp "$work/orig" "$src/$file"
+  touch "$src/$file"
+  if [ -n "$verdict" ]; then
+    killed=$((killed + 1))
+    echo "  killed   $name: $verdict" >&2
+  else
+    survived=$((survived + 1)); survivors+=("$name")
+    echo "  SURVIVED $name: $rule" >&2
+  fi
+done
+
+[ ${#survivors[@]} -gt 0 ] && echo "mutation: survivors: ${survivors[*]}" >&2
+echo "mutants: $killed killed, $((survived + broken)) survived"
+[ $((survived + broken)) -eq 0 ]
