@@ -27,6 +27,7 @@ InformerFactory::InformerFactory(ListerWatcherFactory lister_watchers, FactoryOp
   registry_ = options_.registry ? options_.registry : std::make_shared<prometheus::Registry>();
   metrics_ = std::make_shared<Metrics>(registry_);
   budget_ = std::make_shared<ReconnectBudget>(options_.budget, options_.clock);
+  executor_ = std::make_shared<HandlerExecutor>(options_.executor);
 }
 
 InformerFactory::~InformerFactory() { shutdown(); }
@@ -76,6 +77,7 @@ SharedInformer& InformerFactory::informer(const client::ResourceType& type, cons
   config.transform = options.transform;
   config.resync = options.resync;
   config.handler_stop_timeout = options_.handler_stop_timeout;
+  config.executor = executor_;
   config.metrics = std::make_shared<InformerMetrics>(
       metrics_, key.resource, key.namespace_, selector_hash(key.label_selector, key.field_selector));
   auto lw = lister_watchers_(type, key.namespace_);
@@ -118,6 +120,7 @@ void InformerFactory::shutdown() {
   // Also when another shutdown() is in progress: SharedInformer::stop() is idempotent and returns
   // only once that informer's threads are joined, so no caller returns early.
   for (auto& [key, inf] : all) inf->stop();
+  executor_->shutdown(options_.handler_stop_timeout);
 }
 
 std::size_t InformerFactory::informer_count() const {

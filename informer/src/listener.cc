@@ -1,6 +1,7 @@
 #include "listener.h"
 
 #include <cstdio>
+#include <thread>
 
 namespace kinformer::informer::detail {
 namespace {
@@ -9,54 +10,84 @@ double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+// The listener whose callback runs on this thread (null outside callbacks).
+thread_local Listener* tl_current = nullptr;
+
 }  // namespace
 
 Listener::Listener(ResourceEventHandlerPtr handler, std::string name, std::uint64_t id,
-                   std::shared_ptr<InformerMetrics> metrics)
+                   std::shared_ptr<InformerMetrics> metrics, HandlerExecutorPtr executor)
     : handler_(std::move(handler)),
       name_(std::move(name)),
       id_(id),
+      executor_(std::move(executor)),
       informer_metrics_(std::move(metrics)),
-      metrics_(std::make_unique<HandlerMetrics>(*informer_metrics_, name_, id_)) {}
-
-Listener::~Listener() {
-  std::lock_guard join_lock(join_mu_);
-  if (thread_.joinable()) {
-    if (std::this_thread::get_id() == thread_.get_id()) {
-      thread_.detach();  // last reference dropped by our own executor: it is about to exit
-    } else {
-      request_stop();
-      thread_.join();
-    }
-  }
+      metrics_(std::make_unique<HandlerMetrics>(*informer_metrics_, name_, id_)) {
+  batch_.reserve(kBatch);
 }
+
+Listener::~Listener() { request_stop(); }
 
 void Listener::start() {
-  // The thread holds a strong reference so a detached executor never outlives its state.
+  // The strand's drain holds a strong reference; the strand drops it once closed and idle.
   auto self = shared_from_this();
-  thread_ = std::jthread([self](std::stop_token stop) { self->run(stop); });
+  StrandPtr strand = executor_->make_strand([self] { return self->drain(); }, name_);
+  bool wake = false;
+  {
+    std::lock_guard lock(mu_);
+    if (stopped_) {
+      strand->close();
+      return;
+    }
+    strand_ = strand;
+    wake = head_ != nullptr;
+  }
+  if (wake) strand->wake();
 }
 
-void Listener::enqueue(Notification n) {
-  std::lock_guard lock(mu_);
-  if (stopped_) return;
-  std::string key = n.object->key();
-  auto [it, inserted] = pending_.try_emplace(key);
-  Pending& p = it->second;
-  if (inserted) {
-    p.seq = next_seq_++;
-    order_.emplace(p.seq, key);
+void Listener::link_tail(Slot* s) {
+  s->prev = tail_;
+  s->next = nullptr;
+  if (tail_ != nullptr) {
+    tail_->next = s;
+  } else {
+    head_ = s;
   }
-  std::size_t before = p.items.size();
-  coalesce(p.items, std::move(n));
-  depth_ = depth_ - before + p.items.size();
-  if (p.items.empty()) {
-    order_.erase(p.seq);
-    pending_.erase(it);
+  tail_ = s;
+}
+
+void Listener::unlink(Slot* s) {
+  (s->prev != nullptr ? s->prev->next : head_) = s->next;
+  (s->next != nullptr ? s->next->prev : tail_) = s->prev;
+  s->prev = s->next = nullptr;
+}
+
+void Listener::enqueue(std::span<const Delta> batch, std::chrono::steady_clock::time_point enqueued) {
+  StrandPtr strand;
+  {
+    std::lock_guard lock(mu_);
+    if (stopped_) return;
+    for (const Delta& d : batch) {
+      auto [it, inserted] = pending_.try_emplace(d.key);
+      Slot& s = it->second;
+      if (inserted) {
+        s.seq = next_seq_++;
+        s.key = &it->first;
+        link_tail(&s);
+      }
+      std::size_t before = s.items.size();
+      coalesce(s.items, Notification{d.kind, d.old_object, d.object, d.flag, enqueued});
+      depth_ = depth_ - before + s.items.size();
+      if (s.items.empty()) {  // cancelled out (add + delete)
+        unlink(&s);
+        pending_.erase(it);
+      }
+    }
     check_synced();
+    metrics_->queue_depth.Set(static_cast<double>(depth_ + in_batch_.load()));
+    if (head_ != nullptr) strand = strand_;
   }
-  update_depth();
-  cv_.notify_one();
+  if (strand) strand->wake();  // once per batch; a no-op while already scheduled
 }
 
 void Listener::mark_sync_barrier() {
@@ -68,51 +99,61 @@ void Listener::mark_sync_barrier() {
 
 void Listener::check_synced() {
   if (synced_ || !barrier_) return;
-  bool before_pending = !order_.empty() && order_.begin()->first <= *barrier_;
-  bool before_in_flight = in_flight_seq_ != 0 && in_flight_seq_ <= *barrier_;
+  bool before_pending = head_ != nullptr && head_->seq <= *barrier_;
+  bool before_in_flight = in_flight_first_seq_ != 0 && in_flight_first_seq_ <= *barrier_;
   if (!before_pending && !before_in_flight) synced_ = true;
 }
 
-void Listener::update_depth() { metrics_->queue_depth.Set(static_cast<double>(depth_)); }
+void Listener::clear_pending() {
+  head_ = tail_ = nullptr;
+  pending_.clear();
+  depth_ = 0;
+}
 
 void Listener::request_stop() {
+  StrandPtr strand;
   {
     std::lock_guard lock(mu_);
     stopped_ = true;
-    order_.clear();
-    pending_.clear();
-    depth_ = 0;
-    update_depth();
+    clear_pending();
+    metrics_->queue_depth.Set(0);
+    strand = strand_;
   }
-  cv_.notify_all();
-  thread_.request_stop();
+  if (strand) strand->close();
 }
 
-bool Listener::on_executor_thread() const {
-  std::lock_guard lock(mu_);
-  return std::this_thread::get_id() == thread_id_;
-}
+bool Listener::on_executor_thread() const { return tl_current == this; }
 
-bool Listener::exited() const {
-  std::lock_guard lock(mu_);
-  return exited_;
-}
-
-void Listener::join(std::chrono::milliseconds timeout) {
-  std::lock_guard join_lock(join_mu_);  // close() and shutdown may join concurrently
-  if (!thread_.joinable()) return;
-  std::unique_lock lock(mu_);
-  bool done = cv_.wait_for(lock, timeout, [this] { return exited_; });
-  lock.unlock();
-  if (done) {
-    thread_.join();
+bool Listener::join(std::chrono::milliseconds timeout) {
+  StrandPtr strand;
+  {
+    std::lock_guard lock(mu_);
+    strand = strand_;
+  }
+  if (!strand || on_executor_thread()) return true;
+  Listener* caller = tl_current;  // a handler closing another handler from its callback
+  bool idle = false;
+  if (caller == nullptr) {
+    idle = strand->wait_idle(timeout);
   } else {
+    // While we wait, our own handler counts as "blocked in close()": a handler closing us from
+    // its callback stops waiting for us, and we stop waiting for it if it is blocked likewise.
+    caller->closing_others_.fetch_add(1);
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      idle = strand->wait_idle(std::chrono::milliseconds(5));
+      if (idle || closing_others_.load() > 0 || std::chrono::steady_clock::now() >= deadline) break;
+    }
+    caller->closing_others_.fetch_sub(1);
+    if (!idle && closing_others_.load() > 0) return true;  // it is blocked in close() itself
+  }
+  if (!idle) {
     std::fprintf(stderr,
                  "level=error component=informer msg=\"handler did not return within the stop "
-                 "timeout; detaching its thread\" handler=%s id=%llu\n",
+                 "timeout; giving up on waiting for it\" handler=%s id=%llu\n",
                  name_.c_str(), static_cast<unsigned long long>(id_));
-    thread_.detach();
   }
+  return idle;
 }
 
 bool Listener::has_synced() const {
@@ -120,20 +161,16 @@ bool Listener::has_synced() const {
   return synced_;
 }
 
-bool Listener::closed() const {
-  std::lock_guard lock(mu_);
-  return stopped_;
-}
+bool Listener::closed() const { return stopped_.load(); }
 
 std::size_t Listener::queue_depth() const {
   std::lock_guard lock(mu_);
-  return depth_;
+  return depth_ + in_batch_.load();
 }
 
 void Listener::deliver(const Notification& n) {
   metrics_->delivery_lag.Observe(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - n.enqueued).count());
-  metrics_->stalled_since.Set(unix_now());
   try {
     switch (n.kind) {
       case Notification::Kind::add: handler_->on_add(n.object, n.flag); break;
@@ -151,42 +188,40 @@ void Listener::deliver(const Notification& n) {
     std::fprintf(stderr, "level=error component=informer msg=\"handler threw\" handler=%s\n",
                  name_.c_str());
   }
-  metrics_->stalled_since.Set(0);
 }
 
-void Listener::run(std::stop_token stop) {
+bool Listener::drain() {
   {
     std::lock_guard lock(mu_);
-    thread_id_ = std::this_thread::get_id();
-  }
-  std::unique_lock lock(mu_);
-  for (;;) {
-    cv_.wait(lock, stop, [this] { return stopped_ || !order_.empty(); });
-    if (stopped_ || stop.stop_requested()) break;
-    auto first = order_.begin();
-    std::uint64_t seq = first->first;
-    auto it = pending_.find(first->second);
-    std::vector<Notification> items = std::move(it->second.items);
-    pending_.erase(it);
-    order_.erase(first);
-    in_flight_seq_ = seq;
-    lock.unlock();
-    for (const auto& n : items) {
-      {
-        std::lock_guard l(mu_);
-        if (stopped_) break;
-        --depth_;
-        update_depth();
-      }
-      deliver(n);
+    if (stopped_) return false;
+    in_flight_first_seq_ = head_ != nullptr ? head_->seq : 0;
+    while (head_ != nullptr && batch_.size() < kBatch) {
+      Slot* s = head_;
+      unlink(s);
+      depth_ -= s->items.size();
+      for (auto& n : s->items) batch_.push_back(std::move(n));
+      pending_.erase(pending_.find(*s->key));
     }
-    lock.lock();
-    in_flight_seq_ = 0;
-    check_synced();
+    in_batch_.store(batch_.size());
   }
-  exited_ = true;
-  lock.unlock();
-  cv_.notify_all();
+  // One stalled-since stamp per batch: it marks when the running batch started.
+  metrics_->stalled_since.Set(unix_now());
+  Listener* outer = tl_current;
+  tl_current = this;
+  for (const auto& n : batch_) {
+    if (stopped_.load(std::memory_order_acquire)) break;
+    in_batch_.fetch_sub(1);  // being delivered: no longer waiting
+    deliver(n);
+  }
+  tl_current = outer;
+  metrics_->stalled_since.Set(0);
+  batch_.clear();
+  std::lock_guard lock(mu_);
+  in_batch_.store(0);
+  in_flight_first_seq_ = 0;
+  check_synced();
+  metrics_->queue_depth.Set(static_cast<double>(depth_));
+  return head_ != nullptr && !stopped_;
 }
 
 }  // namespace kinformer::informer::detail

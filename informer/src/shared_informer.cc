@@ -10,17 +10,6 @@ namespace {
 
 std::atomic<std::uint64_t> g_next_handler_id{1};
 
-detail::Notification make(detail::Notification::Kind kind, client::ObjectPtr old_object,
-                          client::ObjectPtr object, bool flag) {
-  detail::Notification n;
-  n.kind = kind;
-  n.old_object = std::move(old_object);
-  n.object = std::move(object);
-  n.flag = flag;
-  n.enqueued = std::chrono::steady_clock::now();
-  return n;
-}
-
 double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -43,6 +32,7 @@ SharedInformer::SharedInformer(InformerKey key, client::ResourceType type,
       config_(std::move(config)),
       store_(std::make_shared<cache::Store>()) {
   config_.reflector.metrics = config_.metrics.get();
+  executor_ = config_.executor ? config_.executor : std::make_shared<HandlerExecutor>();
   reflector_ = std::make_unique<Reflector>(*lw_, static_cast<ReflectorSink&>(*this), config_.reflector);
 }
 
@@ -51,57 +41,54 @@ SharedInformer::~SharedInformer() { stop(); }
 Registration SharedInformer::add_handler(ResourceEventHandlerPtr handler, HandlerOptions options) {
   std::uint64_t id = g_next_handler_id.fetch_add(1);
   std::string name = options.name.empty() ? "handler-" + std::to_string(id) : std::move(options.name);
-  auto listener = std::make_shared<detail::Listener>(std::move(handler), std::move(name), id, config_.metrics);
-  {
-    std::lock_guard lock(dist_mu_);
-    if (stopped_) {
-      listener->request_stop();
-      return Registration(weak_from_this(), std::move(listener));
-    }
-    store_->for_each([&](const client::ObjectPtr& o) {
-      listener->enqueue(make(detail::Notification::Kind::add, nullptr, o, true));
-    });
-    if (synced_) listener->mark_sync_barrier();
-    listeners_.push_back(listener);
-    config_.metrics->handlers.Set(static_cast<double>(listeners_.size()));
-    listener->start();
+  auto listener = std::make_shared<detail::Listener>(std::move(handler), std::move(name), id,
+                                                     config_.metrics, executor_);
+  std::lock_guard lock(dist_mu_);
+  if (stopped_) {
+    listener->request_stop();
+    return Registration(weak_from_this(), std::move(listener));
   }
-  reap_retired();
+  std::vector<detail::Delta> snapshot;
+  snapshot.reserve(store_->size());
+  store_->for_each([&](const client::ObjectPtr& o) {
+    snapshot.push_back({detail::Notification::Kind::add, nullptr, o, true, o->key()});
+  });
+  listener->enqueue(snapshot, std::chrono::steady_clock::now());
+  if (synced_) listener->mark_sync_barrier();
+  auto next = std::make_shared<ListenerList>(*listeners_);
+  next->push_back(listener);
+  listeners_ = std::move(next);
+  config_.metrics->handlers.Set(static_cast<double>(listeners_->size()));
+  listener->start();
   return Registration(weak_from_this(), std::move(listener));
 }
 
 void SharedInformer::remove_listener(const std::shared_ptr<detail::Listener>& listener) {
-  bool self = listener->on_executor_thread();
   {
     std::lock_guard lock(dist_mu_);
-    auto it = std::find(listeners_.begin(), listeners_.end(), listener);
-    if (it != listeners_.end()) {
-      listeners_.erase(it);
-      config_.metrics->handlers.Set(static_cast<double>(listeners_.size()));
+    auto it = std::find(listeners_->begin(), listeners_->end(), listener);
+    if (it != listeners_->end()) {
+      auto next = std::make_shared<ListenerList>(*listeners_);
+      next->erase(next->begin() + (it - listeners_->begin()));
+      listeners_ = std::move(next);
+      config_.metrics->handlers.Set(static_cast<double>(listeners_->size()));
     }
-    listener->request_stop();
-    if (self) retired_.push_back(listener);  // its executor exits when this callback returns
   }
-  if (!self) listener->join(std::chrono::hours(24 * 365));
-  if (!self) reap_retired();
+  listener->request_stop();
+  // Returns at once from the handler's own callback; see Listener::join for a callback of
+  // another handler.
+  listener->join(std::chrono::hours(24 * 365));
 }
 
-void SharedInformer::reap_retired() {
-  std::vector<std::shared_ptr<detail::Listener>> done;
-  {
-    std::lock_guard lock(dist_mu_);
-    auto it = std::partition(retired_.begin(), retired_.end(),
-                             [](const auto& l) { return !l->exited(); });
-    done.assign(std::make_move_iterator(it), std::make_move_iterator(retired_.end()));
-    retired_.erase(it, retired_.end());
+void SharedInformer::fan_out(const ListenerList& to, std::span<const detail::Delta> batch, bool barrier) {
+  auto now = std::chrono::steady_clock::now();
+  for (const auto& l : to) {
+    if (!batch.empty()) l->enqueue(batch, now);
+    if (barrier) l->mark_sync_barrier();
   }
-  for (auto& l : done) l->join(config_.handler_stop_timeout);
 }
 
-bool SharedInformer::has_synced() const {
-  std::lock_guard lock(dist_mu_);
-  return synced_;
-}
+bool SharedInformer::has_synced() const { return synced_.load(); }
 
 bool SharedInformer::wait_for_sync(std::chrono::milliseconds timeout) const {
   std::unique_lock lock(dist_mu_);
@@ -110,7 +97,7 @@ bool SharedInformer::wait_for_sync(std::chrono::milliseconds timeout) const {
 
 std::size_t SharedInformer::handler_count() const {
   std::lock_guard lock(dist_mu_);
-  return listeners_.size();
+  return listeners_->size();
 }
 
 std::string SharedInformer::last_sync_resource_version() const {
@@ -138,11 +125,11 @@ void SharedInformer::start() {
 }
 
 void SharedInformer::stop() {
-  std::vector<std::shared_ptr<detail::Listener>> listeners;
+  ListenerList listeners;
   {
     // Every caller (also a second, concurrent one) returns only after the reflector and resync
-    // threads are joined. Handlers are joined outside thread_mu_: a handler that itself calls
-    // stop() (e.g. through InformerFactory::shutdown()) must not wait for a stop() that is
+    // threads are joined. Handlers are waited for outside thread_mu_: a handler that itself
+    // calls stop() (e.g. through InformerFactory::shutdown()) must not wait for a stop() that is
     // waiting for that handler.
     std::lock_guard tl(thread_mu_);
     bool first = false;
@@ -163,18 +150,19 @@ void SharedInformer::stop() {
       }
       {
         std::lock_guard lock(dist_mu_);
-        stopping_ = std::move(listeners_);
-        listeners_.clear();
-        for (auto& l : retired_) stopping_.push_back(std::move(l));
-        retired_.clear();
+        stopping_ = *listeners_;
+        listeners_ = std::make_shared<ListenerList>();
         config_.metrics->handlers.Set(0);
       }
       for (auto& l : stopping_) l->request_stop();
     }
     listeners = stopping_;
   }
+  // One deadline for all handlers: shutdown stays bounded however many are stuck.
+  auto deadline = std::chrono::steady_clock::now() + config_.handler_stop_timeout;
   for (auto& l : listeners) {
-    if (!l->on_executor_thread()) l->join(config_.handler_stop_timeout);
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    l->join(std::max(left, std::chrono::milliseconds(0)));
   }
 }
 
@@ -190,39 +178,44 @@ void SharedInformer::on_replace(std::vector<client::ObjectPtr> items, const std:
   if (config_.transform) {
     for (auto& o : items) o = apply_transform(std::move(o));
   }
+  std::vector<detail::Delta> batch;
+  std::shared_ptr<const ListenerList> to;
+  bool initial = false;
   {
     std::lock_guard lock(dist_mu_);
-    bool initial = !synced_;
+    initial = !synced_;
     auto changes = store_->replace(std::move(items), rv);
+    batch.reserve(changes.size());
     for (auto& ch : changes) {
-      for (auto& l : listeners_) {
-        switch (ch.type) {
-          case cache::StoreChange::Type::added:
-            l->enqueue(make(K::add, nullptr, ch.object, initial));
-            break;
-          case cache::StoreChange::Type::updated:
-            l->enqueue(make(K::update, ch.old_object, ch.object, false));
-            break;
-          case cache::StoreChange::Type::deleted:
-            l->enqueue(make(K::del, nullptr, ch.object, /*final_state_unknown=*/true));
-            break;
-        }
+      switch (ch.type) {
+        case cache::StoreChange::Type::added:
+          batch.push_back({K::add, nullptr, ch.object, initial, {}});
+          break;
+        case cache::StoreChange::Type::updated:
+          batch.push_back({K::update, std::move(ch.old_object), ch.object, false, {}});
+          break;
+        case cache::StoreChange::Type::deleted:
+          batch.push_back({K::del, nullptr, ch.object, /*final_state_unknown=*/true, {}});
+          break;
       }
     }
-    if (initial) {
-      synced_ = true;
-      for (auto& l : listeners_) l->mark_sync_barrier();
-    }
+    if (initial) synced_ = true;
+    to = listeners_;
     config_.metrics->objects.Set(static_cast<double>(store_->size()));
   }
+  sync_cv_.notify_all();  // has_synced() does not wait for the handlers
+  for (auto& d : batch) d.key = d.object->key();  // once for every handler
+  fan_out(*to, batch, initial);
   touch_sync_time();
-  sync_cv_.notify_all();
 }
 
 void SharedInformer::on_event(client::EventType type, client::ObjectPtr object) {
   using K = detail::Notification::Kind;
   std::string key = object->key();
   if (type != client::EventType::deleted) object = apply_transform(std::move(object));
+  detail::Delta d;
+  bool changed = false;
+  std::shared_ptr<const ListenerList> to;
   {
     std::lock_guard lock(dist_mu_);
     if (type == client::EventType::deleted || !object) {
@@ -232,22 +225,27 @@ void SharedInformer::on_event(client::EventType type, client::ObjectPtr object) 
         client::ObjectPtr final_state = object ? object : removed->object;
         if (type == client::EventType::deleted && object) final_state = apply_transform(object);
         if (!final_state) final_state = removed->object;
-        for (auto& l : listeners_) l->enqueue(make(K::del, nullptr, final_state, false));
+        d = {K::del, nullptr, std::move(final_state), false, {}};
+        changed = true;
       }
     } else {
       auto ch = store_->upsert(object);
-      for (auto& l : listeners_) {
-        if (ch.type == cache::StoreChange::Type::added) {
-          l->enqueue(make(K::add, nullptr, ch.object, false));
-        } else {
-          l->enqueue(make(K::update, ch.old_object, ch.object, false));
-        }
+      if (ch.type == cache::StoreChange::Type::added) {
+        d = {K::add, nullptr, ch.object, false, {}};
+      } else {
+        d = {K::update, ch.old_object, ch.object, false, {}};
       }
+      changed = true;
     }
     if (object && !object->metadata.resource_version.empty()) {
       store_->set_resource_version(object->metadata.resource_version);
     }
+    to = listeners_;
     config_.metrics->objects.Set(static_cast<double>(store_->size()));
+  }
+  if (changed) {
+    d.key = std::move(key);
+    fan_out(*to, std::span<const detail::Delta>(&d, 1), false);
   }
   touch_sync_time();
 }
@@ -261,11 +259,14 @@ void SharedInformer::resync_loop(std::stop_token stop) {
   using K = detail::Notification::Kind;
   ClockPtr clock = config_.reflector.clock ? config_.reflector.clock : system_clock();
   while (clock->sleep_for(config_.resync, stop)) {
+    // Under dist_mu_: a resync must not hand out a state older than a change the reflector
+    // already stored.
     std::lock_guard lock(dist_mu_);
     if (!synced_) continue;
-    store_->for_each([&](const client::ObjectPtr& o) {
-      for (auto& l : listeners_) l->enqueue(make(K::update, o, o, false));
-    });
+    std::vector<detail::Delta> batch;
+    batch.reserve(store_->size());
+    store_->for_each([&](const client::ObjectPtr& o) { batch.push_back({K::update, o, o, false, o->key()}); });
+    fan_out(*listeners_, batch, false);
   }
 }
 

@@ -26,14 +26,19 @@ class HeldStep {
     while (now > prev && !max_inside_.compare_exchange_weak(prev, now)) {
     }
     ++runs_;
-    entered_.count_down();
     std::unique_lock lock(mu_);
+    entered_ = true;
+    cv_.notify_all();
     cv_.wait(lock, [this] { return result_.has_value(); });
     client::Status r = *result_;
     --inside_;
     return r;
   }
-  void wait_entered() { entered_.wait(); }
+  /// True once the step runs; false after the test deadline (a broken guard never ran it).
+  [[nodiscard]] bool wait_entered() {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, testing::kDeadline, [this] { return entered_; });
+  }
   void release(client::Status r) {
     std::lock_guard lock(mu_);
     result_ = std::move(r);
@@ -50,7 +55,7 @@ class HeldStep {
   int max_inside() const { return max_inside_.load(); }
 
  private:
-  std::latch entered_{1};
+  bool entered_ = false;  // guarded by mu_
   std::mutex mu_;
   std::condition_variable cv_;
   std::optional<client::Status> result_;
@@ -109,7 +114,7 @@ TEST(OnceGuardTest, CallerArrivingMidStepWaitsAndRetriesAfterAFailure) {
   std::optional<client::Status> first_result;
   std::jthread a([&] { first_result = g.run(std::ref(first)); });
   ReleaseOnExit cleanup_a{{&first}};
-  first.wait_entered();
+  ASSERT_TRUE(first.wait_entered());
   std::atomic<bool> b_returned{false};
   std::atomic<int> b_runs{0};
   std::optional<client::Status> b_result;
@@ -144,7 +149,7 @@ TEST(OnceGuardTest, ConcurrentCallersWaitForTheCallInFlightAndShareItsSuccess) {
   std::vector<std::jthread> threads;
   ReleaseOnExit cleanup{{&step}};
   threads.emplace_back([&] { results[0] = g.run(std::ref(step)); });
-  step.wait_entered();
+  ASSERT_TRUE(step.wait_entered());
   for (int i = 1; i < 4; ++i) {
     threads.emplace_back([&, i] { results[i] = g.run(std::ref(step)); });
   }
@@ -175,12 +180,12 @@ TEST(OnceGuardTest, AfterAFailureExactlyOneWaiterRetriesWhileTheOthersWait) {
   std::vector<std::jthread> threads;
   ReleaseOnExit cleanup{{&first, &retry}};
   threads.emplace_back([&] { results[0] = g.run(step); });
-  first.wait_entered();
+  ASSERT_TRUE(first.wait_entered());
   threads.emplace_back([&] { results[1] = g.run(step); });
   threads.emplace_back([&] { results[2] = g.run(step); });
   ASSERT_TRUE(testing::eventually([&] { return g.waiters() == 2; }));
   first.release(failure("first"));
-  retry.wait_entered();
+  ASSERT_TRUE(retry.wait_entered()) << "no waiter retried the failed step";
   // One waiter now runs the retry; the other must be waiting for it, not running it too.
   ASSERT_TRUE(testing::eventually([&] { return g.waiters() == 1 || retry.max_inside() > 1; }));
   EXPECT_EQ(retry.max_inside(), 1);

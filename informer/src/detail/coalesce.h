@@ -5,6 +5,8 @@
 #include <chrono>
 #include <vector>
 
+#include <boost/container/small_vector.hpp>
+
 #include "kinformer/client/object.h"
 
 namespace kinformer::informer::detail {
@@ -19,6 +21,9 @@ struct Notification {
   std::chrono::steady_clock::time_point enqueued;
 };
 
+/// The pending notifications of one key: at most two, so they live inline.
+using PendingItems = boost::container::small_vector<Notification, 2>;
+
 /// Merges `n` into `items`, the notifications pending for one object key (oldest first), so
 /// that `items` never holds more than two entries ([delete, add-or-update] at most):
 ///   (nothing)          + x           -> x
@@ -28,8 +33,9 @@ struct Notification {
 ///   update(a,b)        + delete      -> delete (enqueue time of the update kept)
 ///   delete             + delete      -> delete (the first; duplicates dropped)
 ///   delete             + add/update  -> delete, then add (kept apart: the object was recreated)
-/// Pure function; not thread-safe on one `items`.
-inline void coalesce(std::vector<Notification>& items, Notification n) {
+/// Pure function; not thread-safe on one `items`. `Items`: PendingItems or std::vector.
+template <typename Items>
+void coalesce(Items& items, Notification n) {
   using K = Notification::Kind;
   if (items.empty()) {
     items.push_back(std::move(n));

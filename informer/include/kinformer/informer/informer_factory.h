@@ -14,6 +14,7 @@
 #include "kinformer/client/watch.h"
 #include "kinformer/informer/backoff.h"
 #include "kinformer/informer/clock.h"
+#include "kinformer/informer/handler_executor.h"
 #include "kinformer/informer/metrics.h"
 #include "kinformer/informer/reconnect_budget.h"
 #include "kinformer/informer/shared_informer.h"
@@ -52,8 +53,12 @@ struct FactoryOptions {
   /// Metrics go here; null: a private registry (see registry()).
   std::shared_ptr<prometheus::Registry> registry;
   std::int64_t page_size = 500;
-  /// Per informer, how long shutdown waits for a handler's running callback.
+  /// Per informer, how long shutdown waits (for all its handlers together) for running
+  /// callbacks to return; a handler still running then is given up on and logged.
   std::chrono::milliseconds handler_stop_timeout{5000};
+  /// The pool every handler of this factory runs on (size, blocking threshold, cap on
+  /// replacement workers): see HandlerExecutorOptions.
+  HandlerExecutorOptions executor;
 };
 
 /// Owns every informer, reflector, thread and watch it creates: one factory per cluster per
@@ -89,14 +94,17 @@ class InformerFactory {
   /// Waits (real time) until every informer created so far has synced; false on timeout.
   bool wait_for_cache_sync(std::chrono::milliseconds timeout);
   /// Stops every informer: cancels every watch, joins every reflector thread, stops every
-  /// handler. Bounded by the longest in-flight LIST (the client's request deadline) plus
-  /// handler_stop_timeout per stuck handler. Idempotent.
+  /// handler, then the handler pool. Bounded by the longest in-flight LIST (the client's request
+  /// deadline) plus handler_stop_timeout per informer with a stuck handler, plus
+  /// handler_stop_timeout for the pool. Idempotent.
   void shutdown();
 
   [[nodiscard]] std::size_t informer_count() const;
   /// Handlers per informer key.
   [[nodiscard]] std::map<InformerKey, std::size_t> handler_counts() const;
   [[nodiscard]] ReconnectBudget& reconnect_budget() noexcept { return *budget_; }
+  /// The pool every handler runs on (thread counts for audits and tests).
+  [[nodiscard]] HandlerExecutor& executor() noexcept { return *executor_; }
   [[nodiscard]] prometheus::Registry& registry() noexcept { return *registry_; }
   /// The registry, shared (e.g. for a MetricsExposer).
   [[nodiscard]] std::shared_ptr<prometheus::Registry> registry_ptr() const noexcept { return registry_; }
@@ -107,6 +115,7 @@ class InformerFactory {
   std::shared_ptr<prometheus::Registry> registry_;
   std::shared_ptr<Metrics> metrics_;
   ReconnectBudgetPtr budget_;
+  HandlerExecutorPtr executor_;
 
   mutable std::mutex mu_;
   std::map<InformerKey, std::shared_ptr<SharedInformer>> informers_;  // guarded by mu_

@@ -8,6 +8,8 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
+#include <atomic>
 #include <string>
 #include <thread>
 #include <vector>
@@ -17,11 +19,16 @@
 #include "kinformer/client/resource.h"
 #include "kinformer/client/watch.h"
 #include "kinformer/informer/event_handler.h"
+#include "kinformer/informer/handler_executor.h"
 #include "kinformer/informer/metrics.h"
 #include "kinformer/informer/reflector.h"
 #include "kinformer/informer/registration.h"
 
 namespace kinformer::informer {
+
+namespace detail {
+struct Delta;
+}
 
 /// What makes two informers the same: everything that changes what the API server sends (the
 /// cluster is implied by the factory). Label selectors are canonicalised.
@@ -41,17 +48,21 @@ struct InformerConfig {
   /// 0: no resync. Otherwise every handler gets on_update(o, o) for every cached object at
   /// this period.
   std::chrono::milliseconds resync{0};
-  /// How long stop() waits for a handler's running callback before giving up on joining it.
+  /// How long stop() waits, for all handlers together, for running callbacks to return.
   std::chrono::milliseconds handler_stop_timeout{5000};
   std::shared_ptr<InformerMetrics> metrics;  ///< required
+  /// The pool that runs the handlers (the factory's). Null: the informer makes its own.
+  HandlerExecutorPtr executor;
 };
 
 /// A type-erased informer (objects are client::ObjectPtr). Owned by InformerFactory; users get a
 /// reference that stays valid until the factory is destroyed.
 ///
-/// Data flow: the reflector thread updates the store first, then enqueues the notification for
-/// every handler; each handler has its own bounded, coalescing queue and its own thread (see
-/// add_handler()). Handlers never delay the reflector or each other.
+/// Data flow: the reflector thread updates the store first, then records each change once (its
+/// key computed once) and hands the batch to every handler's bounded, coalescing queue, outside
+/// the distribution lock; each handler is a serial strand on the factory's HandlerExecutor (a
+/// bounded pool: threads are O(pool), not O(handlers)), woken once per batch. Handlers never
+/// delay the reflector or each other (the pool compensates for a blocked worker).
 ///
 /// Thread-safety: thread-safe; every public method may be called from any thread, including from
 /// inside a handler callback.
@@ -64,7 +75,8 @@ class SharedInformer : public std::enable_shared_from_this<SharedInformer>, priv
   SharedInformer& operator=(const SharedInformer&) = delete;
 
   /// Registers a handler. It first receives on_add(o, true) for every object now in the store,
-  /// then every later change. Each handler runs on its own thread (serially); its pending
+  /// then every later change. Each handler runs serially on the pool (calls to one handler
+  /// never overlap; different handlers run concurrently); its pending
   /// notifications are coalesced per object key, so its queue never holds more than two entries
   /// per key (memory bounded by the cache size, not by the event rate):
   ///   add + update -> add (latest state, initial flag kept)
@@ -74,6 +86,7 @@ class SharedInformer : public std::enable_shared_from_this<SharedInformer>, priv
   ///   delete + add -> delete, then add (kept apart: the object was recreated)
   /// Order is preserved per key; across keys, entries are delivered in the order their key first
   /// became pending. Safe to call before or after start(), and from inside a handler.
+  /// The rules live in informer/src/detail/coalesce.h (one table-driven test per row).
   Registration add_handler(ResourceEventHandlerPtr handler, HandlerOptions options = {});
 
   [[nodiscard]] const cache::Store& store() const noexcept { return *store_; }
@@ -81,7 +94,8 @@ class SharedInformer : public std::enable_shared_from_this<SharedInformer>, priv
   /// Adds a custom index to the store (existing contents are indexed). See Store::add_index.
   void add_index(std::string name, cache::Store::IndexFunc fn) { store_->add_index(std::move(name), std::move(fn)); }
 
-  /// True once the initial list (or WatchList initial events) is in the store.
+  /// True once the initial list (or WatchList initial events) is in the store (handlers may still
+  /// be working through it: see Registration::has_synced()). Never waits for the fan-out.
   [[nodiscard]] bool has_synced() const;
   /// Waits (real time) until has_synced() or the timeout; returns has_synced().
   bool wait_for_sync(std::chrono::milliseconds timeout) const;
@@ -97,14 +111,17 @@ class SharedInformer : public std::enable_shared_from_this<SharedInformer>, priv
   /// Starts the reflector (and resync) thread. Idempotent. Called by InformerFactory.
   void start();
   /// Stops and joins the reflector, cancels its watch, stops every handler (waiting up to
-  /// handler_stop_timeout for a running callback; a handler still running then is detached and
-  /// logged). Idempotent; the informer cannot be restarted. Called by InformerFactory.
+  /// handler_stop_timeout in all for running callbacks; a handler still running then is given
+  /// up on and logged: its worker is the pool's to compensate). Idempotent; the informer cannot
+  /// be restarted. Called by InformerFactory.
   void stop();
 
  private:
   friend class Registration;
+  using ListenerList = std::vector<std::shared_ptr<detail::Listener>>;
   void remove_listener(const std::shared_ptr<detail::Listener>& listener);
-  void reap_retired();
+  // Hands one batch to every listener of `to` (outside dist_mu_), then marks their sync barrier.
+  static void fan_out(const ListenerList& to, std::span<const detail::Delta> batch, bool barrier);
 
   // ReflectorSink (reflector thread).
   void on_replace(std::vector<client::ObjectPtr> items, const std::string& resource_version) override;
@@ -121,18 +138,22 @@ class SharedInformer : public std::enable_shared_from_this<SharedInformer>, priv
   std::shared_ptr<cache::Store> store_;
   std::unique_ptr<Reflector> reflector_;
 
-  // dist_mu_ serialises store writes + enqueueing against handler registration, so a new handler
-  // sees each change either in its snapshot or as a notification, never both, never neither.
+  HandlerExecutorPtr executor_;
+
+  // dist_mu_ serialises store writes + taking the listener list against handler registration:
+  // a change is in the store before the list it goes to is taken, and a new handler's snapshot
+  // and its entry in the list are made together, so it sees each change either in its snapshot
+  // or as a notification, never both, never neither. Handing the batch to the listeners happens
+  // after dist_mu_ is released (only the reflector thread does that, so order is kept).
   mutable std::mutex dist_mu_;
-  std::vector<std::shared_ptr<detail::Listener>> listeners_;  // guarded by dist_mu_
-  std::vector<std::shared_ptr<detail::Listener>> retired_;    // guarded by dist_mu_
-  bool synced_ = false;                                       // guarded by dist_mu_
-  bool started_ = false;                                      // guarded by dist_mu_
-  bool stopped_ = false;                                      // guarded by dist_mu_
+  std::shared_ptr<const ListenerList> listeners_ = std::make_shared<ListenerList>();  // guarded by dist_mu_ (copy on write)
+  std::atomic<bool> synced_{false};  // written under dist_mu_
+  bool started_ = false;             // guarded by dist_mu_
+  bool stopped_ = false;             // guarded by dist_mu_
   mutable std::condition_variable sync_cv_;
 
   std::mutex thread_mu_;  // start/stop
-  std::vector<std::shared_ptr<detail::Listener>> stopping_;  // guarded by thread_mu_: stopped handlers
+  ListenerList stopping_;  // guarded by thread_mu_: the handlers stop() stopped
   std::jthread reflector_thread_;
   std::jthread resync_thread_;
 };

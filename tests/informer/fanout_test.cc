@@ -1,0 +1,187 @@
+// Fan-out on the bounded handler pool (issue 9): threads are O(pool), stuck handlers beyond the
+// pool size do not stop the others, close() stops a batch already taken, handlers closing each
+// other never deadlock, and a late handler sees each object exactly once while events flow.
+#include <atomic>
+#include <dirent.h>
+#include <latch>
+#include <map>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "test_env.h"
+
+namespace kinformer::informer {
+namespace {
+
+using namespace std::chrono_literals;
+using client::EventType;
+using testing::event;
+using testing::make_object;
+
+FactoryOptions pool_of(std::size_t threads, std::chrono::milliseconds threshold = 200ms) {
+  FactoryOptions o;
+  o.executor.threads = threads;
+  o.executor.blocking_threshold = threshold;
+  o.executor.max_extra_threads = 16;
+  return o;
+}
+
+std::size_t process_threads() {
+  std::size_t n = 0;
+  if (DIR* d = opendir("/proc/self/task")) {
+    while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
+    closedir(d);
+  }
+  return n;
+}
+
+// Counts callbacks; thread-safe.
+struct CountingHandler : ResourceEventHandler {
+  std::atomic<int> adds{0};
+  std::atomic<int> others{0};
+  void on_add(const client::ObjectPtr&, bool) override { ++adds; }
+  void on_update(const client::ObjectPtr&, const client::ObjectPtr&) override { ++others; }
+  void on_delete(const client::ObjectPtr&, bool) override { ++others; }
+};
+
+TEST(FanOut, ThreadsAreBoundedByThePoolNotByTheHandlerCount) {
+  std::size_t before = process_threads();
+  testing::Env env(pool_of(2));
+  std::vector<client::ObjectPtr> objects;
+  for (int i = 0; i < 50; ++i) objects.push_back(make_object("ns", "o" + std::to_string(i), "1"));
+  env.fake->add_list(objects, "10");
+  auto& inf = env.factory->informer(testing::test_type());
+  std::vector<std::shared_ptr<CountingHandler>> handlers;
+  std::vector<Registration> regs;
+  for (int i = 0; i < 500; ++i) {
+    handlers.push_back(std::make_shared<CountingHandler>());
+    regs.push_back(inf.add_handler(handlers.back()));
+  }
+  env.factory->start();
+  for (auto& h : handlers) ASSERT_TRUE(testing::eventually([&] { return h->adds.load() == 50; }));
+  for (auto& r : regs) EXPECT_TRUE(testing::eventually([&] { return r.has_synced(); }));
+  EXPECT_LE(env.factory->executor().thread_count(), 3u);  // 2 workers + the monitor
+  // The pool, its monitor and the informer's reflector: a constant, not 500.
+  EXPECT_LE(process_threads(), before + 6);
+}
+
+TEST(FanOut, MoreStuckHandlersThanPoolThreadsDoNotStopTheOthers) {
+  testing::Env env(pool_of(2, 20ms));
+  env.fake->add_list({make_object("ns", "a", "1")}, "10");
+  auto w = env.fake->add_watch();
+  auto& inf = env.factory->informer(testing::test_type());
+  std::latch release(1);
+  std::atomic<int> stuck_entered{0};
+  std::vector<Registration> regs;
+  for (int i = 0; i < 4; ++i) {
+    auto stuck = std::make_shared<ResourceEventHandlerFuncs>();
+    stuck->add = [&](const client::ObjectPtr&, bool) {
+      ++stuck_entered;
+      release.wait();
+    };
+    regs.push_back(inf.add_handler(stuck));
+  }
+  std::vector<std::shared_ptr<testing::RecordingHandler>> fine;
+  for (int i = 0; i < 10; ++i) {
+    fine.push_back(std::make_shared<testing::RecordingHandler>());
+    regs.push_back(inf.add_handler(fine.back()));
+  }
+  env.factory->start();
+  ASSERT_TRUE(testing::eventually([&] { return stuck_entered.load() == 4; }))
+      << "every stuck handler got a worker: the pool compensated for the blocked ones";
+  for (int i = 0; i < 20; ++i) {
+    w->push(event(EventType::added, make_object("ns", "e" + std::to_string(i), std::to_string(11 + i))));
+  }
+  for (auto& h : fine) EXPECT_TRUE(h->wait_for("add ns/e19 30"));
+  EXPECT_GE(env.factory->executor().blocked_workers(), 2u);
+  release.count_down();
+}
+
+TEST(FanOut, CloseFromInsideACallbackStopsTheRestOfTheBatch) {
+  testing::Env env;
+  std::vector<client::ObjectPtr> objects;
+  for (int i = 0; i < 5; ++i) objects.push_back(make_object("ns", "o" + std::to_string(i), "1"));
+  env.fake->add_list(objects, "10");
+  auto& inf = env.factory->informer(testing::test_type());
+  std::atomic<int> calls{0};
+  Registration reg;
+  auto h = std::make_shared<ResourceEventHandlerFuncs>();
+  h->add = [&](const client::ObjectPtr&, bool) {
+    ++calls;
+    reg.close();
+  };
+  reg = inf.add_handler(h);
+  auto other = std::make_shared<CountingHandler>();
+  auto oreg = inf.add_handler(other);
+  env.factory->start();
+  ASSERT_TRUE(testing::eventually([&] { return other->adds.load() == 5; }));
+  env.factory->shutdown();  // every handler joined: nothing is on its way
+  EXPECT_EQ(calls.load(), 1);
+}
+
+// Two handlers that close each other's registration from their callbacks at the same time:
+// neither waits for the other for ever (each is blocked in close(), so the other stops waiting).
+TEST(FanOut, MutualCloseFromCallbacksDoesNotDeadlock) {
+  testing::Env env(pool_of(2));
+  env.fake->add_list({make_object("ns", "a", "1")}, "10");
+  auto& inf = env.factory->informer(testing::test_type());
+  Registration ra;
+  Registration rb;
+  std::latch both_inside(2);
+  std::atomic<int> returned{0};
+  auto a = std::make_shared<ResourceEventHandlerFuncs>();
+  a->add = [&](const client::ObjectPtr&, bool) {
+    both_inside.arrive_and_wait();
+    rb.close();
+    ++returned;
+  };
+  auto b = std::make_shared<ResourceEventHandlerFuncs>();
+  b->add = [&](const client::ObjectPtr&, bool) {
+    both_inside.arrive_and_wait();
+    ra.close();
+    ++returned;
+  };
+  ra = inf.add_handler(a);
+  rb = inf.add_handler(b);
+  env.factory->start();
+  EXPECT_TRUE(testing::eventually([&] { return returned.load() == 2; }));
+  EXPECT_EQ(inf.handler_count(), 0u);
+}
+
+// Events flow while a handler registers: it sees every object exactly once, as an initial add
+// (in its snapshot) or as a later notification, never both, never neither.
+TEST(FanOut, LateHandlerWhileEventsFlowSeesEachObjectExactlyOnce) {
+  testing::Env env;
+  env.fake->add_list({}, "10");
+  auto w = env.fake->add_watch();
+  auto& inf = env.factory->informer(testing::test_type());
+  env.factory->start();
+  ASSERT_TRUE(inf.wait_for_sync(testing::kDeadline));
+  std::mutex mu;
+  std::map<std::string, int> seen;
+  auto late = std::make_shared<ResourceEventHandlerFuncs>();
+  late->add = [&](const client::ObjectPtr& o, bool) {
+    std::lock_guard lock(mu);
+    ++seen[o->key()];
+  };
+  constexpr int kObjects = 2000;
+  std::jthread pusher([&] {
+    for (int i = 0; i < kObjects; ++i) {
+      w->push(event(EventType::added, make_object("ns", "o" + std::to_string(i), std::to_string(11 + i))));
+    }
+  });
+  ASSERT_TRUE(testing::eventually([&] { return inf.store().size() >= kObjects / 4; }));
+  auto reg = inf.add_handler(late);
+  pusher.join();
+  ASSERT_TRUE(testing::eventually([&] {
+    std::lock_guard lock(mu);
+    return seen.size() == static_cast<std::size_t>(kObjects);
+  }));
+  env.factory->shutdown();
+  std::lock_guard lock(mu);
+  for (const auto& [key, n] : seen) EXPECT_EQ(n, 1) << key;
+}
+
+}  // namespace
+}  // namespace kinformer::informer
