@@ -264,6 +264,8 @@ TEST(SharedInformerPromises, TransformAppliesToWatchEventsAndNullDropsTheObject)
   auto reg = inf.add_handler(h);
   env.factory->start();
   ASSERT_TRUE(inf.wait_for_sync(testing::kDeadline));
+  // Delivered before the watch events, so they cannot coalesce with it.
+  ASSERT_TRUE(h->wait_for("add ns/a 1 initial"));
   EXPECT_EQ(inf.store().get("ns/drop-me"), nullptr);
   EXPECT_EQ(inf.store().size(), 1u);
   w->push(event(EventType::added, make_object("ns", "b", "11", {}, "watch payload")));

@@ -11,10 +11,13 @@ namespace kinformer::informer {
 
 /// Receives an informer's notifications, always after the store was updated.
 ///
-/// Threading: each registered handler runs on its own serial executor (one thread per
-/// registration): calls to one handler never overlap and are in order per object key; different
-/// handlers run concurrently. Exceptions thrown by a callback are caught and counted (metric
-/// `kinformer_handler_exceptions_total`) and never stop the executor.
+/// Threading: each registered handler runs as a serial strand on its factory's HandlerExecutor
+/// (a bounded worker pool; threads are O(pool), never O(handlers)): calls to one handler never
+/// overlap and are in order per object key; different handlers run concurrently. A callback that
+/// blocks longer than the pool's blocking threshold no longer counts against the pool (a
+/// replacement worker takes its place, up to a cap), so it delays no other handler. Exceptions
+/// thrown by a callback are caught and counted (metric `kinformer_handler_exceptions_total`) and
+/// never stop the handler.
 class ResourceEventHandler {
  public:
   virtual ~ResourceEventHandler() = default;
