@@ -38,6 +38,7 @@ struct Merged {
   std::string current_context;
   std::string current_context_file;
   std::vector<std::string> files;
+  std::size_t empty_files = 0;  // files with no YAML document (empty or only comments)
 };
 
 // Reads one field of an entry as a string; throws ConfigError for a non-scalar.
@@ -97,6 +98,11 @@ class Fields {
 };
 
 void merge_file(const std::string& file, Merged& merged) {
+  // A folder opens like a file and then fails inside yaml-cpp with a std::ios_base::failure,
+  // not a YAML exception: name it here instead.
+  if (std::error_code ec; fs::is_directory(file, ec)) {
+    throw ConfigError("kubeconfig " + file + ": cannot be read: it is a directory");
+  }
   YAML::Node root;
   try {
     root = YAML::LoadFile(file);
@@ -106,9 +112,14 @@ void merge_file(const std::string& file, Merged& merged) {
     // yaml-cpp messages carry line/column and a reason, never the document's values.
     throw ConfigError("kubeconfig " + file + ": invalid YAML: " + e.msg + " (line " + std::to_string(e.mark.line + 1) +
                       ", column " + std::to_string(e.mark.column + 1) + ")");
+  } catch (const std::ios_base::failure&) {
+    throw ConfigError("kubeconfig " + file + ": cannot be read: " + std::strerror(errno));
   }
   merged.files.push_back(file);
-  if (!root || root.IsNull()) return;  // an empty file is allowed (kubectl)
+  if (!root || root.IsNull()) {
+    ++merged.empty_files;  // allowed in a KUBECONFIG list (kubectl); alone it is an error
+    return;
+  }
   if (!root.IsMap()) throw ConfigError("kubeconfig " + file + ": expected a YAML mapping at the top level");
   auto section = [&](const char* list, const char* inner, std::map<std::string, Entry>& into) {
     YAML::Node items = root[list];
@@ -236,6 +247,10 @@ ClusterConfig ClusterConfig::from_kubeconfig(const KubeconfigOptions& options) {
   }
   if (merged.files.empty()) throw ConfigError("kubeconfig: none of " + join(files) + " exists");
   std::string where = "kubeconfig " + join(merged.files);
+  if (merged.empty_files == merged.files.size()) {
+    throw ConfigError(where + (merged.files.size() == 1 ? ": the file is empty" : ": every file is empty") +
+                      " (no clusters, users or contexts)");
+  }
   std::string context_name = options.context.value_or(merged.current_context);
   if (context_name.empty()) throw ConfigError(where + ": current-context is not set and no context was given");
   auto ctx_it = merged.contexts.find(context_name);

@@ -45,9 +45,7 @@ class TokenFileCredentials final : public CredentialsProvider {
       return Error::make(Errc::auth, "token file " + path_ + " cannot be read: " + std::strerror(errno));
     }
     std::lock_guard lock(mu_);
-    bool changed = !loaded_ || st.st_ino != ino_ || st.st_size != size_ || st.st_mtim.tv_sec != mtime_.tv_sec ||
-                   st.st_mtim.tv_nsec != mtime_.tv_nsec;
-    if (changed) {
+    if (!unchanged(st)) {
       std::ifstream in(path_, std::ios::binary);
       if (!in) return Error::make(Errc::auth, "token file " + path_ + " cannot be read: " + std::strerror(errno));
       std::stringstream ss;
@@ -72,6 +70,17 @@ class TokenFileCredentials final : public CredentialsProvider {
   }
 
  private:
+  // The same file as last read: same inode (no rename swapped it in), size and mtime (nobody
+  // wrote it in place). Content is not compared: an in-place rewrite of the same size within one
+  // filesystem timestamp tick goes unseen until a 401 (invalidate()); kubelet swaps a symlink
+  // to a new file, so projected tokens always change inode.
+  bool unchanged(const struct stat& st) const {
+    return loaded_ && st.st_ino == ino_ && st.st_size == size_ && same_time(st.st_mtim, mtime_);
+  }
+  static bool same_time(const timespec& a, const timespec& b) {
+    return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
+  }
+
   const std::string path_;
   const Credentials base_;
   std::mutex mu_;

@@ -5,8 +5,10 @@
 
 namespace kinformer::client {
 
-RateLimiter::RateLimiter(Options options, Clock clock)
-    : options_(options), clock_(clock ? std::move(clock) : Clock([] { return std::chrono::steady_clock::now(); })) {
+RateLimiter::RateLimiter(Options options, Clock clock, Sleep sleep)
+    : options_(options),
+      clock_(clock ? std::move(clock) : Clock([] { return std::chrono::steady_clock::now(); })),
+      sleep_(sleep ? std::move(sleep) : Sleep([](std::chrono::nanoseconds d) { std::this_thread::sleep_for(d); })) {
   options_.burst = std::max(options_.burst, 1);
   tokens_ = options_.burst;
   last_ = clock_();
@@ -39,7 +41,7 @@ std::chrono::nanoseconds RateLimiter::reserve() {
 
 void RateLimiter::acquire() {
   auto wait = reserve();
-  if (wait.count() > 0) std::this_thread::sleep_for(wait);
+  if (wait.count() > 0) sleep_(wait);
 }
 
 }  // namespace kinformer::client

@@ -427,6 +427,10 @@ struct Transport::Impl {
                                                    "); not retried: " + std::string(req.method_string()) +
                                                    " is not idempotent");
         }
+        if (ec == http::error::body_limit) {
+          co_return Error::make(Errc::too_large, what + ": response body exceeds max_response_bytes (" +
+                                                     std::to_string(options.max_response_bytes) + " bytes)");
+        }
         co_return from_ec(ec, what);
       }
       auto& res = parser.get();

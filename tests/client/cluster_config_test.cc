@@ -2,10 +2,15 @@
 
 #include <gtest/gtest.h>
 
+#include <grp.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 
 #include "certs.h"
+#include "temp_files.h"
 
 namespace kinformer::client {
 namespace {
@@ -27,21 +32,7 @@ std::string b64(std::string_view in) {
   return out;
 }
 
-struct TempDir {
-  TempDir() {
-    char tmpl[] = "/tmp/kinformer-kubeconfig-XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string write(const std::string& name, const std::string& content, fs::perms perms = fs::perms::owner_all) {
-    std::string p = path + "/" + name;
-    fs::create_directories(fs::path(p).parent_path());
-    std::ofstream(p) << content;
-    fs::permissions(p, perms);
-    return p;
-  }
-  std::string path;
-};
+using testing::TempDir;
 
 std::string kubeconfig(const std::string& cluster, const std::string& user, const std::string& current = "ctx",
                        const std::string& name = "") {
@@ -258,12 +249,6 @@ TEST(KubeconfigErrors, StructuralProblems) {
   m = message_of(at(no_cluster));
   EXPECT_NE(m.find("context 'x': cluster 'gone' not found"), std::string::npos) << m;
 
-  auto unreadable = dir.write("unreadable", "x: 1\n", fs::perms::none);
-  m = message_of(at(unreadable));
-  if (::geteuid() != 0) {
-    EXPECT_NE(m.find("kubeconfig " + unreadable + ": cannot be read"), std::string::npos) << m;
-  }
-
   m = message_of(at(dir.path + "/does-not-exist"));
   EXPECT_NE(m.find("does-not-exist: cannot be read"), std::string::npos) << m;
 
@@ -272,5 +257,150 @@ TEST(KubeconfigErrors, StructuralProblems) {
   EXPECT_NE(m.find("current-context is not set"), std::string::npos) << m;
 }
 
+// --- unreadable files, tested so that it asserts something when run as root (CI) ----------
+
+TEST(KubeconfigErrors, PathThatIsADirectory) {
+  TempDir dir;
+  fs::create_directories(dir.path + "/config.d");
+  std::string m = message_of(at(dir.path + "/config.d"));
+  EXPECT_NE(m.find("kubeconfig " + dir.path + "/config.d: cannot be read: it is a directory"),
+            std::string::npos)
+      << m;
+}
+
+TEST(KubeconfigErrors, PathThroughAFile) {
+  TempDir dir;
+  auto file = dir.write("file", "x: 1\n");
+  std::string m = message_of(at(file + "/config"));
+  EXPECT_NE(m.find("kubeconfig " + file + "/config: cannot be read: Not a directory"), std::string::npos)
+      << m;
+}
+
+// File permissions do not stop root, so as root the check runs in a forked child that gave up
+// root first (setresuid to nobody); as any other user it runs directly.
+TEST(KubeconfigErrors, UnreadableFile) {
+  TempDir dir;
+  fs::permissions(dir.path, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
+  auto unreadable = dir.write("unreadable", "x: 1\n", fs::perms::none);
+  const std::string expect = "kubeconfig " + unreadable + ": cannot be read: Permission denied";
+  if (::geteuid() != 0) {
+    std::string m = message_of(at(unreadable));
+    EXPECT_NE(m.find(expect), std::string::npos) << m;
+    return;
+  }
+  pid_t pid = ::fork();
+  ASSERT_NE(pid, -1);
+  if (pid == 0) {
+    constexpr uid_t kNobody = 65534;
+    if (::setgroups(0, nullptr) != 0 || ::setresgid(kNobody, kNobody, kNobody) != 0 ||
+        ::setresuid(kNobody, kNobody, kNobody) != 0) {
+      ::_exit(2);
+    }
+    std::string m = message_of(at(unreadable));
+    if (m.find(expect) == std::string::npos) {
+      std::fprintf(stderr, "child got: %s\n", m.c_str());
+      ::_exit(1);
+    }
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_NE(WEXITSTATUS(status), 2) << "could not drop root in the child";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "expected: " << expect;
+}
+
+TEST(KubeconfigErrors, EmptyFile) {
+  TempDir dir;
+  for (const char* content : {"", "# nothing here\n", "---\n"}) {
+    auto path = dir.write("config", content);
+    std::string m = message_of(at(path));
+    EXPECT_NE(m.find("kubeconfig " + path + ": the file is empty (no clusters, users or contexts)"),
+              std::string::npos)
+        << "content '" << content << "': " << m;
+  }
+  // In a KUBECONFIG list an empty file is skipped like a missing one (kubectl).
+  auto empty = dir.write("empty", "");
+  auto full = dir.write("full", kubeconfig(kServer, "    token: t\n"));
+  KubeconfigOptions o;
+  o.kubeconfig_env = empty + ":" + full;
+  EXPECT_EQ(ClusterConfig::from_kubeconfig(o).server, "https://127.0.0.1:6443");
+  o.kubeconfig_env = empty + ":" + empty;
+  std::string m = message_of(o);
+  EXPECT_NE(m.find(": every file is empty"), std::string::npos) << m;
+}
+
+// --- kubectl's precedence and path rules ----------------------------------------------------
+
+TEST(Kubeconfig, TokenBeatsTokenFile) {
+  TempDir dir;
+  dir.write("token", "from-file\n");
+  auto path = dir.write("config", kubeconfig(kServer, "    token: from-token\n    tokenFile: token\n"));
+  ClusterConfig c = ClusterConfig::from_kubeconfig(at(path));
+  ASSERT_TRUE(c.credentials);
+  auto creds = c.credentials->current();
+  ASSERT_TRUE(creds) << creds.error().to_string();
+  EXPECT_EQ(creds->token, "from-token");
+}
+
+TEST(KubeconfigErrors, InsecureSkipTlsVerifyWithCaIsRejected) {
+  TempDir dir;
+  auto pki = testing::make_pki();
+  dir.write("ca.crt", pki.ca.cert_pem);
+  for (const std::string& ca : {"    certificate-authority-data: " + b64(pki.ca.cert_pem) + "\n",
+                               std::string("    certificate-authority: ca.crt\n")}) {
+    auto path = dir.write("config", kubeconfig(kServer + "    insecure-skip-tls-verify: true\n" + ca,
+                                               "    token: t\n"));
+    std::string m = message_of(at(path));
+    EXPECT_NE(m.find("kubeconfig " + path +
+                     ": cluster 'c': insecure-skip-tls-verify and certificate-authority are mutually "
+                     "exclusive"),
+              std::string::npos)
+        << m;
+  }
+}
+
+TEST(KubeconfigErrors, AuthProviderIsRejected) {
+  TempDir dir;
+  auto path = dir.write("config", kubeconfig(kServer,
+                                             "    auth-provider:\n      name: gcp\n      config:\n"
+                                             "        access-token: TOPSECRET\n"));
+  std::string m = message_of(at(path));
+  EXPECT_NE(m.find("kubeconfig " + path + ": user 'u': auth-provider is not supported; use an exec "
+                   "credential plugin"),
+            std::string::npos)
+      << m;
+  EXPECT_EQ(m.find("TOPSECRET"), std::string::npos) << m;
+}
+
+TEST(Kubeconfig, TildeExpandsToHome) {
+  TempDir home;
+  TempDir dir;
+  auto pki = testing::make_pki();
+  home.write("secrets/token", "home-token\n");
+  home.write("pki/ca.crt", pki.ca.cert_pem);
+  testing::ScopedEnv env("HOME", home.path);
+  auto path = dir.write("config", kubeconfig(kServer + "    certificate-authority: ~/pki/ca.crt\n",
+                                             "    tokenFile: ~/secrets/token\n"));
+  ClusterConfig c = ClusterConfig::from_kubeconfig(at(path));
+  EXPECT_EQ(c.ca_pem, pki.ca.cert_pem);
+  auto creds = c.credentials->current();
+  ASSERT_TRUE(creds) << creds.error().to_string();
+  EXPECT_EQ(creds->token, "home-token");
+}
+
+TEST(Kubeconfig, DefaultsToHomeKubeConfigWhenKubeconfigIsUnset) {
+  TempDir home;
+  home.write(".kube/config", kubeconfig("    server: https://home.example:6443\n", "    token: t\n"));
+  testing::ScopedEnv h("HOME", home.path);
+  testing::ScopedEnv k("KUBECONFIG", std::nullopt);
+  EXPECT_EQ(ClusterConfig::from_kubeconfig().server, "https://home.example:6443");
+  KubeconfigOptions empty_env;  // KUBECONFIG set but empty: the same default
+  empty_env.kubeconfig_env = "";
+  EXPECT_EQ(ClusterConfig::from_kubeconfig(empty_env).server, "https://home.example:6443");
+  fs::remove(home.path + "/.kube/config");
+  std::string m = message_of({});
+  EXPECT_NE(m.find("kubeconfig " + home.path + "/.kube/config: cannot be read"), std::string::npos) << m;
+}
 }  // namespace
 }  // namespace kinformer::client

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 namespace kinformer::client {
 namespace {
 
@@ -44,6 +46,30 @@ TEST(RateLimiter, ReserveReturnsWaits) {
   EXPECT_NEAR(ms(limiter.reserve()), 200, 0.01);
   clock.now += 200ms;
   EXPECT_NEAR(ms(limiter.reserve()), 100, 0.01);
+}
+
+TEST(RateLimiter, AcquireSleepsForTheReservedWait) {
+  FakeClock clock;
+  std::vector<std::chrono::nanoseconds> sleeps;
+  auto sleep = [&](std::chrono::nanoseconds d) {
+    sleeps.push_back(d);
+    clock.now += d;  // the sleep lets time pass
+  };
+  RateLimiter limiter({.qps = 10, .burst = 2}, clock.fn(), sleep);
+  limiter.acquire();
+  limiter.acquire();
+  EXPECT_TRUE(sleeps.empty());  // the burst is free
+  limiter.acquire();            // the bucket is empty: wait 1/qps for the next token
+  ASSERT_EQ(sleeps.size(), 1u);
+  EXPECT_NEAR(static_cast<double>(sleeps[0].count()), 100e6, 1e3);
+  limiter.acquire();
+  ASSERT_EQ(sleeps.size(), 2u);
+  EXPECT_NEAR(static_cast<double>(sleeps[1].count()), 100e6, 1e3);
+  EXPECT_FALSE(limiter.try_acquire());  // the sleeps used the tokens they waited for
+  clock.now += 1s;                      // idle: the burst refills, no sleeping
+  limiter.acquire();
+  limiter.acquire();
+  EXPECT_EQ(sleeps.size(), 2u);
 }
 
 TEST(RateLimiter, ZeroQpsIsUnlimited) {

@@ -3,9 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 
 #include "fake_apiserver.h"
 #include "kinformer/client/dynamic_object.h"
+#include "temp_files.h"
 
 namespace kinformer::client {
 namespace {
@@ -284,6 +288,211 @@ TEST(RestClient, RateLimiterDelaysNonWatchRequests) {
   EXPECT_FALSE(limiter->try_acquire());  // both tokens were taken by the requests
 }
 
+// --- 401: one retry with fresh credentials, never more ---------------------------------------
+
+TEST(RestClient, Persistent401IsRetriedExactlyOnce) {
+  FakeApiServer server;
+  server.on("GET", "/api/v1/namespaces/ns/pods/p",
+            [](const Request&) { return Reply::api_status(401, "Unauthorized", "Unauthorized"); });
+  auto creds = std::make_shared<RotatingToken>();
+  RestClient client(server.cluster_config(creds), unlimited());
+  auto r = client.get(kPods, "ns", "p");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().http_status, 401);
+  EXPECT_EQ(creds->generation.load(), 1);
+  ASSERT_EQ(server.request_count(), 2u);
+  EXPECT_EQ(server.requests()[0].header("authorization"), "Bearer token-0");
+  EXPECT_EQ(server.requests()[1].header("authorization"), "Bearer token-1");
+}
+
+TEST(RestClientWatch, Persistent401OnOpenIsRetriedExactlyOnce) {
+  FakeApiServer server;
+  server.on("GET", "/api/v1/pods",
+            [](const Request&) { return Reply::api_status(401, "Unauthorized", "Unauthorized"); });
+  auto creds = std::make_shared<RotatingToken>();
+  RestClient client(server.cluster_config(creds), unlimited());
+  auto w = client.watch(kPods, "", {});
+  ASSERT_FALSE(w);
+  EXPECT_EQ(w.error().http_status, 401);
+  EXPECT_EQ(creds->generation.load(), 1);
+  ASSERT_EQ(server.request_count(), 2u);
+  EXPECT_EQ(server.requests()[1].header("authorization"), "Bearer token-1");
+}
+
+// An exec plugin's token was revoked: the 401 on opening the watch runs the plugin again and
+// the watch opens with the new token.
+TEST(RestClientWatch, Open401ReRunsTheExecPlugin) {
+  testing::TempDir dir;
+  auto plugin = testing::write_plugin(dir);
+  dir.write("out.json", testing::exec_credential("client.authentication.k8s.io/v1",
+                                                 R"({"token":"tok-@N@"})"));
+  ExecConfig exec;
+  exec.api_version = "client.authentication.k8s.io/v1";
+  exec.command = plugin;
+  exec.origin = "test";
+  FakeApiServer server;
+  auto stream = std::make_shared<ScriptedStream>();
+  server.on("GET", "/api/v1/pods", [stream](const Request& r) {
+    if (r.header("authorization") != "Bearer tok-2") return Reply::api_status(401, "Unauthorized", "Unauthorized");
+    return Reply::streaming(stream);
+  });
+  RestClient client(server.cluster_config(exec_credentials(exec)), unlimited());
+  auto w = client.watch(kPods, "", {});
+  ASSERT_TRUE(w) << w.error().to_string();
+  EXPECT_EQ(testing::plugin_runs(dir), 2);
+  ASSERT_EQ(server.request_count(), 2u);
+  EXPECT_EQ(server.requests()[0].header("authorization"), "Bearer tok-1");
+  stream->send(watch_event_line("ADDED", pod_json("a", "1")));
+  auto e = (*w)->next();
+  ASSERT_TRUE(e && e->has_value());
+}
+
+// --- the request rate limiter does not apply to watches --------------------------------------
+
+// A limiter with burst 1 and a rate so low that its next token is ~17 minutes away; its clock
+// never moves and its sleep is a latch. A GET takes the wait; while it waits, two watches open.
+// A watch that went through the limiter would wait too (its sleep is recorded, then released).
+TEST(RestClientWatch, WatchesAreNotRateLimited) {
+  FakeApiServer server;
+  server.on("GET", "/x", [](const Request&) { return Reply::text("ok"); });
+  auto s1 = std::make_shared<ScriptedStream>();
+  auto s2 = std::make_shared<ScriptedStream>();
+  server.on("GET", "/api/v1/pods", [s1](const Request&) { return Reply::streaming(s1); });
+  server.on("GET", "/api/v1/endpoints", [s2](const Request&) { return Reply::streaming(s2); });
+
+  std::mutex mu;
+  std::condition_variable cv;
+  int sleeps = 0;
+  bool release = false;
+  auto sleep = [&](std::chrono::nanoseconds) {
+    std::unique_lock lock(mu);
+    ++sleeps;
+    cv.notify_all();
+    if (sleeps == 1) cv.wait(lock, [&] { return release; });  // only the first waiter blocks
+  };
+  auto limiter = std::make_shared<RateLimiter>(RateLimiter::Options{.qps = 0.001, .burst = 1},
+                                               [] { return std::chrono::steady_clock::time_point{}; },
+                                               sleep);
+  ASSERT_TRUE(limiter->try_acquire());  // the bucket is now empty
+  RestClientOptions options = unlimited();
+  options.rate_limiter = limiter;
+  RestClient client(server.cluster_config(), options);
+
+  Result<RawResponse> got = Error::make(Errc::network, "not run");
+  std::thread getter([&] { got = client.get_raw("/x"); });
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, 10s, [&] { return sleeps == 1; }));
+  }
+  auto w1 = client.watch(kPods, "", {});
+  auto w2 = client.watch(kEndpoints, "", {});
+  int sleeps_during_watches = 0;
+  {
+    std::lock_guard lock(mu);
+    sleeps_during_watches = sleeps;
+    release = true;
+    cv.notify_all();
+  }
+  getter.join();
+  ASSERT_TRUE(w1) << w1.error().to_string();
+  ASSERT_TRUE(w2) << w2.error().to_string();
+  EXPECT_EQ(sleeps_during_watches, 1);  // only the GET waited
+  ASSERT_TRUE(got) << got.error().to_string();
+  EXPECT_EQ(got->status, 200);
+  // The watches reached the server before the GET, which was still waiting for its token.
+  auto requests = server.requests();
+  ASSERT_EQ(requests.size(), 3u);
+  EXPECT_EQ(requests[2].path, "/x");
+}
+
+// --- size limits ----------------------------------------------------------------------------
+
+TEST(RestClient, MaxResponseBytesRejectsAnOversizedList) {
+  FakeApiServer server;
+  std::string items;
+  for (int i = 0; i < 40; ++i) items += (i ? "," : "") + pod_json("p" + std::to_string(i), "1");
+  std::string body = R"({"metadata":{"resourceVersion":"9"},"items":[)" + items + "]}";
+  ASSERT_GT(body.size(), 2048u);
+  server.on("GET", "/api/v1/pods", [body](const Request&) { return Reply::json(body); });
+  RestClientOptions options = unlimited();
+  options.max_response_bytes = 2048;
+  RestClient client(server.cluster_config(), options);
+  auto r = client.list(kPods, "", {});
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, Errc::too_large) << r.error().to_string();
+  EXPECT_NE(r.error().message.find("GET /api/v1/pods: response body exceeds max_response_bytes (2048 bytes)"),
+            std::string::npos)
+      << r.error().message;
+  options.max_response_bytes = body.size();  // exactly at the limit: accepted
+  RestClient roomy(server.cluster_config(), options);
+  auto ok = roomy.list(kPods, "", {});
+  ASSERT_TRUE(ok) << ok.error().to_string();
+  EXPECT_EQ(ok->items.size(), 40u);
+}
+
+TEST(RestClientWatch, MaxWatchEventBytesEndsTheStreamWithTooLarge) {
+  FakeApiServer server;
+  auto stream = std::make_shared<ScriptedStream>();
+  server.on("GET", "/api/v1/pods", [stream](const Request&) { return Reply::streaming(stream); });
+  RestClientOptions options = unlimited();
+  options.max_watch_event_bytes = 1024;
+  RestClient client(server.cluster_config(), options);
+  auto w = client.watch(kPods, "", {});
+  ASSERT_TRUE(w) << w.error().to_string();
+  std::string small = watch_event_line("ADDED", pod_json("a", "1"));
+  std::string big = watch_event_line("ADDED", R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"b",)"
+                                              R"("namespace":"ns","resourceVersion":"2"},"spec":{"pad":")" +
+                                                  std::string(2000, 'x') + R"("}})");
+  stream->send(small + big);
+  auto e1 = (*w)->next();
+  ASSERT_TRUE(e1 && e1->has_value()) << (e1 ? "end" : e1.error().to_string());
+  auto e2 = (*w)->next();
+  ASSERT_FALSE(e2);
+  EXPECT_EQ(e2.error().code, Errc::too_large) << e2.error().to_string();
+  EXPECT_NE(e2.error().message.find("watch event at byte offset " + std::to_string(small.size()) +
+                                    " exceeds the limit of 1024 bytes"),
+            std::string::npos)
+      << e2.error().message;
+  EXPECT_TRUE(stream->wait_client_closed(5s));  // the client gave up the connection
+}
+
+// While the reader takes nothing, the client buffers at most watch_queue_limit events and then
+// stops reading the socket: the server cannot write the rest (its chunks are far more than the
+// kernel's socket buffers hold). Once the reader drains the queue, reading resumes and every
+// event arrives in order.
+TEST(RestClientWatch, WatchQueueLimitStopsReadingTheSocket) {
+  FakeApiServer server;
+  auto stream = std::make_shared<ScriptedStream>();
+  server.on("GET", "/api/v1/pods", [stream](const Request&) { return Reply::streaming(stream); });
+  RestClientOptions options = unlimited();
+  options.watch_queue_limit = 4;
+  RestClient client(server.cluster_config(), options);
+  auto w = client.watch(kPods, "", {});
+  ASSERT_TRUE(w) << w.error().to_string();
+  constexpr int kEvents = 64;
+  const std::string pad(512 * 1024, 'x');  // 64 x 512 KiB = 32 MiB in all; ~5 MiB stall in buffers
+  for (int i = 1; i <= kEvents; ++i) {
+    stream->send(watch_event_line("ADDED", R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"p)" +
+                                               std::to_string(i) +
+                                               R"(","namespace":"ns","resourceVersion":")" +
+                                               std::to_string(i) + R"("},"spec":{"pad":")" + pad + R"("}})"));
+  }
+  // Cannot become true while nobody reads: this only bounds how long the test looks.
+  EXPECT_FALSE(stream->wait_drained(1500ms)) << stream->bytes_written() << " bytes written";
+  std::size_t stalled_at = stream->bytes_written();
+  EXPECT_LT(stalled_at, std::size_t{kEvents} * pad.size() / 2);
+  for (int i = 1; i <= kEvents; ++i) {
+    auto e = (*w)->next();
+    ASSERT_TRUE(e && e->has_value()) << "event " << i << ": " << (e ? "end" : e.error().to_string());
+    ASSERT_EQ((*e)->object->metadata.resource_version, std::to_string(i));
+  }
+  EXPECT_TRUE(stream->wait_drained(5s));
+  stream->end();
+  auto end = (*w)->next();
+  ASSERT_TRUE(end) << end.error().to_string();
+  EXPECT_FALSE(end->has_value());
+}
+
 // --- stale keep-alive connections ---------------------------------------------------------
 
 TEST(RestClient, StaleKeptAliveConnectionRetriesOnlyIdempotentRequests) {
@@ -412,7 +621,10 @@ TEST_F(WatchFixture, CancelUnblocksNextAndClosesConnection) {
   canceller.join();
   ASSERT_FALSE(e);
   EXPECT_EQ(e.error().code, Errc::cancelled);
-  EXPECT_TRUE(stream->wait_closed(5s));
+  // The real effect: the server saw the client close the connection (not merely "closed",
+  // which the server's destructor also reports).
+  EXPECT_TRUE(stream->wait_client_closed(5s));
+  EXPECT_TRUE(server.wait_for_open_connections(0, 5s));
 }
 
 TEST_F(WatchFixture, DestroyingStreamReleasesConnection) {
@@ -420,7 +632,7 @@ TEST_F(WatchFixture, DestroyingStreamReleasesConnection) {
     auto w = client->watch(kPods, "ns", {});
     ASSERT_TRUE(w);
   }
-  EXPECT_TRUE(stream->wait_closed(5s));
+  EXPECT_TRUE(stream->wait_client_closed(5s));
   EXPECT_TRUE(server.wait_for_open_connections(0, 5s));
 }
 
@@ -490,7 +702,7 @@ TEST_F(IdleWatchFixture, SilentPeerTimesOutAndClosesConnection) {
   EXPECT_EQ(e2.error().code, Errc::timeout);
   EXPECT_NE(e2.error().message.find("watch idle for 0.2s: no data from the server"), std::string::npos)
       << e2.error().message;
-  EXPECT_TRUE(stream->wait_closed(5s));  // the client closed the connection
+  EXPECT_TRUE(stream->wait_client_closed(5s));  // the client closed the connection
   EXPECT_TRUE(server.wait_for_open_connections(0, 5s));
 }
 
@@ -508,7 +720,7 @@ TEST(RestClientWatch, SilentTlsPeerTimesOut) {
   auto e = (*w)->next();
   ASSERT_FALSE(e);
   EXPECT_EQ(e.error().code, Errc::timeout) << e.error().to_string();
-  EXPECT_TRUE(stream->wait_closed(5s));
+  EXPECT_TRUE(stream->wait_client_closed(5s));
 }
 
 TEST_F(IdleWatchFixture, SteadyTrafficIsNotCut) {

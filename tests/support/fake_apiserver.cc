@@ -160,6 +160,21 @@ bool ScriptedStream::wait_closed(std::chrono::milliseconds timeout) const {
   return cv_.wait_for(lock, timeout, [&] { return closed_; });
 }
 
+bool ScriptedStream::wait_client_closed(std::chrono::milliseconds timeout) const {
+  std::unique_lock lock(mu_);
+  return cv_.wait_for(lock, timeout, [&] { return client_closed_; });
+}
+
+bool ScriptedStream::wait_drained(std::chrono::milliseconds timeout) const {
+  std::unique_lock lock(mu_);
+  return cv_.wait_for(lock, timeout, [&] { return ops_.empty() && !writing_; });
+}
+
+std::size_t ScriptedStream::bytes_written() const {
+  std::lock_guard lock(mu_);
+  return bytes_written_;
+}
+
 bool ScriptedStream::wait_started(std::chrono::milliseconds timeout) const {
   std::unique_lock lock(mu_);
   return cv_.wait_for(lock, timeout, [&] { return started_ || closed_; });
@@ -283,6 +298,7 @@ struct FakeApiServer::Impl {
     auto ex = co_await asio::this_coro::executor;
     auto timer = std::make_shared<asio::steady_timer>(ex, asio::steady_timer::time_point::max());
     auto client_gone = std::make_shared<bool>(false);
+    auto serving = std::make_shared<bool>(true);  // false once this loop stopped serving
     {
       std::lock_guard lock(stream->mu_);
       stream->started_ = true;
@@ -299,11 +315,16 @@ struct FakeApiServer::Impl {
       // Detects the client hanging up while the test has nothing to send.
       asio::co_spawn(
           ex,
-          [conn, timer, client_gone]() -> awaitable<void> {
+          [conn, timer, client_gone, serving, stream]() -> awaitable<void> {
             char scratch[1024];
             for (;;) {
               auto [ec, n] = co_await conn->stream.async_read_some(asio::buffer(scratch), kTuple);
               if (ec) {
+                if (*serving) {  // not our own close after end/abort: the client hung up
+                  std::lock_guard lock(stream->mu_);
+                  stream->client_closed_ = true;
+                  stream->cv_.notify_all();
+                }
                 *client_gone = true;
                 timer->cancel();
                 co_return;
@@ -318,6 +339,7 @@ struct FakeApiServer::Impl {
           if (!stream->ops_.empty()) {
             op = std::move(stream->ops_.front());
             stream->ops_.pop_front();
+            stream->writing_ = op->kind == ScriptedStream::Op::data;
           }
         }
         if (!op) {
@@ -329,8 +351,16 @@ struct FakeApiServer::Impl {
         if (op->kind == ScriptedStream::Op::data) {
           auto [ec, n] =
               co_await asio::async_write(conn->stream, http::make_chunk(asio::buffer(op->bytes)), kTuple);
+          {
+            std::lock_guard lock(stream->mu_);
+            stream->writing_ = false;
+            if (!ec) stream->bytes_written_ += op->bytes.size();
+            if (ec) stream->client_closed_ = true;  // a failed write: the client is gone
+            stream->cv_.notify_all();
+          }
           if (ec) break;
         } else if (op->kind == ScriptedStream::Op::end) {
+          *serving = false;  // from here on a read error is our own close
           co_await asio::async_write(conn->stream, http::make_chunk_last(), kTuple);
           close_graceful(conn);
           break;
@@ -339,6 +369,7 @@ struct FakeApiServer::Impl {
         }
       }
     }
+    *serving = false;
     close_hard(conn);
     std::lock_guard lock(stream->mu_);
     stream->wake_ = nullptr;

@@ -53,12 +53,21 @@ class ScriptedStream {
   void end();
   /// Cuts the connection without the terminating chunk: the client sees a truncated stream.
   void abort();
-  /// True once the connection is gone (end/abort done, or the client hung up).
+  /// True once the connection is gone (end/abort done, the client hung up, or the server was
+  /// destroyed). To check that the client closed it, use wait_client_closed().
   [[nodiscard]] bool closed() const;
   /// Waits until closed(); false on timeout.
   bool wait_closed(std::chrono::milliseconds timeout) const;
+  /// Waits until the server saw the client close the connection while the stream was still
+  /// being served (never set by end(), abort() or the server's destructor); false on timeout.
+  bool wait_client_closed(std::chrono::milliseconds timeout) const;
   /// True once the server attached the stream to a connection (headers sent).
   bool wait_started(std::chrono::milliseconds timeout) const;
+  /// Waits until every chunk sent so far has been written to the socket (a client that stopped
+  /// reading stalls this once the kernel's buffers are full); false on timeout.
+  bool wait_drained(std::chrono::milliseconds timeout) const;
+  /// Body bytes written to the socket so far (chunk framing not counted).
+  [[nodiscard]] std::size_t bytes_written() const;
 
  private:
   friend class FakeApiServer;
@@ -74,6 +83,9 @@ class ScriptedStream {
   std::function<void()> wake_;  // set by the server while attached; called under mu_
   bool started_ = false;
   bool closed_ = false;
+  bool client_closed_ = false;
+  bool writing_ = false;  // a data chunk taken from ops_ is being written
+  std::size_t bytes_written_ = 0;
 };
 
 /// A handler's answer: a complete response, or (when `stream` is set) a chunked stream.

@@ -71,6 +71,7 @@ TEST(FakeApiServer, StreamsScriptedChunksAndEnds) {
   http::read(client.socket, client.buffer, parser);
   EXPECT_EQ(parser.get().body(), "{\"a\":1}\n");
   EXPECT_TRUE(stream->wait_closed(5s));
+  EXPECT_FALSE(stream->wait_client_closed(0ms));  // the server ended it, the client is still there
 }
 
 TEST(FakeApiServer, AbortCutsTheStream) {
@@ -102,7 +103,20 @@ TEST(FakeApiServer, DetectsClientHangup) {
     http::write(client.socket, req);
     ASSERT_TRUE(stream->wait_started(5s));
   }
-  EXPECT_TRUE(stream->wait_closed(5s));
+  EXPECT_TRUE(stream->wait_client_closed(5s));
+}
+
+TEST(FakeApiServer, DestructorClosesStreamsButIsNoClientHangup) {
+  auto server = std::make_unique<FakeApiServer>();
+  auto stream = std::make_shared<ScriptedStream>();
+  server->on("GET", "/w", [stream](const Request&) { return Reply::streaming(stream); });
+  RawClient client(server->port());
+  http::request<http::empty_body> req{http::verb::get, "/w", 11};
+  http::write(client.socket, req);
+  ASSERT_TRUE(stream->wait_started(5s));
+  server.reset();
+  EXPECT_TRUE(stream->closed());
+  EXPECT_FALSE(stream->wait_client_closed(0ms));
 }
 
 TEST(Certs, MakesPemPki) {

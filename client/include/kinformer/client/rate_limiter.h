@@ -21,17 +21,21 @@ struct RateLimiterOptions {
 class RateLimiter {
  public:
   using Clock = std::function<std::chrono::steady_clock::time_point()>;
+  /// Blocks the calling thread for the given duration (acquire()'s wait).
+  using Sleep = std::function<void(std::chrono::nanoseconds)>;
   using Options = RateLimiterOptions;
 
-  /// `clock` defaults to std::chrono::steady_clock::now (inject a fake in tests).
-  explicit RateLimiter(Options options = {}, Clock clock = {});
+  /// `clock` defaults to std::chrono::steady_clock::now and `sleep` to
+  /// std::this_thread::sleep_for (inject fakes in tests, so waits are observable and instant).
+  explicit RateLimiter(Options options = {}, Clock clock = {}, Sleep sleep = {});
 
   /// Takes a token now if one is available.
   bool try_acquire();
   /// Reserves the next token and returns how long the caller must wait before using it
   /// (zero when one was available). Reservations are never given back.
   std::chrono::nanoseconds reserve();
-  /// Blocks the calling thread until a token is available (reserve() then sleep).
+  /// Blocks the calling thread until a token is available: reserve(), then sleep() for the
+  /// returned wait when it is not zero.
   void acquire();
 
   [[nodiscard]] const Options& options() const noexcept { return options_; }
@@ -41,6 +45,7 @@ class RateLimiter {
 
   Options options_;
   Clock clock_;
+  Sleep sleep_;
   std::mutex mu_;
   double tokens_;  // may go negative: outstanding reservations
   std::chrono::steady_clock::time_point last_;
