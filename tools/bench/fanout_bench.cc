@@ -173,14 +173,18 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-std::size_t thread_count() {
+// A numeric field of /proc/self/status ("Threads", "VmHWM" in kB); 0 when absent.
+std::size_t proc_status(std::string_view field) {
   std::ifstream in("/proc/self/status");
   std::string line;
   while (std::getline(in, line)) {
-    if (line.rfind("Threads:", 0) == 0) return std::stoul(line.substr(8));
+    if (line.size() > field.size() && line.compare(0, field.size(), field) == 0 && line[field.size()] == ':') {
+      return std::stoul(line.substr(field.size() + 1));
+    }
   }
   return 0;
 }
+std::size_t thread_count() { return proc_status("Threads"); }
 
 double cpu_seconds() {
   rusage ru{};
@@ -341,6 +345,7 @@ int main(int argc, char** argv) {
   const std::size_t threads_synced = thread_count();
   threads_max = std::max(threads_max, threads_synced);
   const std::size_t store_size = pods.store().size();
+  const std::size_t peak_rss_sync_kb = proc_status("VmHWM");
 
   if (!opt.ready_file.empty()) {
     std::ofstream(opt.ready_file) << "ready\n";
@@ -406,7 +411,7 @@ int main(int argc, char** argv) {
   out << "{\"side\":\"kinformer\",\"handlers\":" << opt.handlers << ",\"stuck\":" << (opt.stuck ? 1 : 0)
       << ",\"pods\":" << opt.pods << ",\"namespace\":\"" << json_escape(opt.namespace_) << "\""
       << ",\"synced\":" << (synced ? "true" : "false") << ",\"sync_s\":" << sync_s
-      << ",\"store_size\":" << store_size << ",\"initial_notifications_per_s\":"
+      << ",\"store_size\":" << store_size << ",\"peak_rss_sync_mb\":" << peak_rss_sync_kb / 1024 << ",\"initial_notifications_per_s\":"
       << (sync_s > 0 ? static_cast<double>(counted * opt.pods) / sync_s : 0.0)
       << ",\"threads_synced\":" << threads_synced << ",\"threads_max\":" << threads_max
       << ",\"threads_end\":" << threads_end << ",\"pool\":" << pool << ",\"extra_threads_started\":" << extra_started

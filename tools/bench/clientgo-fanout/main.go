@@ -115,19 +115,22 @@ type counter struct {
 
 func (c *counter) total() uint64 { return c.adds.Load() + c.updates.Load() + c.deletes.Load() }
 
-func threadCount() int {
+// procStatus: a numeric field of /proc/self/status ("Threads", "VmHWM" in kB); 0 when absent.
+func procStatus(field string) int {
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		return 0
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "Threads:") {
-			n, _ := strconv.Atoi(strings.TrimSpace(line[len("Threads:"):]))
+		if strings.HasPrefix(line, field+":") {
+			n, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(line[len(field)+1:]), " kB"))
 			return n
 		}
 	}
 	return 0
 }
+
+func threadCount() int { return procStatus("Threads") }
 
 func cpuSeconds() float64 {
 	var ru syscall.Rusage
@@ -278,6 +281,7 @@ func main() {
 	threadsSynced := threadCount()
 	threadsMax = max(threadsMax, threadsSynced)
 	storeSize := len(inf.GetStore().ListKeys())
+	peakRSSSyncMB := procStatus("VmHWM") / 1024
 	if *readyFile != "" {
 		_ = os.WriteFile(*readyFile, []byte("ready\n"), 0o644)
 	}
@@ -356,7 +360,7 @@ func main() {
 	}
 	out := map[string]any{
 		"side": "client-go", "handlers": *handlers, "stuck": *stuck, "pods": *pods, "namespace": *namespace,
-		"synced": synced, "sync_s": syncS, "store_size": storeSize, "initial_notifications_per_s": initialRate,
+		"synced": synced, "sync_s": syncS, "store_size": storeSize, "peak_rss_sync_mb": peakRSSSyncMB, "initial_notifications_per_s": initialRate,
 		"threads_synced": threadsSynced, "threads_max": threadsMax, "threads_end": threadsEnd,
 		"events_seen": eventsSeen, "window_s": windowS, "delivered": delivered,
 		"delivered_per_s": rate(float64(delivered)), "events_per_s_per_handler": rate(float64(delivered)) / float64(countedHandlers),
