@@ -1,0 +1,380 @@
+// clientgo-fanout: the client-go peer of kinformer_fanout_bench (tools/bench/fanout_bench.cc).
+//
+// One run: a SharedInformerFactory (client-go v0.36 defaults, WatchList included, with protobuf
+// set explicitly as kube components do) with one Pod informer on -namespace and N counting
+// handlers added before Start. It measures, exactly as the C++ side does:
+//   - sync: from factory.Start until every (non-stuck) handler has counted -pods adds;
+//   - threads: /proc/self/status Threads (OS threads);
+//   - after writing -ready-file and seeing the first update (the driver starts the patcher then)
+//     and -warmup-seconds: delivered notifications, CPU and delivery latency over -window-seconds.
+//
+// Latency: the informer's transform (called once per object when the reflector queues it, just
+// before the store update) strips managedFields and writes the receipt time (monotonic ns since
+// process start) into the annotation bench.kinformer.dev/recv; each handler's update callback
+// subtracts it from its own monotonic clock. The patcher's wall clock in
+// bench.kinformer.dev/sent gives the end-to-end latency.
+//
+// With -stuck 1, handler 0 blocks in its first callback until the run ends.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math/bits"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+const (
+	recvAnnotation = "bench.kinformer.dev/recv"
+	sentAnnotation = "bench.kinformer.dev/sent"
+)
+
+var processStart = time.Now()
+
+func monoNS() int64 { return time.Since(processStart).Nanoseconds() }
+
+// histogram: the same log-linear bucketing as the C++ side (32 sub-buckets per power of two).
+const histSub = 5
+const histBuckets = (64 - histSub + 1) << histSub
+
+type histogram struct {
+	counts [histBuckets]uint64
+	total  uint64
+}
+
+func histIndex(v uint64) int {
+	if v < 1<<histSub {
+		return int(v)
+	}
+	msb := 63 - bits.LeadingZeros64(v)
+	shift := msb - histSub
+	return ((shift + 1) << histSub) + int((v>>uint(shift))&(1<<histSub-1))
+}
+
+func histUpper(i int) int64 {
+	if i < 1<<histSub {
+		return int64(i)
+	}
+	shift := (i >> histSub) - 1
+	mant := uint64(1<<histSub) | uint64(i&(1<<histSub-1))
+	return int64(((mant + 1) << uint(shift)) - 1)
+}
+
+func (h *histogram) add(v int64) {
+	if v < 0 {
+		v = 0
+	}
+	h.counts[histIndex(uint64(v))]++
+	h.total++
+}
+
+func (h *histogram) merge(o *histogram) {
+	for i := range h.counts {
+		h.counts[i] += o.counts[i]
+	}
+	h.total += o.total
+}
+
+func (h *histogram) quantile(q float64) int64 {
+	if h.total == 0 {
+		return 0
+	}
+	rank := uint64(q*float64(h.total-1)) + 1
+	var seen uint64
+	for i, c := range h.counts {
+		seen += c
+		if seen >= rank {
+			return histUpper(i)
+		}
+	}
+	return histUpper(histBuckets - 1)
+}
+
+// counter: one handler's counts; atomics so that main can read them while the handler's
+// goroutine writes them. Histograms are read only after shutdown.
+type counter struct {
+	adds, updates, deletes atomic.Uint64
+	stuck, blockedOnce     bool
+	latency, endToEnd      histogram
+	_                      [64]byte
+}
+
+func (c *counter) total() uint64 { return c.adds.Load() + c.updates.Load() + c.deletes.Load() }
+
+// procStatus: a numeric field of /proc/self/status ("Threads", "VmHWM" in kB); 0 when absent.
+func procStatus(field string) int {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, field+":") {
+			n, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(line[len(field)+1:]), " kB"))
+			return n
+		}
+	}
+	return 0
+}
+
+func threadCount() int { return procStatus("Threads") }
+
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	tv := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)*1e-6 }
+	return tv(ru.Utime) + tv(ru.Stime)
+}
+
+func annotationNS(p *corev1.Pod, key string) (int64, bool) {
+	v, ok := p.Annotations[key]
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	return n, err == nil
+}
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+func main() {
+	kubeconfig := flag.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file")
+	namespace := flag.String("namespace", "fanout-bench", "namespace of the Pods")
+	pods := flag.Int("pods", 5000, "Pods expected in the namespace")
+	handlers := flag.Int("handlers", 1, "counting handlers")
+	stuck := flag.Int("stuck", 0, "1: handler 0 blocks in its first callback")
+	warmup := flag.Float64("warmup-seconds", 1, "after the first update, before the window")
+	window := flag.Float64("window-seconds", 8, "measurement window")
+	syncTimeout := flag.Float64("sync-timeout", 180, "give up on the sync after this long")
+	eventsTimeout := flag.Float64("events-timeout", 30, "give up waiting for the first update after this long")
+	readyFile := flag.String("ready-file", "", "written once synced")
+	noEvents := flag.Bool("no-events", false, "only measure the sync")
+	flag.Parse()
+	if *handlers < 1 || *handlers > 100000 || (*stuck != 0 && *handlers < 2) || *window <= 0 || *window > 600 {
+		fmt.Fprintln(os.Stderr, "clientgo-fanout: bad -handlers/-stuck/-window-seconds")
+		os.Exit(2)
+	}
+
+	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "clientgo-fanout:", err)
+		os.Exit(2)
+	}
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	cfg.UserAgent = "clientgo-fanout-bench/0.36"
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "clientgo-fanout:", err)
+		os.Exit(2)
+	}
+
+	transform := func(obj interface{}) (interface{}, error) {
+		if p, ok := obj.(*corev1.Pod); ok {
+			now := monoNS()
+			p.ManagedFields = nil
+			if p.Annotations == nil {
+				p.Annotations = map[string]string{}
+			}
+			p.Annotations[recvAnnotation] = strconv.FormatInt(now, 10)
+		}
+		return obj, nil
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0,
+		informers.WithNamespace(*namespace), informers.WithTransform(transform))
+	inf := factory.Core().V1().Pods().Informer()
+
+	countedHandlers := int64(*handlers)
+	if *stuck != 0 {
+		countedHandlers--
+	}
+	var syncedHandlers atomic.Int64
+	var syncDone atomic.Int64
+	var firstUpdate, recording atomic.Bool
+	release := make(chan struct{})
+	blockIfStuck := func(c *counter) {
+		if !c.stuck || c.blockedOnce {
+			return
+		}
+		c.blockedOnce = true
+		select {
+		case <-release:
+		case <-time.After(10 * time.Minute):
+		}
+	}
+	counters := make([]*counter, *handlers)
+	for i := range counters {
+		c := &counter{stuck: *stuck != 0 && i == 0}
+		counters[i] = c
+		_, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+			AddFunc: func(obj interface{}, _ bool) {
+				blockIfStuck(c)
+				n := c.adds.Add(1)
+				if n == uint64(*pods) && !c.stuck {
+					if syncedHandlers.Add(1) == countedHandlers {
+						syncDone.Store(monoNS())
+					}
+				}
+			},
+			UpdateFunc: func(_, newObj interface{}) {
+				blockIfStuck(c)
+				c.updates.Add(1)
+				if !firstUpdate.Load() {
+					firstUpdate.Store(true)
+				}
+				if !recording.Load() {
+					return
+				}
+				p, ok := newObj.(*corev1.Pod)
+				if !ok {
+					return
+				}
+				if recv, ok := annotationNS(p, recvAnnotation); ok {
+					c.latency.add(monoNS() - recv)
+				}
+				if sent, ok := annotationNS(p, sentAnnotation); ok {
+					c.endToEnd.add(time.Now().UnixNano() - sent)
+				}
+			},
+			DeleteFunc: func(interface{}) {
+				blockIfStuck(c)
+				c.deletes.Add(1)
+			},
+		})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "clientgo-fanout: AddEventHandler:", err)
+			os.Exit(1)
+		}
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	threadsMax := threadCount()
+	t0 := monoNS()
+	factory.Start(ctx.Done())
+	syncDeadline := time.Now().Add(seconds(*syncTimeout))
+	synced := true
+	for syncDone.Load() == 0 {
+		if time.Now().After(syncDeadline) {
+			synced = false
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+		threadsMax = max(threadsMax, threadCount())
+	}
+	syncS := -1.0
+	if synced {
+		syncS = float64(syncDone.Load()-t0) * 1e-9
+	}
+	threadsSynced := threadCount()
+	threadsMax = max(threadsMax, threadsSynced)
+	storeSize := len(inf.GetStore().ListKeys())
+	peakRSSSyncMB := procStatus("VmHWM") / 1024
+	if *readyFile != "" {
+		_ = os.WriteFile(*readyFile, []byte("ready\n"), 0o644)
+	}
+
+	eventsSeen := false
+	var windowS, cpuWindowS float64
+	var delivered uint64
+	if synced && !*noEvents {
+		deadline := time.Now().Add(seconds(*eventsTimeout))
+		for !firstUpdate.Load() && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		eventsSeen = firstUpdate.Load()
+		if eventsSeen {
+			time.Sleep(seconds(*warmup))
+			sum := func() uint64 {
+				var t uint64
+				for _, c := range counters {
+					if !c.stuck {
+						t += c.total()
+					}
+				}
+				return t
+			}
+			recording.Store(true)
+			n0 := sum()
+			cpu0 := cpuSeconds()
+			w0 := time.Now()
+			wEnd := w0.Add(seconds(*window))
+			for time.Now().Before(wEnd) {
+				time.Sleep(50 * time.Millisecond)
+				threadsMax = max(threadsMax, threadCount())
+			}
+			n1 := sum()
+			cpuWindowS = cpuSeconds() - cpu0
+			windowS = time.Since(w0).Seconds()
+			recording.Store(false)
+			delivered = n1 - n0
+		}
+	}
+	threadsEnd := threadCount()
+	threadsMax = max(threadsMax, threadsEnd)
+
+	close(release)
+	cancel()
+	done := make(chan struct{})
+	var once sync.Once
+	go func() { factory.Shutdown(); once.Do(func() { close(done) }) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		fmt.Fprintln(os.Stderr, "clientgo-fanout: factory.Shutdown did not return within 10 s")
+	}
+
+	var latency, endToEnd histogram
+	for _, c := range counters {
+		if c.stuck {
+			continue
+		}
+		latency.merge(&c.latency)
+		endToEnd.merge(&c.endToEnd)
+	}
+	rate := func(n float64) float64 {
+		if windowS <= 0 {
+			return 0
+		}
+		return n / windowS
+	}
+	initialRate := 0.0
+	if syncS > 0 {
+		initialRate = float64(countedHandlers) * float64(*pods) / syncS
+	}
+	cpuPer := 0.0
+	if delivered > 0 {
+		cpuPer = cpuWindowS * 1e6 / float64(delivered)
+	}
+	out := map[string]any{
+		"side": "client-go", "handlers": *handlers, "stuck": *stuck, "pods": *pods, "namespace": *namespace,
+		"synced": synced, "sync_s": syncS, "store_size": storeSize, "peak_rss_sync_mb": peakRSSSyncMB, "initial_notifications_per_s": initialRate,
+		"threads_synced": threadsSynced, "threads_max": threadsMax, "threads_end": threadsEnd,
+		"events_seen": eventsSeen, "window_s": windowS, "delivered": delivered,
+		"delivered_per_s": rate(float64(delivered)), "events_per_s_per_handler": rate(float64(delivered)) / float64(countedHandlers),
+		"cpu_window_s": cpuWindowS, "cpu_us_per_notification": cpuPer,
+		"latency_samples": latency.total,
+		"latency_p50_us":  float64(latency.quantile(0.50)) / 1e3,
+		"latency_p99_us":  float64(latency.quantile(0.99)) / 1e3,
+		"latency_max_us":  float64(latency.quantile(1.0)) / 1e3,
+		"e2e_p50_us":      float64(endToEnd.quantile(0.50)) / 1e3,
+		"e2e_p99_us":      float64(endToEnd.quantile(0.99)) / 1e3,
+	}
+	b, _ := json.Marshal(out)
+	fmt.Println(string(b))
+	if !synced {
+		os.Exit(1)
+	}
+}

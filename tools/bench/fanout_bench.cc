@@ -1,0 +1,434 @@
+// kinformer_fanout_bench: one Pod informer on a real API server fanned out to N counting
+// handlers (issue 9). Built on kinformer's public API only. Its client-go peer,
+// tools/bench/clientgo-fanout, measures the same things the same way; tools/bench/fanout.sh runs
+// both, interleaved, and prints the table (see docs/BENCHMARKS.md).
+//
+// One run of this program:
+//   1. starts a factory with one Pod informer on --namespace and N handlers registered before
+//      start; measures the time from start() until every (non-stuck) handler has counted
+//      --pods adds (the initial list) and the process's threads (/proc/self/status Threads);
+//   2. writes --ready-file, waits for the first update (the driver starts the patcher then),
+//      waits --warmup-seconds, then counts delivered notifications and records delivery latency
+//      for --window-seconds;
+//   3. prints one JSON object on stdout.
+//
+// Latency, measured identically in the client-go peer: the informer's transform (called once
+// per object on the reflector thread, just before the store update) writes the receipt time
+// (steady clock, ns) into the annotation bench.kinformer.dev/recv; each handler's update callback
+// subtracts it from its own clock ("receipt to callback"). The patcher also writes its wall
+// clock into bench.kinformer.dev/sent; handlers subtract that from the wall clock ("end to end":
+// patch request, server, watch, decode, store, fan-out).
+//
+// With --stuck 1, handler 0 blocks in its first callback until the run ends (released just
+// before shutdown); it is left out of the sync time, the counts and the latency.
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <bit>
+#include <charconv>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "kinformer/client/cluster_config.h"
+#include "kinformer/client/object.h"
+#include "kinformer/client/pod.h"
+#include "kinformer/client/rest_client.h"
+#include "kinformer/informer/informer_factory.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+using kinformer::client::Pod;
+using SteadyClock = std::chrono::steady_clock;
+
+constexpr std::string_view kRecvAnnotation = "bench.kinformer.dev/recv";
+constexpr std::string_view kSentAnnotation = "bench.kinformer.dev/sent";
+
+std::int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(SteadyClock::now().time_since_epoch()).count();
+}
+std::int64_t wall_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Log-linear histogram of non-negative nanosecond values: 32 sub-buckets per power of two (at
+// most ~3% relative error). Not thread-safe: one handler (a serial strand) writes it.
+// The Go peer uses the same bucketing.
+class Histogram {
+ public:
+  static constexpr int kSub = 5;  // 2^5 sub-buckets
+  static constexpr int kBuckets = (64 - kSub + 1) << kSub;
+
+  void add(std::int64_t v) {
+    if (v < 0) v = 0;
+    ++counts_[index(static_cast<std::uint64_t>(v))];
+    ++total_;
+  }
+  void merge(const Histogram& o) {
+    for (int i = 0; i < kBuckets; ++i) counts_[i] += o.counts_[i];
+    total_ += o.total_;
+  }
+  [[nodiscard]] std::uint64_t total() const { return total_; }
+  // The upper bound of the bucket holding the q-quantile; 0 when empty.
+  [[nodiscard]] std::int64_t quantile(double q) const {
+    if (total_ == 0) return 0;
+    auto rank = static_cast<std::uint64_t>(q * static_cast<double>(total_ - 1)) + 1;
+    std::uint64_t seen = 0;
+    for (int i = 0; i < kBuckets; ++i) {
+      seen += counts_[i];
+      if (seen >= rank) return upper(i);
+    }
+    return upper(kBuckets - 1);
+  }
+
+ private:
+  static int index(std::uint64_t v) {
+    if (v < (1u << kSub)) return static_cast<int>(v);
+    int msb = 63 - std::countl_zero(v);  // >= kSub
+    int shift = msb - kSub;
+    return ((shift + 1) << kSub) + static_cast<int>((v >> shift) & ((1u << kSub) - 1));
+  }
+  static std::int64_t upper(int i) {
+    if (i < (1 << kSub)) return i;
+    int shift = (i >> kSub) - 1;
+    std::uint64_t mant = (1u << kSub) | static_cast<std::uint64_t>(i & ((1 << kSub) - 1));
+    return static_cast<std::int64_t>(((mant + 1) << shift) - 1);
+  }
+  std::array<std::uint64_t, kBuckets> counts_{};
+  std::uint64_t total_ = 0;
+};
+
+struct Options {
+  std::string kubeconfig;
+  std::string namespace_ = "fanout-bench";
+  std::size_t pods = 5000;
+  std::size_t handlers = 1;
+  bool stuck = false;
+  double warmup_s = 1.0;
+  double window_s = 8.0;
+  double sync_timeout_s = 180.0;
+  double events_timeout_s = 30.0;
+  std::string ready_file;
+  bool no_events = false;
+  bool watch_list = false;
+  std::size_t pool_threads = 0;
+};
+
+[[noreturn]] void usage(const std::string& why) {
+  std::cerr << "kinformer_fanout_bench: " << why << "\n"
+            << "usage: kinformer_fanout_bench --pods N --handlers N [--namespace NS] [--kubeconfig PATH]\n"
+               "       [--stuck 0|1] [--warmup-seconds S] [--window-seconds S] [--ready-file PATH]\n"
+               "       [--sync-timeout S] [--events-timeout S] [--no-events] [--watch-list] [--pool-threads N]\n";
+  std::exit(2);
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage(a + " needs a value");
+      return argv[++i];
+    };
+    try {
+      if (a == "--kubeconfig") o.kubeconfig = value();
+      else if (a == "--namespace") o.namespace_ = value();
+      else if (a == "--pods") o.pods = std::stoul(value());
+      else if (a == "--handlers") o.handlers = std::stoul(value());
+      else if (a == "--stuck") o.stuck = std::stoul(value()) != 0;
+      else if (a == "--warmup-seconds") o.warmup_s = std::stod(value());
+      else if (a == "--window-seconds") o.window_s = std::stod(value());
+      else if (a == "--sync-timeout") o.sync_timeout_s = std::stod(value());
+      else if (a == "--events-timeout") o.events_timeout_s = std::stod(value());
+      else if (a == "--ready-file") o.ready_file = value();
+      else if (a == "--no-events") o.no_events = true;
+      else if (a == "--watch-list") o.watch_list = true;
+      else if (a == "--pool-threads") o.pool_threads = std::stoul(value());
+      else usage("unknown argument " + a);
+    } catch (const std::logic_error&) {
+      usage("bad value for " + a);
+    }
+  }
+  if (o.handlers == 0 || o.handlers > 100000) usage("--handlers must be in [1, 100000]");
+  if (o.stuck && o.handlers < 2) usage("--stuck needs at least 2 handlers");
+  if (o.window_s <= 0 || o.window_s > 600) usage("--window-seconds must be in (0, 600]");
+  return o;
+}
+
+// A numeric field of /proc/self/status ("Threads", "VmHWM" in kB); 0 when absent.
+std::size_t proc_status(std::string_view field) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.size() > field.size() && line.compare(0, field.size(), field) == 0 && line[field.size()] == ':') {
+      return std::stoul(line.substr(field.size() + 1));
+    }
+  }
+  return 0;
+}
+std::size_t thread_count() { return proc_status("Threads"); }
+
+double cpu_seconds() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  auto tv = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6; };
+  return tv(ru.ru_utime) + tv(ru.ru_stime);
+}
+
+std::optional<std::int64_t> annotation_ns(const kinformer::client::StringMap& annotations, std::string_view key) {
+  const std::string* v = kinformer::client::find_value(annotations, key);
+  if (v == nullptr) return std::nullopt;
+  std::int64_t out = 0;
+  auto [p, ec] = std::from_chars(v->data(), v->data() + v->size(), out);
+  if (ec != std::errc{} || p != v->data() + v->size()) return std::nullopt;
+  return out;
+}
+
+// Shared by every handler.
+struct Shared {
+  std::size_t pods = 0;
+  std::size_t counted_handlers = 0;  // handlers that must finish the initial list
+  std::atomic<std::size_t> synced_handlers{0};
+  std::atomic<std::int64_t> sync_done_ns{0};
+  std::atomic<bool> first_update{false};
+  std::atomic<bool> recording{false};
+  // The stuck handler waits here until released (bounded: it gives up after 10 minutes).
+  std::mutex stuck_mu;
+  std::condition_variable stuck_cv;
+  bool released = false;  // guarded by stuck_mu
+};
+
+// One counting handler. Counters are atomics only so that the main thread can read them while
+// the handler's strand writes them; the histograms are read only after shutdown.
+struct alignas(64) Counter {
+  std::atomic<std::uint64_t> adds{0};
+  std::atomic<std::uint64_t> updates{0};
+  std::atomic<std::uint64_t> deletes{0};
+  bool stuck = false;
+  bool blocked_once = false;
+  Histogram latency;
+  Histogram end_to_end;
+
+  [[nodiscard]] std::uint64_t total() const {
+    return adds.load(std::memory_order_relaxed) + updates.load(std::memory_order_relaxed) +
+           deletes.load(std::memory_order_relaxed);
+  }
+};
+
+void block_if_stuck(Counter& c, Shared& s) {
+  if (!c.stuck || c.blocked_once) return;
+  c.blocked_once = true;
+  std::unique_lock lock(s.stuck_mu);
+  s.stuck_cv.wait_for(lock, 10min, [&] { return s.released; });
+}
+
+std::string json_escape(std::string_view s) {
+  std::string out;
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') out += '\\';
+    out += ch;
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options opt = parse(argc, argv);
+  namespace client = kinformer::client;
+  namespace informer = kinformer::informer;
+
+  client::KubeconfigOptions kc;
+  if (!opt.kubeconfig.empty()) kc.path = opt.kubeconfig;
+  client::ClusterConfig config = client::ClusterConfig::from_kubeconfig(kc);
+  client::RestClient rest(config, {.user_agent = "kinformer-fanout-bench/0.1"});
+
+  informer::FactoryOptions factory_options;
+  factory_options.handler_stop_timeout = 2000ms;
+  factory_options.executor.threads = opt.pool_threads;
+  informer::InformerFactory factory(
+      [&rest](const client::ResourceType& t, const std::string& ns) { return rest.lister_watcher(t, ns); },
+      std::move(factory_options));
+
+  // The stamping transform: kinformer's decoder already drops managedFields, so the only work
+  // left is the receipt stamp (a copy of the Pod with one annotation inserted in order).
+  kinformer::cache::Transform stamp{
+      .name = "bench-recv-stamp",
+      .fn = [](client::ObjectPtr o) -> client::ObjectPtr {
+        const std::int64_t now = steady_ns();
+        auto pod = std::make_shared<Pod>(static_cast<const Pod&>(*o));
+        auto& ann = pod->metadata.annotations;
+        auto it = std::lower_bound(ann.begin(), ann.end(), kRecvAnnotation,
+                                   [](const auto& kv, std::string_view k) { return kv.first < k; });
+        if (it != ann.end() && it->first == kRecvAnnotation) {
+          it->second = std::to_string(now);
+        } else {
+          ann.insert(it, {std::string(kRecvAnnotation), std::to_string(now)});
+        }
+        return pod;
+      }};
+
+  informer::InformerOptions informer_options;
+  informer_options.namespace_ = opt.namespace_;
+  informer_options.transform = stamp;
+  informer_options.use_watch_list = opt.watch_list;
+  auto pods = factory.informer<Pod>(informer_options);
+
+  Shared shared;
+  shared.pods = opt.pods;
+  shared.counted_handlers = opt.handlers - (opt.stuck ? 1 : 0);
+  std::vector<std::unique_ptr<Counter>> counters;
+  std::vector<informer::Registration> registrations;
+  counters.reserve(opt.handlers);
+  registrations.reserve(opt.handlers);
+  for (std::size_t i = 0; i < opt.handlers; ++i) {
+    counters.push_back(std::make_unique<Counter>());
+    Counter* c = counters.back().get();
+    c->stuck = opt.stuck && i == 0;
+    Shared* s = &shared;
+    informer::TypedInformer<Pod>::Handler h;
+    h.add = [c, s](const std::shared_ptr<const Pod>&, bool) {
+      block_if_stuck(*c, *s);
+      std::uint64_t n = c->adds.fetch_add(1, std::memory_order_relaxed) + 1;
+      if (n == s->pods && !c->stuck) {
+        if (s->synced_handlers.fetch_add(1) + 1 == s->counted_handlers) s->sync_done_ns.store(steady_ns());
+      }
+    };
+    h.update = [c, s](const std::shared_ptr<const Pod>&, const std::shared_ptr<const Pod>& pod) {
+      block_if_stuck(*c, *s);
+      c->updates.fetch_add(1, std::memory_order_relaxed);
+      if (!s->first_update.load(std::memory_order_relaxed)) s->first_update.store(true);
+      if (!s->recording.load(std::memory_order_acquire)) return;
+      const auto& ann = pod->metadata.annotations;
+      if (auto recv = annotation_ns(ann, kRecvAnnotation)) c->latency.add(steady_ns() - *recv);
+      if (auto sent = annotation_ns(ann, kSentAnnotation)) c->end_to_end.add(wall_ns() - *sent);
+    };
+    h.del = [c, s](const std::shared_ptr<const Pod>&, bool) {
+      block_if_stuck(*c, *s);
+      c->deletes.fetch_add(1, std::memory_order_relaxed);
+    };
+    registrations.push_back(pods.add_handler(std::move(h), {.name = "counter-" + std::to_string(i)}));
+  }
+
+  std::size_t threads_max = thread_count();
+  const std::int64_t t0 = steady_ns();
+  factory.start();
+  const auto sync_deadline = SteadyClock::now() + std::chrono::duration<double>(opt.sync_timeout_s);
+  bool synced = true;
+  while (shared.sync_done_ns.load() == 0) {
+    if (SteadyClock::now() > sync_deadline) {
+      synced = false;
+      break;
+    }
+    std::this_thread::sleep_for(5ms);
+    threads_max = std::max(threads_max, thread_count());
+  }
+  const double sync_s = synced ? static_cast<double>(shared.sync_done_ns.load() - t0) * 1e-9 : -1;
+  const std::size_t threads_synced = thread_count();
+  threads_max = std::max(threads_max, threads_synced);
+  const std::size_t store_size = pods.store().size();
+  const std::size_t peak_rss_sync_kb = proc_status("VmHWM");
+
+  if (!opt.ready_file.empty()) {
+    std::ofstream(opt.ready_file) << "ready\n";
+  }
+
+  bool events_seen = false;
+  double window_s = 0;
+  double cpu_window_s = 0;
+  std::uint64_t delivered = 0;
+  if (synced && !opt.no_events) {
+    const auto events_deadline = SteadyClock::now() + std::chrono::duration<double>(opt.events_timeout_s);
+    while (!shared.first_update.load() && SteadyClock::now() < events_deadline) std::this_thread::sleep_for(5ms);
+    events_seen = shared.first_update.load();
+    if (events_seen) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(opt.warmup_s));
+      auto sum = [&] {
+        std::uint64_t t = 0;
+        for (const auto& c : counters) {
+          if (!c->stuck) t += c->total();
+        }
+        return t;
+      };
+      shared.recording.store(true, std::memory_order_release);
+      const std::uint64_t n0 = sum();
+      const double cpu0 = cpu_seconds();
+      const auto w0 = SteadyClock::now();
+      const auto w_end = w0 + std::chrono::duration<double>(opt.window_s);
+      while (SteadyClock::now() < w_end) {
+        std::this_thread::sleep_for(50ms);
+        threads_max = std::max(threads_max, thread_count());
+      }
+      const std::uint64_t n1 = sum();
+      cpu_window_s = cpu_seconds() - cpu0;
+      window_s = std::chrono::duration<double>(SteadyClock::now() - w0).count();
+      shared.recording.store(false, std::memory_order_release);
+      delivered = n1 - n0;
+    }
+  }
+  const std::size_t threads_end = thread_count();
+  threads_max = std::max(threads_max, threads_end);
+  const std::size_t pool = factory.executor().pool_size();
+  const std::uint64_t extra_started = factory.executor().extra_threads_started();
+
+  {
+    std::lock_guard lock(shared.stuck_mu);
+    shared.released = true;
+  }
+  shared.stuck_cv.notify_all();
+  for (auto& r : registrations) r.close();
+  factory.shutdown();
+
+  Histogram latency;
+  Histogram end_to_end;
+  for (const auto& c : counters) {
+    if (c->stuck) continue;
+    latency.merge(c->latency);
+    end_to_end.merge(c->end_to_end);
+  }
+  const std::size_t counted = shared.counted_handlers;
+  std::ostringstream out;
+  out.setf(std::ios::fixed);
+  out.precision(6);
+  out << "{\"side\":\"kinformer\",\"handlers\":" << opt.handlers << ",\"stuck\":" << (opt.stuck ? 1 : 0)
+      << ",\"pods\":" << opt.pods << ",\"namespace\":\"" << json_escape(opt.namespace_) << "\""
+      << ",\"synced\":" << (synced ? "true" : "false") << ",\"sync_s\":" << sync_s
+      << ",\"store_size\":" << store_size << ",\"peak_rss_sync_mb\":" << peak_rss_sync_kb / 1024 << ",\"initial_notifications_per_s\":"
+      << (sync_s > 0 ? static_cast<double>(counted * opt.pods) / sync_s : 0.0)
+      << ",\"threads_synced\":" << threads_synced << ",\"threads_max\":" << threads_max
+      << ",\"threads_end\":" << threads_end << ",\"pool\":" << pool << ",\"extra_threads_started\":" << extra_started
+      << ",\"events_seen\":" << (events_seen ? "true" : "false") << ",\"window_s\":" << window_s
+      << ",\"delivered\":" << delivered
+      << ",\"delivered_per_s\":" << (window_s > 0 ? static_cast<double>(delivered) / window_s : 0.0)
+      << ",\"events_per_s_per_handler\":"
+      << (window_s > 0 ? static_cast<double>(delivered) / window_s / static_cast<double>(counted) : 0.0)
+      << ",\"cpu_window_s\":" << cpu_window_s
+      << ",\"cpu_us_per_notification\":"
+      << (delivered > 0 ? cpu_window_s * 1e6 / static_cast<double>(delivered) : 0.0)
+      << ",\"latency_samples\":" << latency.total()
+      << ",\"latency_p50_us\":" << static_cast<double>(latency.quantile(0.50)) / 1e3
+      << ",\"latency_p99_us\":" << static_cast<double>(latency.quantile(0.99)) / 1e3
+      << ",\"latency_max_us\":" << static_cast<double>(latency.quantile(1.0)) / 1e3
+      << ",\"e2e_p50_us\":" << static_cast<double>(end_to_end.quantile(0.50)) / 1e3
+      << ",\"e2e_p99_us\":" << static_cast<double>(end_to_end.quantile(0.99)) / 1e3 << "}";
+  std::cout << out.str() << std::endl;
+  return synced ? 0 : 1;
+}
