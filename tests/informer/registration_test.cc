@@ -169,17 +169,23 @@ TEST(RegistrationTest, AddHandlerFromInsideACallback) {
 TEST(RegistrationTest, HasSyncedWaitsForTheHandlersOwnInitialDeliveries) {
   Env env;
   env.fake->add_list({make_object("ns", "a", "1"), make_object("ns", "b", "2")}, "10");
+  auto w = env.fake->add_watch();
   auto& inf = env.factory->informer(testing::test_type());
   auto blocked = std::make_shared<BlockingHandler>();
   auto reg = inf.add_handler(blocked);
   env.factory->start();
-  blocked->wait_entered();
+  blocked->wait_entered();  // inside the first initial add; the other one is in the same batch
   ASSERT_TRUE(inf.wait_for_sync(testing::kDeadline));
   EXPECT_TRUE(inf.has_synced());
   EXPECT_FALSE(reg.has_synced());
+  // A later event reaches the queue while the initial batch is still being delivered: the
+  // registration must stay unsynced (the initial notifications are in flight, not pending).
+  w->push(event(EventType::added, make_object("ns", "c", "11")));
+  ASSERT_TRUE(testing::eventually([&] { return reg.queue_depth() == 2; }));  // b, then c
+  EXPECT_FALSE(reg.has_synced());
   blocked->release();
   EXPECT_TRUE(testing::eventually([&] { return reg.has_synced(); }));
-  EXPECT_EQ(blocked->calls.load(), 2);
+  EXPECT_TRUE(testing::eventually([&] { return blocked->calls.load() == 3; }));
 }
 
 // Shutdown is bounded: a handler stuck in a callback is given up on after handler_stop_timeout

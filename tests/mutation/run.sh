@@ -5,7 +5,7 @@
 # For each mutant: apply it to a copy of the tree, rebuild only its test target (ccache makes
 # the copy's first build cheap after the main build), run that test binary (optionally with a
 # gtest filter) under a timeout, and restore the file. A mutant is killed when the binary fails
-# or times out. Before the mutants, every target is built and run unmutated: it must pass, or a
+# or times out (a survivor is run twice more first, see below). Before the mutants, every target is built and run unmutated: it must pass, or a
 # "kill" would mean nothing.
 #
 # Usage: tests/mutation/run.sh [--work DIR] [--timeout SECONDS] [NAME...]
@@ -142,14 +142,24 @@ for f in "${mutants[@]}"; do
     rc=0
     limit=$(field "$f" timeout)
     run_target "$t" "$flt" "$logs/$name.test.log" "${limit:-$timeout_s}" || rc=$?
+    # A few kills rest on a bounded negative wait (e.g. "close() has not returned within
+    # 200 ms"): correct code never fails it, but a loaded machine can hide a mutant. Run a
+    # survivor twice more before calling it a survivor, and say when a retry was needed.
+    tries=1
+    while [ "$rc" -eq 0 ] && [ "$tries" -lt 3 ]; do
+      tries=$((tries + 1))
+      run_target "$t" "$flt" "$logs/$name.test.log" "${limit:-$timeout_s}" || rc=$?
+    done
     if [ "$rc" -eq 0 ]; then
       verdict=""
     elif [ "$rc" -eq 124 ]; then
       verdict="killed (timeout after ${limit:-$timeout_s}s)"
+      [ "$tries" -gt 1 ] && verdict="$verdict (on run $tries)"
     else
       by=$(sed -n 's/^\[  FAILED  \] \([A-Za-z0-9_/]*\.[A-Za-z0-9_./]*\).*/\1/p' "$logs/$name.test.log" | sort -u |
         head -3 | paste -sd, -)
       verdict="killed by ${by:-exit $rc}"
+      [ "$tries" -gt 1 ] && verdict="$verdict (on run $tries: the kill is timing-dependent)"
     fi
   fi
   cp "$work/orig" "$src/$file"
