@@ -5,8 +5,8 @@
 # For each mutant: apply it to a copy of the tree, rebuild only its test target (ccache makes
 # the copy's first build cheap after the main build), run that test binary (optionally with a
 # gtest filter) under a timeout, and restore the file. A mutant is killed when the binary fails
-# or times out (a survivor is run twice more first, see below). Before the mutants, every target is built and run unmutated: it must pass, or a
-# "kill" would mean nothing.
+# or times out (a survivor is run twice more first, see below). Before the mutants, every
+# target is built and run unmutated: it must pass, or a "kill" would mean nothing.
 #
 # Usage: tests/mutation/run.sh [--work DIR] [--timeout SECONDS] [NAME...]
 #   NAME: run only these mutants (file names without .mutant).
