@@ -13,6 +13,8 @@
 
 #include <gtest/gtest.h>
 
+#include "fakes.h"
+
 namespace kinformer::informer {
 namespace {
 
@@ -68,17 +70,6 @@ class Counter {
   std::condition_variable cv_;
   int count_ = 0;  // guarded by mu_
 };
-
-/// Polls `done` (a failure guard for values no event announces, such as a monitor's count).
-template <typename Pred>
-bool eventually(Pred done) {
-  const auto deadline = std::chrono::steady_clock::now() + kDeadline;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
 
 /// Closes every strand and waits until none of their drains runs, so the test's locals that the
 /// drains use can be destroyed.
@@ -307,7 +298,7 @@ TEST(HandlerExecutorTest, MoreStrandsBlockedThanThreadsOthersStillProgress) {
   }
   for (auto& s : others) s->wake();
   EXPECT_TRUE(done.wait_for(kOthers));
-  EXPECT_TRUE(eventually([&] { return executor.blocked_workers() == std::size_t{kBlocked}; }));
+  EXPECT_TRUE(testing::eventually([&] { return executor.blocked_workers() == std::size_t{kBlocked}; }));
   EXPECT_GE(executor.extra_threads_started(), 2u);
   EXPECT_LE(executor.thread_count(), 2u + 64u + 1u);
 
