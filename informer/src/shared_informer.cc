@@ -181,6 +181,7 @@ void SharedInformer::on_replace(std::vector<client::ObjectPtr> items, const std:
   std::vector<detail::Delta> batch;
   std::shared_ptr<const ListenerList> to;
   bool initial = false;
+  std::lock_guard fanout(fanout_mu_);
   {
     std::lock_guard lock(dist_mu_);
     initial = !synced_;
@@ -216,6 +217,7 @@ void SharedInformer::on_event(client::EventType type, client::ObjectPtr object) 
   detail::Delta d;
   bool changed = false;
   std::shared_ptr<const ListenerList> to;
+  std::lock_guard fanout(fanout_mu_);
   {
     std::lock_guard lock(dist_mu_);
     if (type == client::EventType::deleted || !object) {
@@ -259,8 +261,9 @@ void SharedInformer::resync_loop(std::stop_token stop) {
   using K = detail::Notification::Kind;
   ClockPtr clock = config_.reflector.clock ? config_.reflector.clock : system_clock();
   while (clock->sleep_for(config_.resync, stop)) {
-    // Under dist_mu_: a resync must not hand out a state older than a change the reflector
-    // already stored.
+    // Under fanout_mu_ and dist_mu_: a resync must not come between a change the reflector
+    // stored and its notification, nor hand out a state older than a stored change.
+    std::lock_guard fanout(fanout_mu_);
     std::lock_guard lock(dist_mu_);
     if (!synced_) continue;
     std::vector<detail::Delta> batch;

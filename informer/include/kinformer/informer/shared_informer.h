@@ -144,8 +144,12 @@ class SharedInformer : public std::enable_shared_from_this<SharedInformer>, priv
   // a change is in the store before the list it goes to is taken, and a new handler's snapshot
   // and its entry in the list are made together, so it sees each change either in its snapshot
   // or as a notification, never both, never neither. Handing the batch to the listeners happens
-  // after dist_mu_ is released (only the reflector thread does that, so order is kept).
+  // after dist_mu_ is released, under fanout_mu_, so order is kept.
   mutable std::mutex dist_mu_;
+  // fanout_mu_ (taken before dist_mu_) spans a store write and its hand-off to the listeners, for
+  // the reflector and the resync thread alike: a resync can never slip its update(o, o) in
+  // between a change and its notification (it would absorb the add or the update).
+  std::mutex fanout_mu_;
   std::shared_ptr<const ListenerList> listeners_ = std::make_shared<ListenerList>();  // guarded by dist_mu_ (copy on write)
   std::atomic<bool> synced_{false};  // written under dist_mu_
   bool started_ = false;             // guarded by dist_mu_
