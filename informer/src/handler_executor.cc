@@ -7,6 +7,7 @@
 #include <exception>
 #include <list>
 #include <mutex>
+#include <span>
 #include <stdexcept>
 #include <system_error>
 #include <thread>
@@ -39,11 +40,15 @@ class StrandState {
   /// Called only by a worker that took this strand off the ready queue.
   bool run_turn();
   void wake(const std::shared_ptr<StrandState>& self);
+  /// The state half of wake(): true if the strand went from idle to scheduled, i.e. the caller
+  /// must push it on its executor's ready queue.
+  bool mark_woken();
   void close();
   bool wait_idle(std::chrono::milliseconds timeout);
   [[nodiscard]] bool running_here() const;
   [[nodiscard]] std::uint64_t schedules() const;
   [[nodiscard]] const std::string& name() const noexcept { return name_; }
+  [[nodiscard]] ExecutorState* executor() const noexcept { return executor_.get(); }
 
  private:
   enum class Phase {
@@ -76,6 +81,8 @@ class ExecutorState : public std::enable_shared_from_this<ExecutorState> {
   void start();
   /// Puts a scheduled strand at the back of the ready queue; drops it after shutdown.
   void push(std::shared_ptr<StrandState> strand);
+  /// push() for several strands, under one lock, waking as many workers as there are strands.
+  void push_all(std::span<std::shared_ptr<StrandState>> strands);
   void shutdown(std::chrono::milliseconds timeout);
 
   [[nodiscard]] std::size_t thread_count() const;
@@ -174,24 +181,26 @@ bool StrandState::run_turn() {
   return false;
 }
 
-void StrandState::wake(const std::shared_ptr<StrandState>& self) {
-  {
-    std::lock_guard lock(mu_);
-    if (closed_) return;
-    switch (phase_) {
-      case Phase::idle:
-        phase_ = Phase::scheduled;
-        ++schedules_;
-        break;
-      case Phase::running:
-        phase_ = Phase::rerun;
-        return;
-      case Phase::scheduled:
-      case Phase::rerun:
-        return;
-    }
+bool StrandState::mark_woken() {
+  std::lock_guard lock(mu_);
+  if (closed_) return false;
+  switch (phase_) {
+    case Phase::idle:
+      phase_ = Phase::scheduled;
+      ++schedules_;
+      return true;
+    case Phase::running:
+      phase_ = Phase::rerun;
+      return false;
+    case Phase::scheduled:
+    case Phase::rerun:
+      return false;
   }
-  executor_->push(self);
+  return false;
+}
+
+void StrandState::wake(const std::shared_ptr<StrandState>& self) {
+  if (mark_woken()) executor_->push(self);
 }
 
 void StrandState::close() {
@@ -259,6 +268,19 @@ void ExecutorState::push(std::shared_ptr<StrandState> strand) {
   ready_.push_back(std::move(strand));
   lock.unlock();
   work_cv_.notify_one();
+}
+
+void ExecutorState::push_all(std::span<std::shared_ptr<StrandState>> strands) {
+  if (strands.empty()) return;
+  std::unique_lock lock(mu_);
+  if (stopping_) return;
+  for (auto& strand : strands) ready_.push_back(std::move(strand));
+  lock.unlock();
+  if (strands.size() >= threads_) {
+    work_cv_.notify_all();
+  } else {
+    for (std::size_t i = 0; i < strands.size(); ++i) work_cv_.notify_one();
+  }
 }
 
 void ExecutorState::run_worker(Worker* self) {
@@ -466,6 +488,24 @@ HandlerExecutor::Strand::Strand(std::shared_ptr<detail::StrandState> state)
     : state_(std::move(state)) {}
 HandlerExecutor::Strand::~Strand() { state_->close(); }
 void HandlerExecutor::Strand::wake() { state_->wake(state_); }
+
+void HandlerExecutor::wake_all(std::span<Strand* const> strands) {
+  // Reused by every call on this thread (a reflector); emptied before returning.
+  thread_local std::vector<std::shared_ptr<detail::StrandState>> due;
+  for (Strand* s : strands) {
+    if (s->state_->mark_woken()) due.push_back(s->state_);
+  }
+  // One lock and one round of notifications per executor (in practice all are the factory's).
+  std::size_t begin = 0;
+  while (begin < due.size()) {
+    detail::ExecutorState* executor = due[begin]->executor();
+    std::size_t end = begin + 1;
+    while (end < due.size() && due[end]->executor() == executor) ++end;
+    executor->push_all(std::span(due.data() + begin, end - begin));
+    begin = end;
+  }
+  due.clear();
+}
 void HandlerExecutor::Strand::close() { state_->close(); }
 bool HandlerExecutor::Strand::wait_idle(std::chrono::milliseconds timeout) {
   return state_->wait_idle(timeout);

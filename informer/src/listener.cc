@@ -15,6 +15,17 @@ thread_local Listener* tl_current = nullptr;
 
 }  // namespace
 
+std::size_t key_hash(const client::ObjectMeta& meta) noexcept {
+  std::size_t h = std::hash<std::string_view>{}(meta.name);
+  // boost::hash_combine's mixing step.
+  return h ^ (std::hash<std::string_view>{}(meta.namespace_) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2));
+}
+
+bool Listener::SlotEq::operator()(const Probe& p, std::uint32_t i) const noexcept {
+  const client::ObjectMeta& m = (*slots)[i].items.front().object->metadata;
+  return m.name == p.meta->name && m.namespace_ == p.meta->namespace_;
+}
+
 Listener::Listener(ResourceEventHandlerPtr handler, std::string name, std::uint64_t id,
                    std::shared_ptr<InformerMetrics> metrics, HandlerExecutorPtr executor)
     : handler_(std::move(handler)),
@@ -22,7 +33,8 @@ Listener::Listener(ResourceEventHandlerPtr handler, std::string name, std::uint6
       id_(id),
       executor_(std::move(executor)),
       informer_metrics_(std::move(metrics)),
-      metrics_(std::make_unique<HandlerMetrics>(*informer_metrics_, name_, id_)) {
+      metrics_(std::make_unique<HandlerMetrics>(*informer_metrics_, name_, id_)),
+      index_(0, SlotHash{&slots_}, SlotEq{&slots_}) {
   batch_.reserve(kBatch);
 }
 
@@ -40,54 +52,74 @@ void Listener::start() {
       return;
     }
     strand_ = strand;
-    wake = head_ != nullptr;
+    wake = head_ != kNone;
   }
   if (wake) strand->wake();
 }
 
-void Listener::link_tail(Slot* s) {
-  s->prev = tail_;
-  s->next = nullptr;
-  if (tail_ != nullptr) {
-    tail_->next = s;
-  } else {
-    head_ = s;
+std::uint32_t Listener::new_slot() {
+  if (!free_.empty()) {
+    std::uint32_t i = free_.back();
+    free_.pop_back();
+    return i;
   }
-  tail_ = s;
+  slots_.emplace_back();
+  return static_cast<std::uint32_t>(slots_.size() - 1);
 }
 
-void Listener::unlink(Slot* s) {
-  (s->prev != nullptr ? s->prev->next : head_) = s->next;
-  (s->next != nullptr ? s->next->prev : tail_) = s->prev;
-  s->prev = s->next = nullptr;
+void Listener::link_tail(std::uint32_t i) {
+  Slot& s = slots_[i];
+  s.prev = tail_;
+  s.next = kNone;
+  (tail_ != kNone ? slots_[tail_].next : head_) = i;
+  tail_ = i;
 }
 
-void Listener::enqueue(std::span<const Delta> batch, std::chrono::steady_clock::time_point enqueued) {
-  StrandPtr strand;
-  {
-    std::lock_guard lock(mu_);
-    if (stopped_) return;
-    for (const Delta& d : batch) {
-      auto [it, inserted] = pending_.try_emplace(d.key);
-      Slot& s = it->second;
-      if (inserted) {
-        s.seq = next_seq_++;
-        s.key = &it->first;
-        link_tail(&s);
-      }
-      std::size_t before = s.items.size();
-      coalesce(s.items, Notification{d.kind, d.old_object, d.object, d.flag, enqueued});
-      depth_ = depth_ - before + s.items.size();
-      if (s.items.empty()) {  // cancelled out (add + delete)
-        unlink(&s);
-        pending_.erase(it);
-      }
+void Listener::unlink(std::uint32_t i) {
+  Slot& s = slots_[i];
+  (s.prev != kNone ? slots_[s.prev].next : head_) = s.next;
+  (s.next != kNone ? slots_[s.next].prev : tail_) = s.prev;
+  s.prev = s.next = kNone;
+}
+
+void Listener::shrink_if_idle() {
+  if (head_ != kNone || slots_.size() <= kKeepSlots) return;
+  clear_pending();
+}
+
+HandlerExecutor::Strand* Listener::enqueue(std::span<const Delta> batch, std::chrono::steady_clock::time_point enqueued) {
+  std::lock_guard lock(mu_);
+  if (stopped_) return nullptr;
+  for (const Delta& d : batch) {
+    Probe probe{&d.object->metadata, d.hash};
+    auto it = index_.find(probe);
+    std::uint32_t i = 0;
+    if (it != index_.end()) {
+      i = *it;
+    } else {
+      i = new_slot();
+      Slot& s = slots_[i];
+      s.seq = next_seq_++;
+      s.hash = d.hash;
+      s.items.push_back(Notification{d.kind, d.old_object, d.object, d.flag, enqueued});
+      index_.insert(i);
+      link_tail(i);
+      ++depth_;
+      continue;
     }
-    check_synced();
-    metrics_->queue_depth.Set(static_cast<double>(depth_ + in_batch_.load()));
-    if (head_ != nullptr) strand = strand_;
+    Slot& s = slots_[i];
+    std::size_t before = s.items.size();
+    coalesce(s.items, Notification{d.kind, d.old_object, d.object, d.flag, enqueued});
+    depth_ = depth_ - before + s.items.size();
+    if (s.items.empty()) {  // cancelled out (add + delete)
+      unlink(i);
+      index_.erase(it);
+      free_.push_back(i);
+    }
   }
-  if (strand) strand->wake();  // once per batch; a no-op while already scheduled
+  check_synced();
+  metrics_->queue_depth.Set(static_cast<double>(depth_ + in_batch_.load()));
+  return head_ != kNone ? strand_.get() : nullptr;
 }
 
 void Listener::mark_sync_barrier() {
@@ -99,14 +131,16 @@ void Listener::mark_sync_barrier() {
 
 void Listener::check_synced() {
   if (synced_ || !barrier_) return;
-  bool before_pending = head_ != nullptr && head_->seq <= *barrier_;
+  bool before_pending = head_ != kNone && slots_[head_].seq <= *barrier_;
   bool before_in_flight = in_flight_first_seq_ != 0 && in_flight_first_seq_ <= *barrier_;
   if (!before_pending && !before_in_flight) synced_ = true;
 }
 
 void Listener::clear_pending() {
-  head_ = tail_ = nullptr;
-  pending_.clear();
+  head_ = tail_ = kNone;
+  index_ = decltype(index_)(0, SlotHash{&slots_}, SlotEq{&slots_});
+  slots_ = {};
+  free_ = {};
   depth_ = 0;
 }
 
@@ -169,8 +203,6 @@ std::size_t Listener::queue_depth() const {
 }
 
 void Listener::deliver(const Notification& n) {
-  metrics_->delivery_lag.Observe(
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - n.enqueued).count());
   try {
     switch (n.kind) {
       case Notification::Kind::add: handler_->on_add(n.object, n.flag); break;
@@ -194,23 +226,29 @@ bool Listener::drain() {
   {
     std::lock_guard lock(mu_);
     if (stopped_) return false;
-    in_flight_first_seq_ = head_ != nullptr ? head_->seq : 0;
-    while (head_ != nullptr && batch_.size() < kBatch) {
-      Slot* s = head_;
-      unlink(s);
-      depth_ -= s->items.size();
-      for (auto& n : s->items) batch_.push_back(std::move(n));
-      pending_.erase(pending_.find(*s->key));
+    in_flight_first_seq_ = head_ != kNone ? slots_[head_].seq : 0;
+    while (head_ != kNone && batch_.size() < kBatch) {
+      std::uint32_t i = head_;
+      unlink(i);
+      Slot& s = slots_[i];
+      depth_ -= s.items.size();
+      index_.erase(i);  // before the items go: the index reads the key from them
+      for (auto& n : s.items) batch_.push_back(std::move(n));
+      s.items.clear();
+      free_.push_back(i);
     }
     in_batch_.store(batch_.size());
   }
-  // One stalled-since stamp per batch: it marks when the running batch started.
+  // One clock read per batch: a notification's delivery lag is the time from its enqueue until
+  // the worker took its batch, and stalled-since marks when the running batch started.
+  auto taken = std::chrono::steady_clock::now();
   metrics_->stalled_since.Set(unix_now());
   Listener* outer = tl_current;
   tl_current = this;
   for (const auto& n : batch_) {
     if (stopped_.load(std::memory_order_acquire)) break;
     in_batch_.fetch_sub(1);  // being delivered: no longer waiting
+    metrics_->delivery_lag.Observe(std::chrono::duration<double>(taken - n.enqueued).count());
     deliver(n);
   }
   tl_current = outer;
@@ -220,8 +258,9 @@ bool Listener::drain() {
   in_batch_.store(0);
   in_flight_first_seq_ = 0;
   check_synced();
+  shrink_if_idle();
   metrics_->queue_depth.Set(static_cast<double>(depth_));
-  return head_ != nullptr && !stopped_;
+  return head_ != kNone && !stopped_;
 }
 
 }  // namespace kinformer::informer::detail

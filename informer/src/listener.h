@@ -10,8 +10,9 @@
 #include <optional>
 #include <span>
 #include <string>
-#include <unordered_map>
 #include <vector>
+
+#include <boost/unordered/unordered_flat_set.hpp>
 
 #include "detail/coalesce.h"
 #include "kinformer/informer/event_handler.h"
@@ -20,14 +21,25 @@
 
 namespace kinformer::informer::detail {
 
-/// One change, recorded once for every handler of an informer: its key is computed once.
+/// The hash of an object's key (namespace and name), computed once per change for all handlers.
+std::size_t key_hash(const client::ObjectMeta& meta) noexcept;
+
+/// One change, recorded once for every handler of an informer. Its identity is `object`'s
+/// namespace and name (a transform must keep them), hashed once (`hash` = key_hash()).
 struct Delta {
   Notification::Kind kind = Notification::Kind::add;
   client::ObjectPtr old_object;  ///< update only
   client::ObjectPtr object;
   bool flag = false;  ///< add: is_initial_list; del: final_state_unknown
-  std::string key;
+  std::size_t hash = 0;
 };
+
+/// Makes a Delta with its hash.
+inline Delta make_delta(Notification::Kind kind, client::ObjectPtr old_object,
+                        client::ObjectPtr object, bool flag) {
+  std::size_t h = key_hash(object->metadata);
+  return Delta{kind, std::move(old_object), std::move(object), flag, h};
+}
 
 /// Thread-safety: every public member may be called from any thread. Callbacks of one listener
 /// never overlap (its strand is serial); enqueue() never waits for a callback.
@@ -42,8 +54,12 @@ class Listener : public std::enable_shared_from_this<Listener> {
 
   /// Creates the strand (and wakes it if notifications are already pending).
   void start();
-  /// Coalesces a batch into the queue under one lock, then wakes the strand once.
-  void enqueue(std::span<const Delta> batch, std::chrono::steady_clock::time_point enqueued);
+  /// Coalesces a batch into the queue under one lock. Returns the strand to wake (null when
+  /// nothing is pending or the listener is not started): the caller wakes it, once per batch,
+  /// possibly together with other listeners' strands (HandlerExecutor::wake_all). The pointer
+  /// stays valid while the caller holds this listener (the strand is set once, never reset).
+  [[nodiscard]] HandlerExecutor::Strand* enqueue(std::span<const Delta> batch,
+                                                 std::chrono::steady_clock::time_point enqueued);
   /// Every notification enqueued so far belongs to this handler's initial state.
   void mark_sync_barrier();
   /// Stops delivering: pending notifications are dropped, no callback starts after this returns
@@ -66,21 +82,48 @@ class Listener : public std::enable_shared_from_this<Listener> {
   [[nodiscard]] const std::string& name() const noexcept { return name_; }
 
  private:
-  // The pending notifications of one key; slots form a list in the order their key became
+  static constexpr std::uint32_t kNone = UINT32_MAX;
+  // The pending notifications of one key (never empty while the slot is in use). Slots live in
+  // slots_ (reused through free_) and form a list, linked by index, in the order their key became
   // pending (seq ascending), so the oldest key is delivered first.
   struct Slot {
     std::uint64_t seq = 0;
+    std::size_t hash = 0;
     PendingItems items;
-    const std::string* key = nullptr;  // the map's own key of this slot
-    Slot* prev = nullptr;
-    Slot* next = nullptr;
+    std::uint32_t prev = kNone;
+    std::uint32_t next = kNone;
   };
+  // The index of pending keys holds slot numbers: a key is read from the object its slot holds,
+  // so no handler copies a key string, and the hash comes from the Delta.
+  struct Probe {
+    const client::ObjectMeta* meta;
+    std::size_t hash;
+  };
+  struct SlotHash {
+    using is_transparent = void;
+    const std::vector<Slot>* slots;
+    std::size_t operator()(std::uint32_t i) const noexcept { return (*slots)[i].hash; }
+    std::size_t operator()(const Probe& p) const noexcept { return p.hash; }
+  };
+  struct SlotEq {
+    using is_transparent = void;
+    const std::vector<Slot>* slots;
+    bool operator()(std::uint32_t a, std::uint32_t b) const noexcept { return a == b; }
+    bool operator()(const Probe& p, std::uint32_t i) const noexcept;
+    bool operator()(std::uint32_t i, const Probe& p) const noexcept { return (*this)(p, i); }
+  };
+  // Most slots kept allocated once the queue is empty; a burst (an initial list) beyond it is
+  // returned, so idle handlers do not keep the memory of their largest backlog.
+  static constexpr std::size_t kKeepSlots = 256;
+
   bool drain();  // one turn of the strand
   void deliver(const Notification& n);
-  void link_tail(Slot* s);  // mu_ held
-  void unlink(Slot* s);     // mu_ held
-  void check_synced();      // mu_ held
-  void clear_pending();     // mu_ held
+  std::uint32_t new_slot();              // mu_ held
+  void link_tail(std::uint32_t i);       // mu_ held
+  void unlink(std::uint32_t i);          // mu_ held
+  void check_synced();                   // mu_ held
+  void clear_pending();                  // mu_ held
+  void shrink_if_idle();                 // mu_ held
 
   const ResourceEventHandlerPtr handler_;
   const std::string name_;
@@ -90,9 +133,11 @@ class Listener : public std::enable_shared_from_this<Listener> {
   std::unique_ptr<HandlerMetrics> metrics_;
 
   mutable std::mutex mu_;
-  std::unordered_map<std::string, Slot> pending_;  // guarded by mu_
-  Slot* head_ = nullptr;                           // guarded by mu_
-  Slot* tail_ = nullptr;                           // guarded by mu_
+  std::vector<Slot> slots_;                                        // guarded by mu_
+  std::vector<std::uint32_t> free_;                                // guarded by mu_
+  boost::unordered_flat_set<std::uint32_t, SlotHash, SlotEq> index_;  // guarded by mu_
+  std::uint32_t head_ = kNone;                                     // guarded by mu_
+  std::uint32_t tail_ = kNone;                                     // guarded by mu_
   std::size_t depth_ = 0;                          // guarded by mu_: notifications pending
   std::uint64_t next_seq_ = 1;                     // guarded by mu_
   std::optional<std::uint64_t> barrier_;           // guarded by mu_

@@ -51,9 +51,9 @@ Registration SharedInformer::add_handler(ResourceEventHandlerPtr handler, Handle
   std::vector<detail::Delta> snapshot;
   snapshot.reserve(store_->size());
   store_->for_each([&](const client::ObjectPtr& o) {
-    snapshot.push_back({detail::Notification::Kind::add, nullptr, o, true, o->key()});
+    snapshot.push_back(detail::make_delta(detail::Notification::Kind::add, nullptr, o, true));
   });
-  listener->enqueue(snapshot, std::chrono::steady_clock::now());
+  if (auto* strand = listener->enqueue(snapshot, std::chrono::steady_clock::now())) strand->wake();
   if (synced_) listener->mark_sync_barrier();
   auto next = std::make_shared<ListenerList>(*listeners_);
   next->push_back(listener);
@@ -81,10 +81,21 @@ void SharedInformer::remove_listener(const std::shared_ptr<detail::Listener>& li
 }
 
 void SharedInformer::fan_out(const ListenerList& to, std::span<const detail::Delta> batch, bool barrier) {
+  // A large batch (a list) goes out in chunks, each to every handler in turn: all handlers start
+  // on it at once, and a chunk's objects are still in the cache for the next handler.
+  constexpr std::size_t kChunk = 256;
   auto now = std::chrono::steady_clock::now();
-  for (const auto& l : to) {
-    if (!batch.empty()) l->enqueue(batch, now);
-    if (barrier) l->mark_sync_barrier();
+  std::vector<HandlerExecutor::Strand*>& wake = wake_;  // fanout_mu_ held: reused
+  for (std::size_t at = 0; at < batch.size(); at += kChunk) {
+    auto chunk = batch.subspan(at, std::min(kChunk, batch.size() - at));
+    for (const auto& l : to) {
+      if (auto* strand = l->enqueue(chunk, now)) wake.push_back(strand);
+    }
+    HandlerExecutor::wake_all(wake);
+    wake.clear();
+  }
+  if (barrier) {
+    for (const auto& l : to) l->mark_sync_barrier();
   }
 }
 
@@ -190,13 +201,13 @@ void SharedInformer::on_replace(std::vector<client::ObjectPtr> items, const std:
     for (auto& ch : changes) {
       switch (ch.type) {
         case cache::StoreChange::Type::added:
-          batch.push_back({K::add, nullptr, ch.object, initial, {}});
+          batch.push_back({K::add, nullptr, ch.object, initial, 0});
           break;
         case cache::StoreChange::Type::updated:
-          batch.push_back({K::update, std::move(ch.old_object), ch.object, false, {}});
+          batch.push_back({K::update, std::move(ch.old_object), ch.object, false, 0});
           break;
         case cache::StoreChange::Type::deleted:
-          batch.push_back({K::del, nullptr, ch.object, /*final_state_unknown=*/true, {}});
+          batch.push_back({K::del, nullptr, ch.object, /*final_state_unknown=*/true, 0});
           break;
       }
     }
@@ -205,7 +216,7 @@ void SharedInformer::on_replace(std::vector<client::ObjectPtr> items, const std:
     config_.metrics->objects.Set(static_cast<double>(store_->size()));
   }
   sync_cv_.notify_all();  // has_synced() does not wait for the handlers
-  for (auto& d : batch) d.key = d.object->key();  // once for every handler
+  for (auto& d : batch) d.hash = detail::key_hash(d.object->metadata);  // once for all handlers
   fan_out(*to, batch, initial);
   touch_sync_time();
 }
@@ -227,15 +238,15 @@ void SharedInformer::on_event(client::EventType type, client::ObjectPtr object) 
         client::ObjectPtr final_state = object ? object : removed->object;
         if (type == client::EventType::deleted && object) final_state = apply_transform(object);
         if (!final_state) final_state = removed->object;
-        d = {K::del, nullptr, std::move(final_state), false, {}};
+        d = {K::del, nullptr, std::move(final_state), false, 0};
         changed = true;
       }
     } else {
       auto ch = store_->upsert(object);
       if (ch.type == cache::StoreChange::Type::added) {
-        d = {K::add, nullptr, ch.object, false, {}};
+        d = {K::add, nullptr, ch.object, false, 0};
       } else {
-        d = {K::update, ch.old_object, ch.object, false, {}};
+        d = {K::update, ch.old_object, ch.object, false, 0};
       }
       changed = true;
     }
@@ -246,7 +257,7 @@ void SharedInformer::on_event(client::EventType type, client::ObjectPtr object) 
     config_.metrics->objects.Set(static_cast<double>(store_->size()));
   }
   if (changed) {
-    d.key = std::move(key);
+    d.hash = detail::key_hash(d.object->metadata);
     fan_out(*to, std::span<const detail::Delta>(&d, 1), false);
   }
   touch_sync_time();
@@ -268,7 +279,7 @@ void SharedInformer::resync_loop(std::stop_token stop) {
     if (!synced_) continue;
     std::vector<detail::Delta> batch;
     batch.reserve(store_->size());
-    store_->for_each([&](const client::ObjectPtr& o) { batch.push_back({K::update, o, o, false, o->key()}); });
+    store_->for_each([&](const client::ObjectPtr& o) { batch.push_back(detail::make_delta(K::update, o, o, false)); });
     fan_out(*listeners_, batch, false);
   }
 }

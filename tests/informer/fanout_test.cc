@@ -151,6 +151,76 @@ TEST(FanOut, MutualCloseFromCallbacksDoesNotDeadlock) {
 
 // Events flow while a handler registers: it sees every object exactly once, as an initial add
 // (in its snapshot) or as a later notification, never both, never neither.
+// A list larger than a fan-out chunk and than the slots a drained queue keeps: each object
+// arrives once, and afterwards the queue still coalesces per key, with namespace and name both
+// part of the key (ns/o5 and ns2/o5 stay apart).
+TEST(FanOut, ListBeyondAChunkThenQueueStillCoalescesPerNamespaceAndName) {
+  testing::Env env(pool_of(2));
+  constexpr int kObjects = 1000;
+  std::vector<client::ObjectPtr> objects;
+  for (int i = 0; i < kObjects; ++i) objects.push_back(make_object("ns", "o" + std::to_string(i), "1"));
+  objects.push_back(make_object("ns2", "o5", "1"));
+  objects.push_back(make_object("ns", "block", "1"));
+  env.fake->add_list(objects, "10");
+  auto w = env.fake->add_watch();
+  auto& inf = env.factory->informer(testing::test_type());
+  std::mutex mu;
+  std::map<std::string, int> adds;
+  std::vector<std::string> later;  // "kind key old->new" after the list
+  std::latch entered(1);
+  std::latch release(1);
+  auto h = std::make_shared<ResourceEventHandlerFuncs>();
+  h->add = [&](const client::ObjectPtr& o, bool initial) {
+    std::lock_guard lock(mu);
+    if (initial) {
+      ++adds[o->key()];
+    } else {
+      later.push_back("add " + o->key());
+    }
+  };
+  h->update = [&](const client::ObjectPtr& old, const client::ObjectPtr& o) {
+    if (o->metadata.name == "block") {
+      entered.count_down();
+      release.wait();
+      return;
+    }
+    std::lock_guard lock(mu);
+    later.push_back("update " + o->key() + " " + old->metadata.resource_version + "->" +
+                    o->metadata.resource_version);
+  };
+  h->del = [&](const client::ObjectPtr& o, bool) {
+    std::lock_guard lock(mu);
+    later.push_back("delete " + o->key());
+  };
+  auto reg = inf.add_handler(h);
+  env.factory->start();
+  ASSERT_TRUE(testing::eventually([&] { return reg.has_synced(); }));
+  {
+    std::lock_guard lock(mu);
+    ASSERT_EQ(adds.size(), static_cast<std::size_t>(kObjects + 2));
+    for (const auto& [key, n] : adds) EXPECT_EQ(n, 1) << key;
+  }
+  w->push(event(EventType::modified, make_object("ns", "block", "11")));
+  entered.wait();
+  w->push(event(EventType::modified, make_object("ns", "o5", "12")));
+  w->push(event(EventType::modified, make_object("ns2", "o5", "13")));
+  w->push(event(EventType::modified, make_object("ns", "o5", "14")));
+  w->push(event(EventType::deleted, make_object("ns", "o6", "15")));
+  w->push(event(EventType::added, make_object("ns", "fresh", "16")));
+  w->push(event(EventType::deleted, make_object("ns", "fresh", "17")));
+  w->push(event(EventType::added, make_object("ns", "last", "18")));
+  ASSERT_TRUE(testing::eventually([&] { return inf.store().get("ns/last") != nullptr; }));
+  release.count_down();
+  ASSERT_TRUE(testing::eventually([&] {
+    std::lock_guard lock(mu);
+    return !later.empty() && later.back() == "add ns/last";
+  }));
+  env.factory->shutdown();
+  std::lock_guard lock(mu);
+  EXPECT_EQ(later, (std::vector<std::string>{"update ns/o5 1->14", "update ns2/o5 1->13",
+                                             "delete ns/o6", "add ns/last"}));
+}
+
 TEST(FanOut, LateHandlerWhileEventsFlowSeesEachObjectExactlyOnce) {
   testing::Env env;
   env.fake->add_list({}, "10");

@@ -235,6 +235,56 @@ TEST(HandlerExecutorTest, WakeOfScheduledStrandDoesNotScheduleAgain) {
   EXPECT_EQ(batched->schedules(), 1u);
 }
 
+// wake_all() is wake() for many strands with one lock: each idle strand is scheduled once (a
+// strand listed twice too), a closed one never runs, and a running one runs once more.
+TEST(HandlerExecutorTest, WakeAllSchedulesEachStrandOnceAndSkipsClosedOnes) {
+  HandlerExecutor executor(pool_of(2));
+  Gate entered;
+  Gate release;
+  Counter running_calls;
+  auto running = executor.make_strand(
+      [&] {
+        running_calls.add();
+        if (running_calls.value() == 1) {
+          entered.open();
+          release.wait();
+        }
+        return false;
+      },
+      "running");
+  running->wake();
+  ASSERT_TRUE(entered.wait());
+
+  constexpr int kStrands = 8;
+  std::vector<StrandPtr> strands;
+  std::vector<Counter> calls(kStrands);
+  for (int i = 0; i < kStrands; ++i) {
+    strands.push_back(executor.make_strand(
+        [&calls, i] {
+          calls[i].add();
+          return false;
+        },
+        "s" + std::to_string(i)));
+  }
+  strands[kStrands - 1]->close();
+  std::vector<HandlerExecutor::Strand*> woken;
+  for (auto& s : strands) woken.push_back(s.get());
+  woken.push_back(strands[0].get());  // listed twice
+  woken.push_back(running.get());
+  HandlerExecutor::wake_all(woken);
+  for (int i = 0; i + 1 < kStrands; ++i) {
+    ASSERT_TRUE(calls[i].wait_for(1)) << i;
+    EXPECT_EQ(strands[i]->schedules(), 1u) << i;
+  }
+  release.open();
+  ASSERT_TRUE(running_calls.wait_for(2));  // the wake while it ran was not lost
+  strands.push_back(running);
+  close_all(strands);
+  for (int i = 0; i + 1 < kStrands; ++i) EXPECT_EQ(calls[i].value(), 1) << i;
+  EXPECT_EQ(calls[kStrands - 1].value(), 0);
+  EXPECT_EQ(strands[kStrands - 1]->schedules(), 0u);
+}
+
 // Mutant killed: a strand with more work is put back at the front of the ready queue.
 TEST(HandlerExecutorTest, StrandWithEndlessWorkDoesNotStarveAnother) {
   HandlerExecutor executor(pool_of(1));

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 
 namespace kinformer::informer {
@@ -84,6 +85,11 @@ class HandlerExecutor {
   /// The resolved pool size (options.threads, or its default).
   [[nodiscard]] std::size_t pool_size() const;
 
+  /// Strand::wake() for each of `strands` (null entries are not allowed), with one lock of each
+  /// executor's ready queue and one round of worker wake-ups for all of them: an informer hands
+  /// one event to many handlers this way. Thread-safe; callable from any thread.
+  static void wake_all(std::span<Strand* const> strands);
+
  private:
   std::shared_ptr<detail::ExecutorState> state_;
 };
@@ -129,6 +135,7 @@ class HandlerExecutor::Strand {
   [[nodiscard]] const std::string& name() const;
 
  private:
+  friend class HandlerExecutor;  // wake_all
   std::shared_ptr<detail::StrandState> state_;
 };
 

@@ -121,7 +121,8 @@ class SharedInformer : public std::enable_shared_from_this<SharedInformer>, priv
   using ListenerList = std::vector<std::shared_ptr<detail::Listener>>;
   void remove_listener(const std::shared_ptr<detail::Listener>& listener);
   // Hands one batch to every listener of `to` (outside dist_mu_), then marks their sync barrier.
-  static void fan_out(const ListenerList& to, std::span<const detail::Delta> batch, bool barrier);
+  // fanout_mu_ held.
+  void fan_out(const ListenerList& to, std::span<const detail::Delta> batch, bool barrier);
 
   // ReflectorSink (reflector thread).
   void on_replace(std::vector<client::ObjectPtr> items, const std::string& resource_version) override;
@@ -150,6 +151,7 @@ class SharedInformer : public std::enable_shared_from_this<SharedInformer>, priv
   // the reflector and the resync thread alike: a resync can never slip its update(o, o) in
   // between a change and its notification (it would absorb the add or the update).
   std::mutex fanout_mu_;
+  std::vector<HandlerExecutor::Strand*> wake_;  // guarded by fanout_mu_: fan_out's scratch
   std::shared_ptr<const ListenerList> listeners_ = std::make_shared<ListenerList>();  // guarded by dist_mu_ (copy on write)
   std::atomic<bool> synced_{false};  // written under dist_mu_
   bool started_ = false;             // guarded by dist_mu_
