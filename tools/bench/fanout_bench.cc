@@ -21,6 +21,19 @@
 //
 // With --stuck 1, handler 0 blocks in its first callback until the run ends (released just
 // before shutdown); it is left out of the sync time, the counts and the latency.
+//
+// With --source synthetic, the events come from this process instead of the server, so that the
+// fan-out path (store update -> handler queues -> callbacks) is measured at a rate the server on
+// a small machine cannot produce: the factory's ListerWatcher wraps the RestClient's; list() goes
+// to the real server unchanged (the initial list is the real Pods) and remembers the listed
+// Pods; watch() returns a SyntheticStream that, once the program is synced, emits `modified`
+// events paced to --rate on an absolute schedule (event i at start + i/rate; a late consumer
+// gets the overdue events at once, so the asked rate is not lowered silently, and the achieved
+// rate is reported). Event i is a copy of listed Pod i mod N with resourceVersion
+// list RV + i + 1, label bench-seq = i and annotation bench.kinformer.dev/sent = wall clock, as
+// the patcher writes them. The receipt stamp is the transform's, unchanged. The events are made
+// in next(), i.e. on the reflector thread (the real stream decodes there too). The stream ends
+// (nullopt) when the run ends; a watch opened after that blocks until cancelled.
 
 #include <sys/resource.h>
 
@@ -49,6 +62,7 @@
 #include "kinformer/client/object.h"
 #include "kinformer/client/pod.h"
 #include "kinformer/client/rest_client.h"
+#include "kinformer/client/watch.h"
 #include "kinformer/informer/informer_factory.h"
 
 namespace {
@@ -130,13 +144,16 @@ struct Options {
   bool no_events = false;
   bool watch_list = false;
   std::size_t pool_threads = 0;
+  bool synthetic = false;  // --source synthetic
+  double rate = 5000;      // --rate: synthetic events/s
 };
 
 [[noreturn]] void usage(const std::string& why) {
   std::cerr << "kinformer_fanout_bench: " << why << "\n"
             << "usage: kinformer_fanout_bench --pods N --handlers N [--namespace NS] [--kubeconfig PATH]\n"
                "       [--stuck 0|1] [--warmup-seconds S] [--window-seconds S] [--ready-file PATH]\n"
-               "       [--sync-timeout S] [--events-timeout S] [--no-events] [--watch-list] [--pool-threads N]\n";
+               "       [--sync-timeout S] [--events-timeout S] [--no-events] [--watch-list] [--pool-threads N]\n"
+               "       [--source server|synthetic] [--rate EVENTS_PER_S]\n";
   std::exit(2);
 }
 
@@ -162,6 +179,12 @@ Options parse(int argc, char** argv) {
       else if (a == "--no-events") o.no_events = true;
       else if (a == "--watch-list") o.watch_list = true;
       else if (a == "--pool-threads") o.pool_threads = std::stoul(value());
+      else if (a == "--rate") o.rate = std::stod(value());
+      else if (a == "--source") {
+        std::string v = value();
+        if (v != "server" && v != "synthetic") usage("--source must be server or synthetic");
+        o.synthetic = v == "synthetic";
+      }
       else usage("unknown argument " + a);
     } catch (const std::logic_error&) {
       usage("bad value for " + a);
@@ -170,6 +193,8 @@ Options parse(int argc, char** argv) {
   if (o.handlers == 0 || o.handlers > 100000) usage("--handlers must be in [1, 100000]");
   if (o.stuck && o.handlers < 2) usage("--stuck needs at least 2 handlers");
   if (o.window_s <= 0 || o.window_s > 600) usage("--window-seconds must be in (0, 600]");
+  if (!(o.rate > 0 && o.rate <= 1e6)) usage("--rate must be in (0, 1000000]");
+  if (o.synthetic && o.watch_list) usage("--source synthetic lists with paged LIST; drop --watch-list");
   return o;
 }
 
@@ -240,6 +265,182 @@ void block_if_stuck(Counter& c, Shared& s) {
   s.stuck_cv.wait_for(lock, 10min, [&] { return s.released; });
 }
 
+// Inserts or replaces `key` in a sorted StringMap.
+void set_sorted(kinformer::client::StringMap& map, std::string_view key, std::string value) {
+  auto it = std::lower_bound(map.begin(), map.end(), key,
+                             [](const auto& kv, std::string_view k) { return kv.first < k; });
+  if (it != map.end() && it->first == key) {
+    it->second = std::move(value);
+  } else {
+    map.insert(it, {std::string(key), std::move(value)});
+  }
+}
+
+std::uint64_t parse_rv(const std::string& rv) {
+  std::uint64_t out = 0;
+  auto [p, ec] = std::from_chars(rv.data(), rv.data() + rv.size(), out);
+  return ec == std::errc{} && p == rv.data() + rv.size() ? out : 0;
+}
+
+// The synthetic steady event source (--source synthetic), shared by every stream the reflector
+// opens: the schedule (event i at start + i/rate) runs across re-watches.
+class SyntheticSource {
+ public:
+  explicit SyntheticSource(double rate) : rate_(rate) {}
+
+  // Called with every page the real list returned: the listed Pods are the events' templates.
+  void on_list_page(const kinformer::client::ListOptions& opts, const kinformer::client::ObjectList& page) {
+    std::lock_guard lock(mu_);
+    if (opts.continue_token.empty()) {
+      paging_.clear();
+      paging_rv_ = 0;
+    }
+    for (const auto& o : page.items) {
+      if (auto pod = std::dynamic_pointer_cast<const Pod>(o)) {
+        paging_.push_back(pod);
+        paging_rv_ = std::max(paging_rv_, parse_rv(pod->metadata.resource_version));
+      }
+    }
+    paging_rv_ = std::max(paging_rv_, parse_rv(page.resource_version));
+    if (page.continue_token.empty()) {
+      pods_ = std::move(paging_);
+      paging_.clear();
+      base_rv_ = paging_rv_;
+    }
+  }
+
+  // Starts the schedule now; events stop at the latest after `max_run` (a safety bound: main
+  // calls finish() after its window).
+  void start(std::chrono::duration<double> max_run) {
+    {
+      std::lock_guard lock(mu_);
+      if (started_) return;
+      started_ = true;
+      t0_ = SteadyClock::now();
+      end_ = t0_ + std::chrono::duration_cast<SteadyClock::duration>(max_run);
+    }
+    cv_.notify_all();
+  }
+  void finish() {
+    {
+      std::lock_guard lock(mu_);
+      finished_ = true;
+    }
+    cv_.notify_all();
+  }
+  [[nodiscard]] std::uint64_t emitted() const { return emitted_.load(std::memory_order_relaxed); }
+  [[nodiscard]] std::size_t templates() const {
+    std::lock_guard lock(mu_);
+    return pods_.size();
+  }
+
+  // One stream's state, guarded by mu_.
+  struct StreamState {
+    bool cancelled = false;
+    bool opened_after_run = false;
+  };
+  StreamState open() {
+    std::lock_guard lock(mu_);
+    return StreamState{.cancelled = false, .opened_after_run = finished_};
+  }
+  void cancel(StreamState& s) {
+    {
+      std::lock_guard lock(mu_);
+      s.cancelled = true;
+    }
+    cv_.notify_all();
+  }
+
+  kinformer::client::Result<std::optional<kinformer::client::WatchEvent>> next(StreamState& s) {
+    namespace client = kinformer::client;
+    auto cancelled = [] { return client::Error::make(client::Errc::cancelled, "synthetic watch cancelled"); };
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return s.cancelled || started_ || finished_; });
+    if (s.cancelled) return cancelled();
+    if (s.opened_after_run) {  // the run is over: an idle watch until shutdown
+      cv_.wait(lock, [&] { return s.cancelled; });
+      return cancelled();
+    }
+    if (finished_ || pods_.empty()) {
+      finished_ = true;
+      return std::optional<client::WatchEvent>{};
+    }
+    const std::uint64_t i = next_;
+    const auto due = t0_ + std::chrono::duration_cast<SteadyClock::duration>(
+                               std::chrono::duration<double>(static_cast<double>(i) / rate_));
+    if (due >= end_) {
+      finished_ = true;
+      lock.unlock();
+      cv_.notify_all();
+      return std::optional<client::WatchEvent>{};
+    }
+    // Absolute schedule: no wait at all when the consumer is behind.
+    if (cv_.wait_until(lock, due, [&] { return s.cancelled || finished_; })) {
+      if (s.cancelled) return cancelled();
+      return std::optional<client::WatchEvent>{};
+    }
+    ++next_;
+    std::shared_ptr<const Pod> tmpl = pods_[i % pods_.size()];
+    const std::uint64_t rv = base_rv_ + i + 1;
+    lock.unlock();
+
+    auto pod = std::make_shared<Pod>(*tmpl);  // the typed object, copied
+    pod->metadata.resource_version = std::to_string(rv);
+    set_sorted(pod->metadata.labels, "bench-seq", std::to_string(i));
+    set_sorted(pod->metadata.annotations, kSentAnnotation, std::to_string(wall_ns()));
+    emitted_.fetch_add(1, std::memory_order_relaxed);
+    return std::optional<client::WatchEvent>{client::WatchEvent{client::EventType::modified, std::move(pod)}};
+  }
+
+ private:
+  const double rate_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::shared_ptr<const Pod>> paging_;  // guarded by mu_
+  std::uint64_t paging_rv_ = 0;                     // guarded by mu_
+  std::vector<std::shared_ptr<const Pod>> pods_;    // guarded by mu_
+  std::uint64_t base_rv_ = 0;                       // guarded by mu_
+  bool started_ = false;                            // guarded by mu_
+  bool finished_ = false;                           // guarded by mu_
+  SteadyClock::time_point t0_;                      // guarded by mu_
+  SteadyClock::time_point end_;                     // guarded by mu_
+  std::uint64_t next_ = 0;                          // guarded by mu_
+  std::atomic<std::uint64_t> emitted_{0};
+};
+
+class SyntheticStream final : public kinformer::client::WatchStream {
+ public:
+  explicit SyntheticStream(std::shared_ptr<SyntheticSource> src) : src_(std::move(src)), state_(src_->open()) {}
+  ~SyntheticStream() override { cancel(); }
+  SyntheticStream(const SyntheticStream&) = delete;
+  SyntheticStream& operator=(const SyntheticStream&) = delete;
+  kinformer::client::Result<std::optional<kinformer::client::WatchEvent>> next() override { return src_->next(state_); }
+  void cancel() override { src_->cancel(state_); }
+
+ private:
+  std::shared_ptr<SyntheticSource> src_;
+  SyntheticSource::StreamState state_;
+};
+
+// list(): the real server; watch(): the synthetic source.
+class SyntheticListerWatcher final : public kinformer::client::ListerWatcher {
+ public:
+  SyntheticListerWatcher(kinformer::client::ListerWatcherPtr real, std::shared_ptr<SyntheticSource> src)
+      : real_(std::move(real)), src_(std::move(src)) {}
+  kinformer::client::Result<kinformer::client::ObjectList> list(const kinformer::client::ListOptions& options) override {
+    auto page = real_->list(options);
+    if (page) src_->on_list_page(options, page.value());
+    return page;
+  }
+  kinformer::client::Result<kinformer::client::WatchStreamPtr> watch(const kinformer::client::ListOptions&) override {
+    return kinformer::client::WatchStreamPtr(std::make_unique<SyntheticStream>(src_));
+  }
+
+ private:
+  kinformer::client::ListerWatcherPtr real_;
+  std::shared_ptr<SyntheticSource> src_;
+};
+
 std::string json_escape(std::string_view s) {
   std::string out;
   for (char ch : s) {
@@ -264,8 +465,13 @@ int main(int argc, char** argv) {
   informer::FactoryOptions factory_options;
   factory_options.handler_stop_timeout = 2000ms;
   factory_options.executor.threads = opt.pool_threads;
+  std::shared_ptr<SyntheticSource> synthetic;
+  if (opt.synthetic) synthetic = std::make_shared<SyntheticSource>(opt.rate);
   informer::InformerFactory factory(
-      [&rest](const client::ResourceType& t, const std::string& ns) { return rest.lister_watcher(t, ns); },
+      [&rest, synthetic](const client::ResourceType& t, const std::string& ns) -> client::ListerWatcherPtr {
+        if (synthetic) return std::make_unique<SyntheticListerWatcher>(rest.lister_watcher(t, ns), synthetic);
+        return rest.lister_watcher(t, ns);
+      },
       std::move(factory_options));
 
   // The stamping transform: kinformer's decoder already drops managedFields, so the only work
@@ -350,11 +556,15 @@ int main(int argc, char** argv) {
   if (!opt.ready_file.empty()) {
     std::ofstream(opt.ready_file) << "ready\n";
   }
+  if (synthetic && synced && !opt.no_events) {
+    synthetic->start(std::chrono::duration<double>(opt.events_timeout_s + opt.warmup_s + opt.window_s + 10));
+  }
 
   bool events_seen = false;
   double window_s = 0;
   double cpu_window_s = 0;
   std::uint64_t delivered = 0;
+  std::uint64_t source_events = 0;
   if (synced && !opt.no_events) {
     const auto events_deadline = SteadyClock::now() + std::chrono::duration<double>(opt.events_timeout_s);
     while (!shared.first_update.load() && SteadyClock::now() < events_deadline) std::this_thread::sleep_for(5ms);
@@ -370,6 +580,7 @@ int main(int argc, char** argv) {
       };
       shared.recording.store(true, std::memory_order_release);
       const std::uint64_t n0 = sum();
+      const std::uint64_t e0 = synthetic ? synthetic->emitted() : 0;
       const double cpu0 = cpu_seconds();
       const auto w0 = SteadyClock::now();
       const auto w_end = w0 + std::chrono::duration<double>(opt.window_s);
@@ -378,12 +589,14 @@ int main(int argc, char** argv) {
         threads_max = std::max(threads_max, thread_count());
       }
       const std::uint64_t n1 = sum();
+      source_events = synthetic ? synthetic->emitted() - e0 : 0;
       cpu_window_s = cpu_seconds() - cpu0;
       window_s = std::chrono::duration<double>(SteadyClock::now() - w0).count();
       shared.recording.store(false, std::memory_order_release);
       delivered = n1 - n0;
     }
   }
+  if (synthetic) synthetic->finish();
   const std::size_t threads_end = thread_count();
   threads_max = std::max(threads_max, threads_end);
   const std::size_t pool = factory.executor().pool_size();
@@ -428,7 +641,13 @@ int main(int argc, char** argv) {
       << ",\"latency_p99_us\":" << static_cast<double>(latency.quantile(0.99)) / 1e3
       << ",\"latency_max_us\":" << static_cast<double>(latency.quantile(1.0)) / 1e3
       << ",\"e2e_p50_us\":" << static_cast<double>(end_to_end.quantile(0.50)) / 1e3
-      << ",\"e2e_p99_us\":" << static_cast<double>(end_to_end.quantile(0.99)) / 1e3 << "}";
+      << ",\"e2e_p99_us\":" << static_cast<double>(end_to_end.quantile(0.99)) / 1e3
+      << ",\"source\":\"" << (synthetic ? "synthetic" : "server") << "\""
+      << ",\"source_rate_asked\":" << (synthetic ? opt.rate : 0.0)
+      << ",\"source_templates\":" << (synthetic ? synthetic->templates() : 0)
+      << ",\"source_events\":" << source_events
+      << ",\"source_events_per_s\":" << (window_s > 0 ? static_cast<double>(source_events) / window_s : 0.0)
+      << "}";
   std::cout << out.str() << std::endl;
   return synced ? 0 : 1;
 }

@@ -15,6 +15,9 @@
 // bench.kinformer.dev/sent gives the end-to-end latency.
 //
 // With -stuck 1, handler 0 blocks in its first callback until the run ends.
+//
+// With -source synthetic, the watch events come from this process at -rate (see synthetic.go);
+// the list is the real server's.
 package main
 
 import (
@@ -162,7 +165,13 @@ func main() {
 	eventsTimeout := flag.Float64("events-timeout", 30, "give up waiting for the first update after this long")
 	readyFile := flag.String("ready-file", "", "written once synced")
 	noEvents := flag.Bool("no-events", false, "only measure the sync")
+	source := flag.String("source", "server", "server: watch the server; synthetic: paced events from this process (synthetic.go)")
+	rateAsked := flag.Float64("rate", 5000, "-source synthetic: events per second")
 	flag.Parse()
+	if (*source != "server" && *source != "synthetic") || !(*rateAsked > 0 && *rateAsked <= 1e6) {
+		fmt.Fprintln(os.Stderr, "clientgo-fanout: bad -source/-rate")
+		os.Exit(2)
+	}
 	if *handlers < 1 || *handlers > 100000 || (*stuck != 0 && *handlers < 2) || *window <= 0 || *window > 600 {
 		fmt.Fprintln(os.Stderr, "clientgo-fanout: bad -handlers/-stuck/-window-seconds")
 		os.Exit(2)
@@ -195,7 +204,14 @@ func main() {
 	}
 	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0,
 		informers.WithNamespace(*namespace), informers.WithTransform(transform))
-	inf := factory.Core().V1().Pods().Informer()
+	var synthetic *syntheticSource
+	var inf cache.SharedIndexInformer
+	if *source == "synthetic" {
+		synthetic = newSyntheticSource(*rateAsked)
+		inf = factory.InformerFor(&corev1.Pod{}, synthetic.podInformer(*namespace))
+	} else {
+		inf = factory.Core().V1().Pods().Informer()
+	}
 
 	countedHandlers := int64(*handlers)
 	if *stuck != 0 {
@@ -285,10 +301,13 @@ func main() {
 	if *readyFile != "" {
 		_ = os.WriteFile(*readyFile, []byte("ready\n"), 0o644)
 	}
+	if synthetic != nil && synced && !*noEvents {
+		synthetic.start(seconds(*eventsTimeout + *warmup + *window + 10))
+	}
 
 	eventsSeen := false
 	var windowS, cpuWindowS float64
-	var delivered uint64
+	var delivered, sourceEvents uint64
 	if synced && !*noEvents {
 		deadline := time.Now().Add(seconds(*eventsTimeout))
 		for !firstUpdate.Load() && time.Now().Before(deadline) {
@@ -308,6 +327,10 @@ func main() {
 			}
 			recording.Store(true)
 			n0 := sum()
+			var e0 uint64
+			if synthetic != nil {
+				e0 = synthetic.emitted.Load()
+			}
 			cpu0 := cpuSeconds()
 			w0 := time.Now()
 			wEnd := w0.Add(seconds(*window))
@@ -316,11 +339,17 @@ func main() {
 				threadsMax = max(threadsMax, threadCount())
 			}
 			n1 := sum()
+			if synthetic != nil {
+				sourceEvents = synthetic.emitted.Load() - e0
+			}
 			cpuWindowS = cpuSeconds() - cpu0
 			windowS = time.Since(w0).Seconds()
 			recording.Store(false)
 			delivered = n1 - n0
 		}
+	}
+	if synthetic != nil {
+		synthetic.finish()
 	}
 	threadsEnd := threadCount()
 	threadsMax = max(threadsMax, threadsEnd)
@@ -371,6 +400,15 @@ func main() {
 		"latency_max_us":  float64(latency.quantile(1.0)) / 1e3,
 		"e2e_p50_us":      float64(endToEnd.quantile(0.50)) / 1e3,
 		"e2e_p99_us":      float64(endToEnd.quantile(0.99)) / 1e3,
+		"source":          *source,
+	}
+	if synthetic != nil {
+		out["source_rate_asked"] = *rateAsked
+		out["source_templates"] = synthetic.templateCount()
+		out["source_events"] = sourceEvents
+		out["source_events_per_s"] = rate(float64(sourceEvents))
+	} else {
+		out["source_rate_asked"], out["source_templates"], out["source_events"], out["source_events_per_s"] = 0, 0, 0, 0
 	}
 	b, _ := json.Marshal(out)
 	fmt.Println(string(b))
