@@ -118,7 +118,11 @@ HandlerExecutor::Strand* Listener::enqueue(std::span<const Delta> batch, std::ch
     }
   }
   check_synced();
-  metrics_->queue_depth.Set(static_cast<double>(depth_ + in_batch_.load()));
+  // The worker sets the gauge when a turn starts and ends; here only during a turn (a slow or
+  // stuck handler) or with a backlog, so an idle handler's hand-off does not write the gauge
+  // that its worker writes too.
+  std::size_t waiting = depth_ + in_batch_.load();
+  if (in_turn_ || waiting > kBatch) metrics_->queue_depth.Set(static_cast<double>(waiting));
   return head_ != kNone ? strand_.get() : nullptr;
 }
 
@@ -238,6 +242,8 @@ bool Listener::drain() {
       free_.push_back(i);
     }
     in_batch_.store(batch_.size());
+    in_turn_ = true;
+    metrics_->queue_depth.Set(static_cast<double>(depth_ + batch_.size()));
   }
   // One clock read per batch: a notification's delivery lag is the time from its enqueue until
   // the worker took its batch, and stalled-since marks when the running batch started.
@@ -256,6 +262,7 @@ bool Listener::drain() {
   batch_.clear();
   std::lock_guard lock(mu_);
   in_batch_.store(0);
+  in_turn_ = false;
   in_flight_first_seq_ = 0;
   check_synced();
   shrink_if_idle();

@@ -143,6 +143,7 @@ class Listener : public std::enable_shared_from_this<Listener> {
   std::optional<std::uint64_t> barrier_;           // guarded by mu_
   std::uint64_t in_flight_first_seq_ = 0;          // guarded by mu_ (0: no batch in flight)
   bool synced_ = false;                            // guarded by mu_
+  bool in_turn_ = false;                           // guarded by mu_: drain() is delivering
   StrandPtr strand_;                               // guarded by mu_ (set once by start())
   std::atomic<bool> stopped_{false};               // written under mu_
   std::atomic<std::size_t> in_batch_{0};  // taken by the running turn, not yet delivered
