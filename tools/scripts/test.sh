@@ -4,10 +4,12 @@
 # every unit test), an out-of-tree find_package(kinformer) consumer, and the e2e
 # suites against a real kube-apiserver (the e2e launcher's, unless KUBECONFIG is set).
 # Ends with one line "N passed, N failed, N skipped" (the mutation check prints its own
-# "mutants: N killed, N survived" line before it).
+# "mutants: N killed, N survived" line before it, the fuzzers "fuzz: N targets, N findings";
+# each fuzz target counts as one test).
 #
 # Environment: KINFORMER_BUILD_DIR (default ./build), KUBECONFIG (use that cluster for e2e),
-# KINFORMER_SKIP_SANITIZERS=1 (local quick runs only; CI never sets it).
+# KINFORMER_SKIP_SANITIZERS=1 (local quick runs only; CI never sets it), KINFORMER_FUZZ_SECONDS
+# (time per fuzz target, default 60).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=${KINFORMER_BUILD_DIR:-$root/build}
@@ -78,6 +80,20 @@ if [ "${KINFORMER_SKIP_SANITIZERS:-0}" != 1 ] || [ "${CI:-}" = true ]; then
   ninja -C "$build-tsan" -j"$jobs"
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
     run_ctest tsan "$build-tsan" -L unit -j"$jobs"
+fi
+
+step "fuzzing: short run of each libFuzzer target (tools/scripts/fuzz.sh; --seconds 3600 for a long one)"
+fuzz_rc=0
+bash "$root/tools/scripts/fuzz.sh" --seconds "${KINFORMER_FUZZ_SECONDS:-60}" 2>"$log_dir/fuzz.err" |
+  tee "$log_dir/fuzz.log" || fuzz_rc=$?
+while read -r line; do
+  case "$line" in
+    *", 0 findings") passed=$((passed + 1)) ;;
+    "fuzz "*" findings") failed=$((failed + 1)); failures+=("${line%%:*}") ;;
+  esac
+done < <(grep -E '^fuzz [a-z_]+: ' "$log_dir/fuzz.log" || true)
+if [ "$fuzz_rc" -ne 0 ] && ! grep -q '^fuzz: ' "$log_dir/fuzz.log"; then
+  failed=$((failed + 1)); failures+=(fuzz-build); tail -30 "$log_dir/fuzz.err" >&2
 fi
 
 step "install + out-of-tree consumer (find_package(kinformer))"
