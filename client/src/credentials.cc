@@ -8,12 +8,16 @@
 
 #include <rapidjson/document.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
 #include <fstream>
 #include <mutex>
 #include <sstream>
+#include <string_view>
+#include <thread>
+#include <vector>
 
 #include "detail/base64.h"
 #include "detail/json.h"
@@ -144,6 +148,44 @@ class ExecCredentials final : public CredentialsProvider {
     return Error::make(Errc::auth, config_.origin + ": exec plugin " + config_.command + ": " + what);
   }
 
+  // Sets `name` in `env` ("NAME=value" entries), replacing an earlier value.
+  static void set_env(std::vector<std::string>& env, std::string_view name,
+                      std::string_view value) {
+    std::string entry = std::string(name) + "=" + std::string(value);
+    for (auto& e : env) {
+      if (e.size() > name.size() && e.starts_with(name) && e[name.size()] == '=') {
+        e = std::move(entry);
+        return;
+      }
+    }
+    env.push_back(std::move(entry));
+  }
+
+  // kubectl's order, each name once: the inherited environment, then kubeconfig's exec.env (a
+  // later entry wins), then KUBERNETES_EXEC_INFO. With duplicate entries a plugin's getenv()
+  // would see the first, i.e. the inherited value.
+  std::vector<std::string> child_environment() const {
+    std::vector<std::string> env;
+    for (char** e = environ; e && *e; ++e) {
+      std::string_view entry(*e);
+      auto eq = entry.find('=');
+      if (eq == std::string_view::npos || eq == 0) continue;
+      set_env(env, entry.substr(0, eq), entry.substr(eq + 1));
+    }
+    for (const auto& [k, v] : config_.env) set_env(env, k, v);
+    set_env(env, "KUBERNETES_EXEC_INFO",
+            R"({"apiVersion":")" + config_.api_version +
+                R"(","kind":"ExecCredential","spec":{"interactive":false}})");
+    return env;
+  }
+
+  Error timed_out_error() const {
+    return fail("timed out after " + std::to_string(config_.timeout.count()) + "s");
+  }
+
+  // Runs the plugin in its own process group, with one deadline from start to exit: output
+  // that arrives in time does not help a plugin that then keeps running (the lock in current()
+  // is held meanwhile). At the deadline the whole group is killed and reaped.
   Result<Credentials> run() {
     int out[2];
     if (::pipe2(out, O_CLOEXEC) != 0) return fail(std::string("pipe: ") + std::strerror(errno));
@@ -151,11 +193,11 @@ class ExecCredentials final : public CredentialsProvider {
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_adddup2(&actions, out[1], 1);
-    std::vector<std::string> env_strings;
-    for (char** e = environ; e && *e; ++e) env_strings.emplace_back(*e);
-    for (const auto& [k, v] : config_.env) env_strings.push_back(k + "=" + v);
-    env_strings.push_back(R"(KUBERNETES_EXEC_INFO={"apiVersion":")" + config_.api_version +
-                          R"(","kind":"ExecCredential","spec":{"interactive":false}})");
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&attr, 0);  // a new group whose id is the child's pid
+    std::vector<std::string> env_strings = child_environment();
     std::vector<char*> envp;
     for (auto& s : env_strings) envp.push_back(s.data());
     envp.push_back(nullptr);
@@ -165,25 +207,29 @@ class ExecCredentials final : public CredentialsProvider {
     for (auto& s : arg_strings) argv.push_back(s.data());
     argv.push_back(nullptr);
     pid_t pid = 0;
-    int rc = posix_spawnp(&pid, config_.command.c_str(), &actions, nullptr, argv.data(), envp.data());
+    int rc = posix_spawnp(&pid, config_.command.c_str(), &actions, &attr, argv.data(), envp.data());
+    posix_spawnattr_destroy(&attr);
     posix_spawn_file_actions_destroy(&actions);
     ::close(out[1]);
     if (rc != 0) {
       ::close(out[0]);
       return fail(std::string("cannot be started: ") + std::strerror(rc));
     }
-    std::string output;
     auto deadline = std::chrono::steady_clock::now() + config_.timeout;
+    auto left = [&] {
+      return std::chrono::ceil<std::chrono::milliseconds>(deadline -
+                                                          std::chrono::steady_clock::now());
+    };
+    std::string output;
     bool timed_out = false;
     char buf[4096];
     for (;;) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) {
+      if (left().count() <= 0) {
         timed_out = true;
         break;
       }
       pollfd pfd{out[0], POLLIN, 0};
-      int p = ::poll(&pfd, 1, static_cast<int>(left.count()));
+      int p = ::poll(&pfd, 1, static_cast<int>(left().count()));
       if (p < 0 && errno == EINTR) continue;
       if (p <= 0) {
         timed_out = p == 0;
@@ -196,11 +242,24 @@ class ExecCredentials final : public CredentialsProvider {
       if (output.size() > (1u << 20)) break;
     }
     ::close(out[0]);
-    if (timed_out) ::kill(pid, SIGKILL);
     int status = 0;
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    // Stdout is closed (or the deadline passed): wait for the exit until the deadline.
+    while (!timed_out) {
+      pid_t w = ::waitpid(pid, &status, WNOHANG);
+      if (w == pid) break;
+      if (w < 0 && errno != EINTR) return fail(std::string("waitpid: ") + std::strerror(errno));
+      if (left().count() <= 0) {
+        timed_out = true;
+        break;
+      }
+      std::this_thread::sleep_for(std::min(left(), std::chrono::milliseconds(10)));
     }
-    if (timed_out) return fail("timed out after " + std::to_string(config_.timeout.count()) + "s");
+    if (timed_out) {
+      ::kill(-pid, SIGKILL);  // the plugin and whatever it started
+      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      return timed_out_error();
+    }
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
       return fail("exited with status " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1));
     }

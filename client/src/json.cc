@@ -1,8 +1,83 @@
 #include "detail/json.h"
 
+#include <rapidjson/error/en.h>
+#include <rapidjson/reader.h>
+
 #include <algorithm>
+#include <cstdint>
 
 namespace kinformer::client::detail {
+
+namespace {
+
+// Forwards the parser's events to the document, refusing to open a level beyond kMaxJsonDepth
+// (RapidJSON's recursive descent has no limit of its own).
+class DepthLimited {
+ public:
+  explicit DepthLimited(rapidjson::Document& doc) : doc_(doc) {}
+  bool too_deep() const { return too_deep_; }
+
+  bool Null() { return doc_.Null(); }
+  bool Bool(bool b) { return doc_.Bool(b); }
+  bool Int(int i) { return doc_.Int(i); }
+  bool Uint(unsigned u) { return doc_.Uint(u); }
+  bool Int64(std::int64_t i) { return doc_.Int64(i); }
+  bool Uint64(std::uint64_t u) { return doc_.Uint64(u); }
+  bool Double(double d) { return doc_.Double(d); }
+  bool RawNumber(const char* s, rapidjson::SizeType n, bool copy) {
+    return doc_.RawNumber(s, n, copy);
+  }
+  bool String(const char* s, rapidjson::SizeType n, bool copy) { return doc_.String(s, n, copy); }
+  bool Key(const char* s, rapidjson::SizeType n, bool copy) { return doc_.Key(s, n, copy); }
+  bool StartObject() { return enter() && doc_.StartObject(); }
+  bool EndObject(rapidjson::SizeType n) {
+    --depth_;
+    return doc_.EndObject(n);
+  }
+  bool StartArray() { return enter() && doc_.StartArray(); }
+  bool EndArray(rapidjson::SizeType n) {
+    --depth_;
+    return doc_.EndArray(n);
+  }
+
+ private:
+  bool enter() {
+    too_deep_ = ++depth_ > kMaxJsonDepth;
+    return !too_deep_;
+  }
+  rapidjson::Document& doc_;
+  int depth_ = 0;
+  bool too_deep_ = false;
+};
+
+}  // namespace
+
+std::optional<JsonParseError> parse_insitu(rapidjson::Document& doc, char* text, std::size_t size,
+                                           rapidjson::CrtAllocator* reader_stack) {
+  constexpr unsigned kFlags = rapidjson::kParseInsituFlag | rapidjson::kParseStopWhenDoneFlag;
+  rapidjson::InsituStringStream in(text);
+  rapidjson::Reader reader(reader_stack);
+  DepthLimited handler(doc);
+  rapidjson::ParseResult ok;
+  auto parse = [&](rapidjson::Document&) {
+    ok = reader.Parse<kFlags>(in, handler);
+    return !ok.IsError();
+  };
+  doc.Populate(parse);
+  if (handler.too_deep()) {
+    return JsonParseError{"JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels",
+                          reader.GetErrorOffset()};
+  }
+  if (ok.IsError()) return JsonParseError{rapidjson::GetParseError_En(ok.Code()), ok.Offset()};
+  // kParseStopWhenDoneFlag ends at the value; the rest (up to an embedded NUL, which ends the
+  // in-situ stream too) must be whitespace.
+  std::size_t end = in.Tell();
+  while (end < size &&
+         (text[end] == ' ' || text[end] == '\t' || text[end] == '\r' || text[end] == '\n'))
+    ++end;
+  if (end < size) return JsonParseError{"unexpected bytes after the JSON value", end};
+  return std::nullopt;
+}
 
 void decode_string_map(const JsonValue* v, StringMap& out) {
   out.clear();

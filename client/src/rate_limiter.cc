@@ -1,14 +1,13 @@
 #include "kinformer/client/rate_limiter.h"
 
 #include <algorithm>
-#include <thread>
 
 namespace kinformer::client {
 
 RateLimiter::RateLimiter(Options options, Clock clock, Sleep sleep)
     : options_(options),
       clock_(clock ? std::move(clock) : Clock([] { return std::chrono::steady_clock::now(); })),
-      sleep_(sleep ? std::move(sleep) : Sleep([](std::chrono::nanoseconds d) { std::this_thread::sleep_for(d); })) {
+      sleep_(std::move(sleep)) {
   options_.burst = std::max(options_.burst, 1);
   tokens_ = options_.burst;
   last_ = clock_();
@@ -39,9 +38,22 @@ std::chrono::nanoseconds RateLimiter::reserve() {
   return std::chrono::nanoseconds(static_cast<std::int64_t>(-tokens_ / options_.qps * 1e9));
 }
 
-void RateLimiter::acquire() {
+Status RateLimiter::acquire(std::stop_token stop) {
+  auto cancelled = [] {
+    return Error::make(Errc::cancelled, "rate limiter wait cancelled: the client is shutting down");
+  };
+  if (stop.stop_requested()) return cancelled();
   auto wait = reserve();
-  if (wait.count() > 0) sleep_(wait);
+  if (wait.count() > 0) {
+    if (sleep_) {
+      sleep_(wait);
+    } else {
+      std::unique_lock lock(mu_);
+      stop_cv_.wait_for(lock, stop, wait, [] { return false; });
+    }
+  }
+  if (stop.stop_requested()) return cancelled();
+  return Ok{};
 }
 
 }  // namespace kinformer::client

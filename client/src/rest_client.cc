@@ -2,8 +2,11 @@
 
 #include <rapidjson/document.h>
 
+#include <algorithm>
 #include <cctype>
+#include <deque>
 #include <set>
+#include <stop_token>
 
 #include "detail/json.h"
 #include "kinformer/client/api_error.h"
@@ -94,10 +97,15 @@ struct RestClient::Impl {
   RestClientOptions options;
   std::shared_ptr<RateLimiter> limiter;
   std::shared_ptr<detail::Transport> transport;
+  std::stop_source stop;  // shutdown()
 
+  static Error shut_down() { return Error::make(Errc::cancelled, "client is shut down"); }
+
+  // The distinct warnings remembered, oldest first, and the same as a set: at most
+  // options.max_remembered_warnings (get_raw keys them by path, so they would grow forever).
   mutable std::mutex warn_mu;
   std::set<std::pair<std::string, std::string>> warned;
-  std::vector<ApiWarning> warnings;
+  std::deque<ApiWarning> warnings;
 
   void record_warnings(const std::string& resource, const std::vector<std::pair<std::string, std::string>>& headers) {
     for (const auto& [k, v] : headers) {
@@ -109,6 +117,10 @@ struct RestClient::Impl {
         std::lock_guard lock(warn_mu);
         if (!warned.emplace(w.resource, w.message).second) continue;
         warnings.push_back(w);
+        while (warnings.size() > std::max<std::size_t>(options.max_remembered_warnings, 1)) {
+          warned.erase({warnings.front().resource, warnings.front().message});
+          warnings.pop_front();
+        }
       }
       if (options.on_warning) options.on_warning(w);
     }
@@ -122,7 +134,10 @@ struct RestClient::Impl {
   /// One request with rate limiting, warnings and a single retry after 401 with fresh credentials.
   Result<detail::HttpResponse> send(const detail::HttpRequest& request, const std::string& resource, bool limited = true) {
     for (int attempt = 0;; ++attempt) {
-      if (limited) limiter->acquire();
+      if (stop.stop_requested()) return shut_down();
+      if (limited) {
+        if (auto s = limiter->acquire(stop.get_token()); !s) return std::move(s).error();
+      }
       auto creds = credentials();
       if (!creds) return std::move(creds).error();
       auto response = transport->request(request, creds.value());
@@ -142,10 +157,12 @@ struct RestClient::Impl {
 
   static Result<ObjectPtr> decode_object(const ResourceType& type, detail::HttpResponse& r) {
     rapidjson::Document doc;
-    doc.ParseInsitu(r.body.data());
-    if (doc.HasParseError() || !doc.IsObject()) {
-      return Error::make(Errc::decode, type.gvr.to_string() + ": response is not a JSON object");
+    if (auto e = detail::parse_insitu(doc, r.body.data(), r.body.size())) {
+      return Error::make(Errc::decode, type.gvr.to_string() + ": response is not valid JSON: " +
+                                           e->reason + " at byte " + std::to_string(e->offset));
     }
+    if (!doc.IsObject())
+      return Error::make(Errc::decode, type.gvr.to_string() + ": response is not a JSON object");
     auto obj = type.codec->decode(doc);
     if (!obj) return std::move(obj).error();
     return ObjectPtr(std::move(obj).value());
@@ -163,6 +180,7 @@ struct RestClient::Impl {
     req.target = type.gvr.path(ns) + "?" + list_query(options, true);
     std::string resource = type.gvr.to_string();
     for (int attempt = 0;; ++attempt) {
+      if (stop.stop_requested()) return shut_down();
       auto creds = credentials();
       if (!creds) return std::move(creds).error();
       auto stream = transport->watch(req, creds.value(), type.codec,
@@ -183,8 +201,12 @@ struct RestClient::Impl {
     if (!r) return std::move(r).error();
     if (r->status != 200) return to_error(r.value());
     rapidjson::Document doc;
-    doc.ParseInsitu(r->body.data());
-    if (doc.HasParseError() || !doc.IsObject()) {
+    if (auto e = detail::parse_insitu(doc, r->body.data(), r->body.size())) {
+      return Error::make(Errc::decode, type.gvr.to_string() +
+                                           ": list response is not valid JSON: " + e->reason +
+                                           " at byte " + std::to_string(e->offset));
+    }
+    if (!doc.IsObject()) {
       return Error::make(Errc::decode, type.gvr.to_string() + ": list response is not a JSON object");
     }
     ObjectList out;
@@ -223,6 +245,7 @@ RestClient::RestClient(ClusterConfig config, RestClientOptions options) : impl_(
   t.max_response_bytes = impl_->options.max_response_bytes;
   t.max_watch_event_bytes = impl_->options.max_watch_event_bytes;
   t.watch_queue_limit = impl_->options.watch_queue_limit;
+  t.watch_queue_bytes_limit = impl_->options.watch_queue_bytes_limit;
   t.watch_idle_timeout = impl_->options.watch_idle_timeout;
   impl_->transport = detail::Transport::create(impl_->config, std::move(t));
 }
@@ -231,9 +254,11 @@ RestClient::~RestClient() = default;
 
 const ClusterConfig& RestClient::config() const { return impl_->config; }
 
+void RestClient::shutdown() { impl_->stop.request_stop(); }
+
 std::vector<ApiWarning> RestClient::warnings() const {
   std::lock_guard lock(impl_->warn_mu);
-  return impl_->warnings;
+  return {impl_->warnings.begin(), impl_->warnings.end()};
 }
 
 Result<ObjectPtr> RestClient::get(const ResourceType& type, std::string_view ns, std::string_view name) {

@@ -120,12 +120,11 @@ Error from_ec(const error_code& ec, const std::string& what) {
   return Error::make(code, what + ": " + ec.message());
 }
 
-
-// Safe to send again when a reused connection failed: GET and HEAD are safe; in Kubernetes a
-// replayed PUT hits its resourceVersion precondition and a replayed DELETE gets 404.
-bool idempotent(http::verb method) {
-  return method == http::verb::get || method == http::verb::head || method == http::verb::put ||
-         method == http::verb::delete_;
+// Safe to send again when a reused connection failed: only the safe methods. The server may
+// have applied the request before closing: a replayed PUT without a resourceVersion overwrites
+// a newer write, and a replayed DELETE can delete an object recreated under the same name.
+bool replayable(http::verb method) {
+  return method == http::verb::get || method == http::verb::head || method == http::verb::options;
 }
 
 bool is_ip(const std::string& host) {
@@ -212,7 +211,12 @@ std::string header_value(const HttpResponse& r, std::string_view name) {
 struct WatchState {
   std::mutex mu;
   std::condition_variable cv;
-  std::deque<WatchEvent> events;
+  struct Queued {
+    WatchEvent event;
+    std::size_t bytes;  // its share of the received lines
+  };
+  std::deque<Queued> events;
+  std::size_t queued_bytes = 0;  // sum of events[].bytes
   std::optional<Error> error;
   bool ended = false;
   bool cancelled = false;
@@ -221,10 +225,16 @@ struct WatchState {
   std::optional<Error> open_error;
   HttpResponse head;
   std::size_t limit = 4096;
+  std::size_t bytes_limit = std::size_t{64} << 20;
   asio::any_io_executor ex;
   // io thread only
   ConnectionPtr conn;
   std::optional<asio::steady_timer> pause_timer;
+
+  // The reader is far behind: stop reading the socket (guarded by mu).
+  bool full() const { return events.size() >= limit || queued_bytes >= bytes_limit; }
+  // It has caught up far enough to read again (guarded by mu).
+  bool drained() const { return events.size() <= limit / 2 && queued_bytes <= bytes_limit / 2; }
 
   void cancel_io() {
     if (conn) conn->close();
@@ -245,9 +255,10 @@ class WatchStreamImpl final : public WatchStream {
     });
     if (state_->cancelled) return Error::make(Errc::cancelled, "watch cancelled");
     if (!state_->events.empty()) {
-      WatchEvent event = std::move(state_->events.front());
+      WatchEvent event = std::move(state_->events.front().event);
+      state_->queued_bytes -= state_->events.front().bytes;
       state_->events.pop_front();
-      if (state_->paused && state_->events.size() <= state_->limit / 2) {
+      if (state_->paused && state_->drained()) {
         state_->paused = false;
         asio::post(state_->ex, [st = state_] {
           if (st->pause_timer) st->pause_timer->cancel();
@@ -331,12 +342,42 @@ struct Transport::Impl {
     return c;
   }
 
+  // Resolves the server's host within `deadline`. Asio runs getaddrinfo() on a thread of its
+  // own and cannot interrupt it (resolver::cancel() only drops queries not yet started), so the
+  // coroutine waits for whichever comes first, the answer or the deadline; a late answer lands in
+  // the shared state and is dropped.
+  awaitable<Result<tcp::resolver::results_type>> resolve(
+      asio::any_io_executor ex, std::chrono::steady_clock::time_point deadline) {
+    struct Pending {
+      Pending(asio::any_io_executor ex, std::chrono::steady_clock::time_point deadline)
+          : resolver(ex), timer(ex, deadline) {}
+      tcp::resolver resolver;
+      asio::steady_timer timer;  // fires at the deadline, or is cancelled by the answer
+      std::optional<std::pair<error_code, tcp::resolver::results_type>> answer;
+    };
+    auto pending = std::make_shared<Pending>(ex, deadline);
+    pending->resolver.async_resolve(url.host, url.port,
+                                    [pending](error_code ec, tcp::resolver::results_type results) {
+                                      pending->answer.emplace(ec, std::move(results));
+                                      pending->timer.cancel();
+                                    });
+    co_await pending->timer.async_wait(kTuple);
+    if (!pending->answer) {
+      pending->resolver.cancel();
+      co_return Error::make(Errc::timeout,
+                            "resolve " + url.host + ": no answer within the request deadline");
+    }
+    auto& [ec, results] = *pending->answer;
+    if (ec) co_return from_ec(ec, "resolve " + url.host);
+    co_return results;
+  }
+
   awaitable<Result<ConnectionPtr>> connect(std::shared_ptr<ssl::context> context, std::size_t cert_id,
                                            std::chrono::steady_clock::time_point deadline) {
     auto ex = co_await asio::this_coro::executor;
-    tcp::resolver resolver(ex);
-    auto [rec, results] = co_await resolver.async_resolve(url.host, url.port, kTuple);
-    if (rec) co_return from_ec(rec, "resolve " + url.host);
+    auto resolved = co_await resolve(ex, deadline);
+    if (!resolved) co_return std::move(resolved).error();
+    const tcp::resolver::results_type& results = resolved.value();
     auto conn = std::make_shared<Connection>(ex, context);
     conn->cert_id = std::to_string(cert_id);
     conn->lowest().expires_at(deadline);
@@ -350,10 +391,16 @@ struct Transport::Impl {
       if (!config.insecure_skip_tls_verify) {
         X509_VERIFY_PARAM* param = SSL_get0_param(ssl);
         X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
-        if (verify_is_ip) {
-          X509_VERIFY_PARAM_set1_ip_asc(param, verify_name.c_str());
-        } else {
-          X509_VERIFY_PARAM_set1_host(param, verify_name.c_str(), 0);
+        // OpenSSL refuses some names (a scoped IPv6 literal such as fe80::1%eth0, a name with a
+        // NUL); going on would verify the chain only, so such a name fails the connection.
+        int set = verify_is_ip
+                      ? X509_VERIFY_PARAM_set1_ip_asc(param, verify_name.c_str())
+                      : X509_VERIFY_PARAM_set1_host(param, verify_name.c_str(), verify_name.size());
+        if (set != 1) {
+          co_return Error::make(
+              Errc::tls, "TLS server name '" + verify_name + "' (" + url.host + ":" + url.port +
+                             "): OpenSSL cannot check a certificate against this " +
+                             (verify_is_ip ? "IP address" : "host name"));
         }
       }
       auto [hec] = co_await conn->tls->async_handshake(ssl::stream_base::client, kTuple);
@@ -420,12 +467,13 @@ struct Transport::Impl {
         conn->close();
         if (reused && !parser.got_some() && ec != beast::error::timeout) {
           // A kept-alive connection the server closed meanwhile. The server may still have
-          // processed the request before closing, so only an idempotent one is retried (once,
-          // on a fresh connection); a POST or PATCH could otherwise be applied twice.
-          if (idempotent(req.method())) continue;
-          co_return Error::make(Errc::network, what + ": kept-alive connection closed by the server (" + ec.message() +
-                                                   "); not retried: " + std::string(req.method_string()) +
-                                                   " is not idempotent");
+          // processed the request before closing, so only a safe one is retried (once, on a
+          // fresh connection); anything else could otherwise be applied twice.
+          if (replayable(req.method())) continue;
+          co_return Error::make(
+              Errc::network,
+              what + ": kept-alive connection closed by the server (" + ec.message() +
+                  "); not retried: " + std::string(req.method_string()) + " is not safe to replay");
         }
         if (ec == http::error::body_limit) {
           co_return Error::make(Errc::too_large, what + ": response body exceeds max_response_bytes (" +
@@ -471,12 +519,20 @@ struct Transport::Impl {
       if (ec == http::error::need_buffer) ec = {};
       std::size_t got = chunk.size() - parser.get().body().size;
       Status fed = Ok{};
+      std::uint64_t complete_before = decoder.complete_line_bytes();
       if (got > 0) fed = decoder.feed(std::string_view(chunk.data(), got), events);
+      // The lines completed by this read, shared out among its events (the last takes the rest).
+      auto batch_bytes = static_cast<std::size_t>(decoder.complete_line_bytes() - complete_before);
       bool cancelled;
       {
         std::lock_guard lock(st->mu);
         cancelled = st->cancelled;
-        for (auto& e : events) st->events.push_back(std::move(e));
+        for (std::size_t i = 0; i < events.size(); ++i) {
+          std::size_t share = batch_bytes / events.size();
+          if (i + 1 == events.size()) share = batch_bytes - share * i;
+          st->events.push_back({std::move(events[i]), share});
+          st->queued_bytes += share;
+        }
         if (!events.empty()) st->cv.notify_all();
       }
       events.clear();
@@ -502,7 +558,7 @@ struct Transport::Impl {
       for (;;) {
         {
           std::lock_guard lock(st->mu);
-          if (st->cancelled || st->events.size() < st->limit) break;
+          if (st->cancelled || !st->full()) break;
           st->paused = true;
         }
         co_await st->pause_timer->async_wait(kTuple);
@@ -663,6 +719,7 @@ Result<WatchStreamPtr> Transport::watch(const HttpRequest& request, const Creden
   auto st = std::make_shared<WatchState>();
   st->ex = impl_->ioc.get_executor();
   st->limit = std::max<std::size_t>(impl_->options.watch_queue_limit, 2);
+  st->bytes_limit = std::max<std::size_t>(impl_->options.watch_queue_bytes_limit, 2);
   asio::co_spawn(
       impl_->ioc,
       [impl = impl_.get(), st, req = impl_->build(request, credentials), ctx = context.value(), cert_id, deadline,

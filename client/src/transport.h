@@ -39,6 +39,7 @@ struct TransportOptions {
   std::size_t max_response_bytes = 0;
   std::size_t max_watch_event_bytes = 0;
   std::size_t watch_queue_limit = 0;
+  std::size_t watch_queue_bytes_limit = 0;
   std::chrono::milliseconds watch_idle_timeout{};  ///< 0: derived from the request
 };
 

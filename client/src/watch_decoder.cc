@@ -1,7 +1,5 @@
 #include "kinformer/client/watch_decoder.h"
 
-#include <rapidjson/error/en.h>
-
 #include <cstring>
 
 #include "detail/json.h"
@@ -72,10 +70,9 @@ Status WatchDecoder::decode_line(char* line, std::size_t size, std::uint64_t lin
   // In situ parsing needs a terminated buffer: std::string keeps one at data()[size()].
   parser_->pool.Clear();
   rapidjson::Document doc(&parser_->pool, 1024, &parser_->stack);
-  doc.ParseInsitu<rapidjson::kParseStopWhenDoneFlag>(line + begin);
-  if (doc.HasParseError()) {
-    return detail::decode_error(where() + ": " + rapidjson::GetParseError_En(doc.GetParseError()) +
-                                " at byte " + std::to_string(line_offset + begin + doc.GetErrorOffset()));
+  if (auto e = detail::parse_insitu(doc, line + begin, size - begin, &parser_->stack)) {
+    return detail::decode_error(where() + ": " + e->reason + " at byte " +
+                                std::to_string(line_offset + begin + e->offset));
   }
   if (!doc.IsObject()) return detail::decode_error(where() + ": not a JSON object");
   std::string_view type = detail::get_string(doc, "type");

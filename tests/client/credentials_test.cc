@@ -7,6 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <future>
+#include <sstream>
+#include <thread>
 
 #include "fake_apiserver.h"
 #include "kinformer/client/cluster_config.h"
@@ -29,6 +32,34 @@ ExecConfig exec_config(const std::string& command, std::string api_version = kV1
   c.command = command;
   c.origin = "test";
   return c;
+}
+
+// True once `pid` no longer runs: gone, or a zombie waiting for whoever reaps orphans.
+bool process_gone(pid_t pid) {
+  if (::kill(pid, 0) != 0) return errno == ESRCH;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  auto close = line.rfind(')');
+  return close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z';
+}
+
+bool eventually_gone(pid_t pid) {
+  for (int i = 0; i < 500; ++i) {
+    if (process_gone(pid)) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return false;
+}
+
+// The lines of `env` (NUL-separated, as in /proc/PID/environ) that set `name`.
+std::vector<std::string> entries(const std::string& env, const std::string& name) {
+  std::vector<std::string> out;
+  std::istringstream in(env);
+  for (std::string e; std::getline(in, e, '\0');) {
+    if (e.starts_with(name + "=")) out.push_back(e);
+  }
+  return out;
 }
 
 // --- token file -----------------------------------------------------------------------------
@@ -121,6 +152,70 @@ TEST(ExecPlugin, HangingPluginIsKilledAtTheTimeout) {
   ASSERT_FALSE(pid.empty()) << "the plugin did not start within its 2 s";
   EXPECT_EQ(::kill(static_cast<pid_t>(std::stol(pid)), 0), -1);
   EXPECT_EQ(errno, ESRCH);
+}
+
+// kubectl's order: the inherited environment, then kubeconfig's exec.env, then
+// KUBERNETES_EXEC_INFO; a later value replaces an earlier one, so the child sees each name once.
+// The plugin records the environment block it was started with (/proc/$$/environ, before the
+// shell could merge duplicates): getenv() in a plugin takes the first of duplicate entries.
+TEST(ExecPlugin, KubeconfigEnvAndExecInfoOverrideTheInheritedEnvironment) {
+  TempDir dir;
+  auto plugin = dir.write("plugin.sh",
+                          "#!/bin/sh\n"
+                          "d=$(dirname \"$0\")\n"
+                          "cat /proc/$$/environ > \"$d/environ\"\n"
+                          "cat \"$d/out.json\"\n");
+  dir.write("out.json", testing::exec_credential(kV1, R"({"token":"t"})"));
+  testing::ScopedEnv profile("AWS_PROFILE", "dev");
+  testing::ScopedEnv stale("KUBERNETES_EXEC_INFO", R"({"stale":true})");
+  ExecConfig config = exec_config(plugin);
+  config.env = {{"AWS_PROFILE", "prod"}, {"KINFORMER_TEST_X", "1"}, {"KINFORMER_TEST_X", "2"}};
+  auto c = exec_credentials(config)->current();
+  ASSERT_TRUE(c) << c.error().to_string();
+  std::string env = dir.read("environ");
+  ASSERT_FALSE(env.empty());
+  EXPECT_EQ(entries(env, "AWS_PROFILE"), std::vector<std::string>{"AWS_PROFILE=prod"});
+  EXPECT_EQ(entries(env, "KINFORMER_TEST_X"), std::vector<std::string>{"KINFORMER_TEST_X=2"});
+  auto info = entries(env, "KUBERNETES_EXEC_INFO");
+  ASSERT_EQ(info.size(), 1u) << env;
+  EXPECT_NE(info[0].find(R"("kind":"ExecCredential")"), std::string::npos) << info[0];
+  EXPECT_FALSE(entries(env, "PATH").empty());  // the rest is still inherited
+}
+
+// A plugin that prints its credential, closes its output and then keeps running: the deadline
+// covers the whole run, so the provider does not wait for it, and the plugin's process group
+// (the shell and its `sleep`) is killed.
+TEST(ExecPlugin, PluginThatHangsAfterClosingItsOutputIsKilledAtTheDeadline) {
+  TempDir dir;
+  auto plugin = dir.write("plugin.sh",
+                          "#!/bin/sh\n"
+                          "d=$(dirname \"$0\")\n"
+                          "echo $$ > \"$d/pid\"\n"
+                          "cat \"$d/out.json\"\n"
+                          "exec >&-\n"
+                          "sleep 30 &\n"
+                          "echo $! > \"$d/sleep-pid\"\n"
+                          "wait\n");
+  dir.write("out.json", testing::exec_credential(kV1, R"({"token":"TOPSECRET"})"));
+  ExecConfig config = exec_config(plugin);
+  config.timeout = 1s;
+  auto provider = exec_credentials(config);
+  auto result = std::async(std::launch::async, [&] { return provider->current(); });
+  // Only proves that it did not hang: the plugin would run for 30 s.
+  ASSERT_EQ(result.wait_for(20s), std::future_status::ready);
+  auto r = result.get();
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, Errc::auth);
+  EXPECT_NE(r.error().message.find("exec plugin " + plugin + ": timed out after 1s"),
+            std::string::npos)
+      << r.error().message;
+  EXPECT_EQ(r.error().message.find("TOPSECRET"), std::string::npos);
+  std::string pid = dir.read("pid");
+  std::string sleep_pid = dir.read("sleep-pid");
+  ASSERT_FALSE(pid.empty());
+  ASSERT_FALSE(sleep_pid.empty());
+  EXPECT_TRUE(eventually_gone(static_cast<pid_t>(std::stol(pid))));
+  EXPECT_TRUE(eventually_gone(static_cast<pid_t>(std::stol(sleep_pid))));
 }
 
 TEST(ExecPlugin, V1beta1ThroughKubeconfig) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
 
+#include "kinformer/client/dynamic_object.h"
 #include "kinformer/client/endpoint_slice.h"
 #include "kinformer/client/secret.h"
 
@@ -14,6 +15,37 @@ Result<std::shared_ptr<Object>> decode(const std::string& json) {
   rapidjson::Document doc;
   doc.Parse(json.c_str());
   return ResourceTraits<T>::type().codec->decode(doc);
+}
+
+// {"kind":"Pod","spec":[[...]]} nested `depth` levels in all, built by hand: a value that never
+// went through the client's depth-limited parser.
+void deep_object(rapidjson::Document& doc, int depth) {
+  auto& a = doc.GetAllocator();
+  rapidjson::Value inner(rapidjson::kArrayType);
+  for (int level = 2; level < depth; ++level) {
+    rapidjson::Value outer(rapidjson::kArrayType);
+    outer.PushBack(inner, a);
+    inner = outer;
+  }
+  doc.SetObject();
+  doc.AddMember("kind", "Pod", a);
+  doc.AddMember("spec", inner, a);
+}
+
+TEST(DynamicObject, NestingBeyondTheLimitIsADecodeError) {
+  rapidjson::Document ok;  // pool allocator: freeing a deep value does not recurse
+  deep_object(ok, kMaxJsonDepth);
+  auto decoded = dynamic_codec()->decode(ok);
+  ASSERT_TRUE(decoded) << decoded.error().to_string();
+
+  rapidjson::Document deep;
+  deep_object(deep, kMaxJsonDepth + 1);
+  auto r = dynamic_codec()->decode(deep);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, Errc::decode);
+  EXPECT_NE(r.error().message.find("nested deeper than " + std::to_string(kMaxJsonDepth)),
+            std::string::npos)
+      << r.error().message;
 }
 
 TEST(Secret, DecodesBase64DataAndRoundTrips) {

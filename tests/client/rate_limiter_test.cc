@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <future>
+#include <stop_token>
+#include <thread>
 #include <vector>
 
 namespace kinformer::client {
@@ -56,20 +60,50 @@ TEST(RateLimiter, AcquireSleepsForTheReservedWait) {
     clock.now += d;  // the sleep lets time pass
   };
   RateLimiter limiter({.qps = 10, .burst = 2}, clock.fn(), sleep);
-  limiter.acquire();
-  limiter.acquire();
+  ASSERT_TRUE(limiter.acquire());
+  ASSERT_TRUE(limiter.acquire());
   EXPECT_TRUE(sleeps.empty());  // the burst is free
-  limiter.acquire();            // the bucket is empty: wait 1/qps for the next token
+  ASSERT_TRUE(limiter.acquire());  // the bucket is empty: wait 1/qps for the next token
   ASSERT_EQ(sleeps.size(), 1u);
   EXPECT_NEAR(static_cast<double>(sleeps[0].count()), 100e6, 1e3);
-  limiter.acquire();
+  ASSERT_TRUE(limiter.acquire());
   ASSERT_EQ(sleeps.size(), 2u);
   EXPECT_NEAR(static_cast<double>(sleeps[1].count()), 100e6, 1e3);
   EXPECT_FALSE(limiter.try_acquire());  // the sleeps used the tokens they waited for
   clock.now += 1s;                      // idle: the burst refills, no sleeping
-  limiter.acquire();
-  limiter.acquire();
+  ASSERT_TRUE(limiter.acquire());
+  ASSERT_TRUE(limiter.acquire());
   EXPECT_EQ(sleeps.size(), 2u);
+}
+
+// A waiter sleeping for its token (20 s here) wakes as soon as its stop token is triggered and
+// fails with Errc::cancelled; its reservation is spent. The clock tells when the waiter has
+// reserved; stopping before or during its sleep must both end it.
+TEST(RateLimiter, AcquireIsCancelledByItsStopToken) {
+  std::atomic<int> clock_calls{0};
+  auto clock = [&] {
+    ++clock_calls;
+    return std::chrono::steady_clock::time_point{};
+  };
+  RateLimiter limiter({.qps = 0.05, .burst = 1}, clock);
+  ASSERT_TRUE(limiter.try_acquire());  // the bucket is now empty
+  std::stop_source stop;
+  auto waiter = std::async(std::launch::async, [&] { return limiter.acquire(stop.get_token()); });
+  while (clock_calls.load() < 3) std::this_thread::yield();  // constructor, try_acquire, reserve
+  stop.request_stop();
+  // Only proves that it did not sleep for its 20 s.
+  ASSERT_EQ(waiter.wait_for(10s), std::future_status::ready);
+  auto r = waiter.get();
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, Errc::cancelled);
+  EXPECT_NE(r.error().message.find("rate limiter wait cancelled"), std::string::npos)
+      << r.error().message;
+  // Already stopped: fails at once, without taking a token.
+  RateLimiter fresh({.qps = 0.05, .burst = 1});
+  auto again = fresh.acquire(stop.get_token());
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.error().code, Errc::cancelled);
+  EXPECT_TRUE(fresh.try_acquire());
 }
 
 TEST(RateLimiter, ZeroQpsIsUnlimited) {

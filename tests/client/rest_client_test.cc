@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <future>
 #include <mutex>
 #include <thread>
 
@@ -288,6 +289,77 @@ TEST(RestClient, RateLimiterDelaysNonWatchRequests) {
   EXPECT_FALSE(limiter->try_acquire());  // both tokens were taken by the requests
 }
 
+// shutdown() wakes a request waiting for its rate-limiter token (20 s here) and fails it with
+// Errc::cancelled, and every later request too. The limiter's clock tells when the request has
+// reserved its token.
+TEST(RestClient, ShutdownWakesRequestsWaitingForTheRateLimiter) {
+  FakeApiServer server;
+  server.on("GET", "/x", [](const Request&) { return Reply::text("ok"); });
+  auto clock_calls = std::make_shared<std::atomic<int>>(0);
+  auto limiter =
+      std::make_shared<RateLimiter>(RateLimiter::Options{.qps = 0.05, .burst = 1}, [clock_calls] {
+        ++*clock_calls;
+        return std::chrono::steady_clock::time_point{};
+      });
+  ASSERT_TRUE(limiter->try_acquire());  // the bucket is now empty
+  RestClientOptions options = unlimited();
+  options.rate_limiter = limiter;
+  RestClient client(server.cluster_config(), options);
+  auto waiting = std::async(std::launch::async, [&] { return client.get_raw("/x"); });
+  while (clock_calls->load() < 3) std::this_thread::yield();  // constructor, try_acquire, reserve
+  client.shutdown();
+  // Only proves that it did not wait for its 20 s.
+  ASSERT_EQ(waiting.wait_for(10s), std::future_status::ready);
+  auto r = waiting.get();
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, Errc::cancelled) << r.error().to_string();
+  auto later = client.get_raw("/x");
+  ASSERT_FALSE(later);
+  EXPECT_EQ(later.error().code, Errc::cancelled) << later.error().to_string();
+  auto watch = client.watch(kPods, "", {});
+  ASSERT_FALSE(watch);
+  EXPECT_EQ(watch.error().code, Errc::cancelled) << watch.error().to_string();
+  EXPECT_EQ(server.request_count(), 0u);
+}
+
+// get_raw keys warnings by path, so a client polling many paths would remember them forever:
+// the memory holds at most max_remembered_warnings (the oldest are forgotten first), and within
+// it a repeated warning is still reported once.
+TEST(RestClient, RememberedWarningsAreBounded) {
+  FakeApiServer server;
+  server.on("GET", "/w/*", [](const Request&) {
+    Reply r = Reply::text("ok");
+    r.headers.emplace_back("Warning", R"(299 - "this path is deprecated")");
+    return r;
+  });
+  std::mutex mu;
+  std::vector<ApiWarning> seen;
+  RestClientOptions options = unlimited();
+  options.max_remembered_warnings = 4;
+  options.on_warning = [&](const ApiWarning& w) {
+    std::lock_guard lock(mu);
+    seen.push_back(w);
+  };
+  RestClient client(server.cluster_config(), options);
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < 4; ++i) ASSERT_TRUE(client.get_raw("/w/" + std::to_string(i)));
+  }
+  EXPECT_EQ(seen.size(), 4u);
+  EXPECT_EQ(client.warnings().size(), 4u);
+  for (int i = 4; i < 40; ++i) {
+    ASSERT_TRUE(client.get_raw("/w/" + std::to_string(i) + "?q=1"));
+    ASSERT_TRUE(client.get_raw("/w/" + std::to_string(i)));  // the same resource: deduplicated
+    ASSERT_LE(client.warnings().size(), 4u) << "after /w/" << i;
+  }
+  EXPECT_EQ(seen.size(), 40u);
+  auto kept = client.warnings();
+  ASSERT_EQ(kept.size(), 4u);
+  EXPECT_EQ(kept.front().resource, "/w/36");  // the newest four, in arrival order
+  EXPECT_EQ(kept.back().resource, "/w/39");
+  ASSERT_TRUE(client.get_raw("/w/0"));  // forgotten long ago: reported again
+  EXPECT_EQ(seen.size(), 41u);
+}
+
 // --- 401: one retry with fresh credentials, never more ---------------------------------------
 
 TEST(RestClient, Persistent401IsRetriedExactlyOnce) {
@@ -493,6 +565,42 @@ TEST(RestClientWatch, WatchQueueLimitStopsReadingTheSocket) {
   EXPECT_FALSE(end->has_value());
 }
 
+// The byte bound of the same queue: 4096 events of 1.5 MiB would be 6 GiB. With 512 KiB events
+// and a 1 MiB bound the client stops reading after a few events, far below the event bound.
+TEST(RestClientWatch, WatchQueueBytesLimitStopsReadingTheSocket) {
+  FakeApiServer server;
+  auto stream = std::make_shared<ScriptedStream>();
+  server.on("GET", "/api/v1/pods", [stream](const Request&) { return Reply::streaming(stream); });
+  RestClientOptions options = unlimited();
+  options.watch_queue_bytes_limit = std::size_t{1} << 20;
+  ASSERT_EQ(options.watch_queue_limit, 4096u);
+  RestClient client(server.cluster_config(), options);
+  auto w = client.watch(kPods, "", {});
+  ASSERT_TRUE(w) << w.error().to_string();
+  constexpr int kEvents = 64;
+  const std::string pad(512 * 1024, 'x');  // 64 x 512 KiB = 32 MiB in all
+  for (int i = 1; i <= kEvents; ++i) {
+    stream->send(watch_event_line(
+        "ADDED", R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"p)" + std::to_string(i) +
+                     R"(","namespace":"ns","resourceVersion":")" + std::to_string(i) +
+                     R"("},"spec":{"pad":")" + pad + R"("}})"));
+  }
+  // Cannot become true while nobody reads: this only bounds how long the test looks.
+  EXPECT_FALSE(stream->wait_drained(1500ms)) << stream->bytes_written() << " bytes written";
+  EXPECT_LT(stream->bytes_written(), std::size_t{kEvents} * pad.size() / 2);
+  for (int i = 1; i <= kEvents; ++i) {
+    auto e = (*w)->next();
+    ASSERT_TRUE(e && e->has_value())
+        << "event " << i << ": " << (e ? "end" : e.error().to_string());
+    ASSERT_EQ((*e)->object->metadata.resource_version, std::to_string(i));
+  }
+  EXPECT_TRUE(stream->wait_drained(5s));
+  stream->end();
+  auto end = (*w)->next();
+  ASSERT_TRUE(end) << end.error().to_string();
+  EXPECT_FALSE(end->has_value());
+}
+
 // --- stale keep-alive connections ---------------------------------------------------------
 
 TEST(RestClient, StaleKeptAliveConnectionRetriesOnlyIdempotentRequests) {
@@ -544,6 +652,63 @@ TEST(RestClient, StaleKeptAliveConnectionRetriesOnlyIdempotentRequests) {
   }
   EXPECT_EQ(posts, 1u);    // only the second create; the failed one never reached a handler
   EXPECT_EQ(patches, 0u);
+}
+
+// A server may have applied a request before dropping the connection: only GET, HEAD and
+// OPTIONS are replayed. A replayed PUT without a resourceVersion overwrites, and a replayed
+// DELETE can delete an object recreated meanwhile under the same name.
+TEST(RestClient, StaleKeptAliveConnectionDoesNotReplayPutOrDelete) {
+  FakeApiServer server;
+  auto dropping = [](std::string body) {
+    return [body](const Request&) {
+      Reply r = Reply::json(body);
+      r.close_after = true;
+      return r;
+    };
+  };
+  server.on("GET", "/api/v1/namespaces/ns/pods/a", dropping(pod_json("a", "1")));
+  server.on("PUT", "/api/v1/namespaces/ns/pods/a", dropping(pod_json("a", "2")));
+  server.on("DELETE", "/api/v1/namespaces/ns/pods/a", dropping(R"({"kind":"Status"})"));
+  RestClient client(server.cluster_config(), unlimited());
+  DynamicObject pod;
+  pod.metadata.name = "a";
+  pod.metadata.namespace_ = "ns";
+  pod.json = pod_json("a", "");
+
+  ASSERT_TRUE(client.get(kPods, "ns", "a"));
+  ASSERT_TRUE(server.wait_for_open_connections(0, 5s));  // the pooled connection is now stale
+  auto updated = client.update(kPods, pod);
+  ASSERT_FALSE(updated);
+  EXPECT_EQ(updated.error().code, Errc::network) << updated.error().to_string();
+  EXPECT_NE(updated.error().message.find("not retried: PUT"), std::string::npos)
+      << updated.error().message;
+
+  ASSERT_TRUE(client.get(kPods, "ns", "a"));
+  ASSERT_TRUE(server.wait_for_open_connections(0, 5s));
+  auto deleted = client.delete_(kPods, "ns", "a");
+  ASSERT_FALSE(deleted);
+  EXPECT_EQ(deleted.error().code, Errc::network) << deleted.error().to_string();
+  EXPECT_NE(deleted.error().message.find("not retried: DELETE"), std::string::npos)
+      << deleted.error().message;
+
+  for (const auto& r : server.requests()) EXPECT_EQ(r.method, "GET") << r.target;
+}
+
+// A hostile proxy can nest arrays without end; the client's recursive parse must not follow.
+TEST(RestClient, DeeplyNestedResponseIsADecodeError) {
+  FakeApiServer server;
+  std::string deep = std::string(1000, '[') + std::string(1000, ']');
+  server.on("GET", "/api/v1/namespaces/ns/pods/a", [deep](const Request&) {
+    return Reply::json(R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"a"},"spec":)" + deep +
+                       "}");
+  });
+  RestClient client(server.cluster_config(), unlimited());
+  auto r = client.get(kPods, "ns", "a");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, Errc::decode) << r.error().to_string();
+  EXPECT_NE(r.error().message.find("nested deeper than " + std::to_string(kMaxJsonDepth)),
+            std::string::npos)
+      << r.error().message;
 }
 
 // --- watch ---------------------------------------------------------------------------------

@@ -1,8 +1,45 @@
 // TLS behaviour of the transport, exercised through RestClient::get_raw against FakeApiServer.
+#include <dlfcn.h>
+#include <netdb.h>
+
 #include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <cstring>
+#include <future>
+#include <mutex>
 
 #include "fake_apiserver.h"
 #include "kinformer/client/rest_client.h"
+
+// A name server that never answers, for one name. The test binary's getaddrinfo() takes the C
+// library's place (the executable's definition wins for the client library linked into it):
+// kHangingHost blocks until the test releases it, as behind an unreachable name server; every
+// other name goes to the real resolver.
+namespace hanging_dns {
+constexpr const char* kHost = "hanging-dns.kinformer.test";
+std::mutex mu;
+std::condition_variable cv;
+bool released = false;
+
+void release() {
+  std::lock_guard lock(mu);
+  released = true;
+  cv.notify_all();
+}
+}  // namespace hanging_dns
+
+extern "C" int getaddrinfo(const char* node, const char* service, const addrinfo* hints,
+                           addrinfo** res) {
+  if (node != nullptr && std::strcmp(node, hanging_dns::kHost) == 0) {
+    std::unique_lock lock(hanging_dns::mu);
+    hanging_dns::cv.wait_for(lock, std::chrono::seconds(60), [] { return hanging_dns::released; });
+    return EAI_AGAIN;
+  }
+  using Fn = int (*)(const char*, const char*, const addrinfo*, addrinfo**);
+  static const auto real = reinterpret_cast<Fn>(::dlsym(RTLD_NEXT, "getaddrinfo"));
+  return real(node, service, hints, res);
+}
 
 namespace kinformer::client {
 namespace {
@@ -134,6 +171,43 @@ TEST(Transport, BadServerUrlAndCaThrowConfigError) {
   config.server = "https://127.0.0.1:1";
   config.ca_pem = "not a pem";
   EXPECT_THROW(RestClient(config, fast()), ConfigError);
+}
+
+// OpenSSL refuses some names as verification targets (a scoped IPv6 literal); the connection
+// must fail then rather than check only the certificate chain.
+TEST(Transport, ServerNameOpenSslCannotCheckFailsTheConnection) {
+  auto server = tls_server();
+  ClusterConfig config = server->cluster_config();
+  config.tls_server_name = "fe80::1%eth0";
+  RestClient client(config, fast());
+  auto r = client.get_raw("/readyz");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, Errc::tls) << r.error().to_string();
+  EXPECT_NE(r.error().message.find("fe80::1%eth0"), std::string::npos) << r.error().message;
+  EXPECT_EQ(server->request_count(), 0u);
+}
+
+// Name resolution is part of the request and bounded by its deadline.
+TEST(Transport, DnsResolutionIsBoundedByTheRequestDeadline) {
+  {
+    std::lock_guard lock(hanging_dns::mu);
+    hanging_dns::released = false;
+  }
+  ClusterConfig config;
+  config.server = std::string("http://") + hanging_dns::kHost + ":8080";
+  RestClientOptions options = fast();
+  options.request_timeout = std::chrono::milliseconds(300);
+  RestClient client(config, options);
+  auto result = std::async(std::launch::async, [&] { return client.get_raw("/readyz"); });
+  // Only proves that it did not wait for the name server.
+  bool ready = result.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+  hanging_dns::release();  // the resolver's thread is joined when the client goes away
+  ASSERT_TRUE(ready);
+  auto r = result.get();
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, Errc::timeout) << r.error().to_string();
+  EXPECT_NE(r.error().message.find(std::string("resolve ") + hanging_dns::kHost), std::string::npos)
+      << r.error().message;
 }
 
 TEST(Transport, ConnectionRefusedIsNetworkError) {

@@ -57,6 +57,60 @@ TEST(WatchDecoder, DecodesEventsAndDropsManagedFields) {
   EXPECT_EQ(d.lines[3].rfind("BOOKMARK  4", 0), 0u);
 }
 
+// {"type":"ADDED","object":{...,"spec":[[...]]}} nested `depth` levels in all (the event
+// envelope is level 1, the object level 2).
+std::string nested_event(int depth) {
+  int arrays = depth - 2;
+  return R"({"type":"ADDED","object":{"kind":"Pod","apiVersion":"v1","metadata":{"name":"a"},"spec":)" +
+         std::string(static_cast<std::size_t>(arrays), '[') +
+         std::string(static_cast<std::size_t>(arrays), ']') + "}}\n";
+}
+
+TEST(WatchDecoder, NestingBeyondTheLimitIsADecodeError) {
+  std::string ok = nested_event(kMaxJsonDepth);
+  Decoded d = run({ok});
+  ASSERT_FALSE(d.error) << d.error->to_string();
+  EXPECT_EQ(d.lines.size(), 1u);
+
+  d = run({nested_event(kMaxJsonDepth + 1)});
+  ASSERT_TRUE(d.error);
+  EXPECT_EQ(d.error->code, Errc::decode);
+  EXPECT_NE(d.error->message.find("watch event at byte offset 0: JSON nested deeper than " +
+                                  std::to_string(kMaxJsonDepth) + " levels"),
+            std::string::npos)
+      << d.error->message;
+  EXPECT_TRUE(d.lines.empty());
+}
+
+// Deep enough to overflow the stack of a recursive parser; rejected long before.
+TEST(WatchDecoder, HostileNestingDoesNotOverflowTheStack) {
+  std::string line(1'000'000, '[');
+  line.back() = '\n';
+  Decoded d = run({line});
+  ASSERT_TRUE(d.error);
+  EXPECT_EQ(d.error->code, Errc::decode) << d.error->to_string();
+}
+
+TEST(WatchDecoder, TrailingBytesAfterTheEventAreAnError) {
+  std::string event = R"({"type":"ADDED","object":{"kind":"Pod","metadata":{"name":"a"}}})";
+  Decoded d = run({event + " \r\n"});  // whitespace (a CRLF line end) is fine
+  ASSERT_FALSE(d.error) << d.error->to_string();
+  EXPECT_EQ(d.lines.size(), 1u);
+
+  for (const std::string& trailer :
+       {std::string(R"( {"type":"DELETED"})"), std::string("x"), std::string("\0junk", 5)}) {
+    d = run({event + trailer + "\n"});
+    ASSERT_TRUE(d.error) << "trailer " << trailer;
+    EXPECT_EQ(d.error->code, Errc::decode);
+    EXPECT_NE(d.error->message.find("watch event at byte offset 0: unexpected bytes after the "
+                                    "JSON value at byte " +
+                                    std::to_string(event.size() + (trailer[0] == ' '))),
+              std::string::npos)
+        << d.error->message;
+    EXPECT_TRUE(d.lines.empty());
+  }
+}
+
 TEST(WatchDecoder, BookmarkKeepsAnnotations) {
   WatchDecoder decoder(dynamic_codec());
   std::vector<WatchEvent> events;

@@ -5,6 +5,8 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -44,6 +46,19 @@ inline bool get_bool(const JsonValue& v, const char* name, bool fallback = false
 }
 
 inline Error decode_error(std::string message) { return Error::make(Errc::decode, std::move(message)); }
+
+/// Where and why parse_insitu() failed.
+struct JsonParseError {
+  std::string reason;  ///< e.g. "JSON nested deeper than 100 levels"
+  std::size_t offset;  ///< byte offset in the parsed text
+};
+
+/// Parses `text` (size bytes, NUL-terminated at text[size]) in place into `doc`, which then
+/// refers to the text. Fails for malformed JSON, nesting deeper than kMaxJsonDepth, and anything
+/// but whitespace after the value. `reader_stack` is the parser's scratch allocator (nullptr:
+/// its own).
+std::optional<JsonParseError> parse_insitu(rapidjson::Document& doc, char* text, std::size_t size,
+                                           rapidjson::CrtAllocator* reader_stack = nullptr);
 
 /// Decodes metadata (tolerant: unknown fields ignored; managedFields skipped). Fails only for a
 /// wrong shape (metadata not an object).

@@ -50,9 +50,15 @@ struct ExecConfig {
   std::string command;      ///< resolved like kubectl: relative paths with a '/' against the
                             ///< kubeconfig folder, bare names through PATH
   std::vector<std::string> args;
-  std::vector<std::pair<std::string, std::string>> env;  ///< added to the inherited environment
+  /// Set in the plugin's environment on top of the inherited one: a name set here replaces the
+  /// inherited value (a later entry wins over an earlier one), and KUBERNETES_EXEC_INFO is always
+  /// the one kinformer sets. The plugin sees every name once.
+  std::vector<std::pair<std::string, std::string>> env;
   /// For messages: e.g. "kubeconfig /x/config: user 'admin'".
   std::string origin;
+  /// Deadline of one run, from start to exit (a plugin that prints its credential and keeps
+  /// running counts as timed out). The plugin runs in a process group of its own, which is
+  /// killed at the deadline; current() then fails with an Errc::auth error naming the command.
   std::chrono::seconds timeout{60};
 };
 

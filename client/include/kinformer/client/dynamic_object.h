@@ -10,6 +10,7 @@ namespace kinformer::client {
 
 /// Any object, for resources without a typed model. `json` is the whole object as the server
 /// sent it, minus metadata.managedFields. Encoding for create/update sends `json` unchanged.
+/// Decoding a value nested deeper than kMaxJsonDepth is an Errc::decode error.
 /// Thread-safety: immutable once stored, like every Object.
 class DynamicObject final : public Object {
  public:

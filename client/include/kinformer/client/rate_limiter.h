@@ -2,8 +2,12 @@
 // Token-bucket rate limiter for a client's non-watch requests (client-go's flowcontrol).
 
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <mutex>
+#include <stop_token>
+
+#include "kinformer/client/result.h"
 
 namespace kinformer::client {
 
@@ -25,8 +29,8 @@ class RateLimiter {
   using Sleep = std::function<void(std::chrono::nanoseconds)>;
   using Options = RateLimiterOptions;
 
-  /// `clock` defaults to std::chrono::steady_clock::now and `sleep` to
-  /// std::this_thread::sleep_for (inject fakes in tests, so waits are observable and instant).
+  /// `clock` defaults to std::chrono::steady_clock::now and `sleep` to a wait that a stop
+  /// request ends early (inject fakes in tests, so waits are observable and instant).
   explicit RateLimiter(Options options = {}, Clock clock = {}, Sleep sleep = {});
 
   /// Takes a token now if one is available.
@@ -35,8 +39,11 @@ class RateLimiter {
   /// (zero when one was available). Reservations are never given back.
   std::chrono::nanoseconds reserve();
   /// Blocks the calling thread until a token is available: reserve(), then sleep() for the
-  /// returned wait when it is not zero.
-  void acquire();
+  /// returned wait when it is not zero. A stop request on `stop` ends the wait at once (the
+  /// default sleep waits on the token; an injected Sleep is checked when it returns): the call
+  /// then fails with Errc::cancelled, and the reserved token stays spent. A token already stopped
+  /// fails without reserving.
+  Status acquire(std::stop_token stop = {});
 
   [[nodiscard]] const Options& options() const noexcept { return options_; }
 
@@ -47,6 +54,7 @@ class RateLimiter {
   Clock clock_;
   Sleep sleep_;
   std::mutex mu_;
+  std::condition_variable_any stop_cv_;  // the default sleep waits on it (with mu_), for stops
   double tokens_;  // may go negative: outstanding reservations
   std::chrono::steady_clock::time_point last_;
 };

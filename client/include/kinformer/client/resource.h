@@ -33,6 +33,12 @@ struct GroupVersionResource {
 
 using JsonValue = rapidjson::Value;
 
+/// The deepest JSON nesting the client accepts (objects and arrays; the outermost value is level
+/// 1, the object of a watch event level 2). Kubernetes objects are shallow; the bound keeps a
+/// hostile server or proxy ([[[[...) from overflowing the stack of recursive parsing and
+/// encoding. Deeper input is an Errc::decode error saying so.
+inline constexpr int kMaxJsonDepth = 100;
+
 /// Decodes and encodes the objects of one resource. Implementations are stateless and
 /// thread-safe: no concurrent call causes a data race.
 class Codec {

@@ -43,6 +43,11 @@ struct RestClientOptions {
   std::size_t max_watch_event_bytes = std::size_t{16} << 20;
   /// Events a watch buffers ahead of its reader before it stops reading from the socket.
   std::size_t watch_queue_limit = 4096;
+  /// The same bound in bytes (the events' JSON lines as received): a watch stops reading once
+  /// its buffered events reach either bound (4096 events of 1.5 MiB would be 6 GiB), and
+  /// resumes when the reader has taken them below half of both. One read's events are always
+  /// taken, so memory may exceed it by one read (at most 64 KiB plus one event).
+  std::size_t watch_queue_bytes_limit = std::size_t{64} << 20;
   /// Read-idle deadline of a watch once its response headers arrived: when no byte arrives for
   /// this long, WatchStream::next() returns Errc::timeout and the connection is closed (a peer
   /// that died without FIN/RST would otherwise hang the watch forever). 0 = derive it from the
@@ -50,8 +55,13 @@ struct RestClientOptions {
   /// sends a bookmark about once a minute with allowWatchBookmarks and ends a watch at
   /// timeoutSeconds, so longer silence means a dead peer).
   std::chrono::milliseconds watch_idle_timeout{0};
-  /// Called once per distinct (resource, warning message), from the calling thread.
+  /// Called once per distinct (resource, warning message) among those remembered, from the
+  /// calling thread.
   std::function<void(const ApiWarning&)> on_warning;
+  /// Distinct (resource, warning message) pairs remembered for de-duplication and warnings()
+  /// (get_raw keys warnings by path, so a fixed cap keeps them from growing forever). Beyond it
+  /// the oldest is forgotten, and reported again should it recur. Values below 1 count as 1.
+  std::size_t max_remembered_warnings = 1024;
 };
 
 /// A raw HTTP response (get_raw).
@@ -108,8 +118,14 @@ class RestClient {
   /// A ListerWatcher for one resource in `ns` ("" = all namespaces) sharing this client.
   ListerWatcherPtr lister_watcher(ResourceType type, std::string ns);
 
-  /// Every distinct warning received so far, in arrival order.
+  /// The distinct warnings remembered (the last max_remembered_warnings), in arrival order.
   [[nodiscard]] std::vector<ApiWarning> warnings() const;
+  /// Fails requests waiting for a rate-limiter token, and every later request and watch open
+  /// (also through lister-watchers), with Errc::cancelled, so an owner shutting down is not held
+  /// up by the limiter. A request already sent finishes within request_timeout; open watch
+  /// streams are not touched (cancel or destroy them). Idempotent; the destructor does not call
+  /// it (lister-watchers may outlive the client).
+  void shutdown();
   [[nodiscard]] const ClusterConfig& config() const;
 
   struct Impl;

@@ -37,6 +37,8 @@ class WatchDecoder {
   ///  - an ERROR event: Errc::api with the Status code/reason/message/retry-after (410 Expired,
   ///    504 "too large resource version" with retry after 1 s ...);
   ///  - a malformed line or unknown event type: Errc::decode naming the byte offset;
+  ///  - a line nested deeper than kMaxJsonDepth, or with anything but whitespace after the
+  ///    event's JSON object: Errc::decode saying so;
   ///  - an event longer than max_event_bytes: Errc::too_large.
   /// After a failure the decoder is finished: later calls return the same error.
   Status feed(std::string_view bytes, std::vector<WatchEvent>& out);
@@ -47,6 +49,8 @@ class WatchDecoder {
 
   /// Bytes consumed so far.
   [[nodiscard]] std::uint64_t offset() const noexcept { return offset_; }
+  /// Bytes of the complete lines consumed so far (offset() without a pending partial line).
+  [[nodiscard]] std::uint64_t complete_line_bytes() const noexcept { return line_start_; }
   /// Events decoded so far.
   [[nodiscard]] std::uint64_t events() const noexcept { return events_; }
 
