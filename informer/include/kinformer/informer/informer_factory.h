@@ -53,6 +53,14 @@ struct FactoryOptions {
   /// Metrics go here; null: a private registry (see registry()).
   std::shared_ptr<prometheus::Registry> registry;
   std::int64_t page_size = 500;
+  /// Per informer with use_watch_list: how long the WatchList may take to deliver its
+  /// initial-events-end bookmark before that sync falls back to LIST (counted in
+  /// kinformer_watch_list_fallbacks_total{reason="initial_events_timeout"}). Zero: no limit.
+  /// See ReflectorOptions::watch_list_initial_events_timeout.
+  std::chrono::milliseconds watch_list_initial_events_timeout{10'000};
+  /// A watch ending cleanly sooner than this, having delivered nothing, is an error (back off,
+  /// relist). See ReflectorOptions::min_watch_duration.
+  std::chrono::milliseconds min_watch_duration{1'000};
   /// Per informer, how long shutdown waits (for all its handlers together) for running
   /// callbacks to return; a handler still running then is given up on and logged.
   std::chrono::milliseconds handler_stop_timeout{5000};

@@ -1,6 +1,7 @@
 #pragma once
 // Reflector: keeps a sink true to the API server with list + watch (client-go's Reflector).
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -35,9 +36,18 @@ inline constexpr const char* kInitialEventsEndAnnotation = "k8s.io/initial-event
 struct ReflectorOptions {
   std::string label_selector;
   std::string field_selector;
-  /// Use a streaming list (WatchList) instead of LIST; falls back to LIST for good (for this
-  /// reflector) when the server refuses it.
+  /// Use a streaming list (WatchList) instead of LIST. A refusal falls back to LIST for that
+  /// sync only; the next relist tries WatchList again (see Reflector).
   bool use_watch_list = false;
+  /// How long a WatchList may take to deliver the `k8s.io/initial-events-end` bookmark before
+  /// the reflector gives up on it and falls back to LIST for that sync (a server that ignores
+  /// sendInitialEvents would otherwise keep the informer unsynced forever). Measured on `clock`.
+  /// Zero: no limit.
+  std::chrono::milliseconds watch_list_initial_events_timeout{10'000};
+  /// A watch that ends cleanly sooner than this after it was opened, having delivered no event
+  /// (bookmarks included), is an error: back off, then relist (client-go's "very short watch").
+  /// Measured on `clock`. Zero: every clean end rewatches at once.
+  std::chrono::milliseconds min_watch_duration{1'000};
   /// LIST page size.
   std::int64_t page_size = 500;
   BackoffOptions backoff;
@@ -81,15 +91,18 @@ class Reflector {
   [[nodiscard]] bool watch_list_fell_back() const;
 
  private:
-  enum class WatchEnd { clean, expired, error, stopped };
+  enum class WatchEnd { clean, too_short, expired, rv_too_large, error, stopped };
   struct WatchOutcome {
     WatchEnd end = WatchEnd::clean;
     client::Error error;
   };
 
+  client::ListOptions list_options() const;
   client::Status list_and_replace(std::stop_token stop);
   client::Status watch_list_sync(std::stop_token stop);
-  WatchOutcome consume(client::WatchStream& stream, std::stop_token stop);
+  /// Reads `stream` (opened at `opened`; `delivered`: it already delivered events) to its end.
+  WatchOutcome consume(client::WatchStream& stream, std::stop_token stop, Clock::TimePoint opened, bool delivered);
+  void set_watch_list_fell_back(bool fell_back);
   bool wait_retry(const client::Error* error, bool with_backoff, std::stop_token stop);
   client::ListOptions base_options() const;
   int random_timeout_seconds();
@@ -103,7 +116,8 @@ class Reflector {
   JitteredExponentialBackoff backoff_;
 
   // Reflector-thread state.
-  bool rv_unavailable_ = false;  // a list got 410: next list at unset RV
+  bool rv_unavailable_ = false;  // 410 on a list, or a too-large RV: next list at unset RV
+  bool list_at_zero_too_large_ = false;  // a list at RV "0" was too large: list at unset RV
   bool listed_once_ = false;
   client::WatchStreamPtr pending_stream_;  // WatchList stream to keep consuming after sync
 
