@@ -261,7 +261,7 @@ client::Status Reflector::watch_list_sync(std::stop_token stop) {
       timer.emplace(*options_.clock, options_.watch_list_initial_events_timeout, *stream);
     }
     auto timed_out = [&] {
-      set_stream(nullptr, stop);
+      set_stream(nullptr, stop);  // the timer is gone by now
       return fall_back("no " + std::string(kInitialEventsEndAnnotation) + " bookmark within " +
                            std::to_string(options_.watch_list_initial_events_timeout.count()) + " ms",
                        m ? &m->watch_list_fallbacks_timeout : nullptr);
@@ -270,8 +270,10 @@ client::Status Reflector::watch_list_sync(std::stop_token stop) {
       auto next = stream->next();
       if (!next || !next.value().has_value()) {
         set_stream(nullptr, stop);
+        bool fired = timer && timer->fired();
+        timer.reset();  // stopped and joined before any fallback LIST
         if (stop.stop_requested()) return client::Error::make(client::Errc::cancelled, "stopped");
-        if (timer && timer->fired()) return timed_out();
+        if (fired) return timed_out();
         if (next) {
           // A clean end before the bookmark: the server does not honour sendInitialEvents.
           return fall_back("stream ended before the initial-events-end bookmark",
@@ -284,7 +286,9 @@ client::Status Reflector::watch_list_sync(std::stop_token stop) {
       if (ev.type == client::EventType::bookmark) {
         if (m) m->events_bookmark.Increment();
         if (is_initial_events_end(*ev.object)) {
-          if (timer && !timer->disarm()) return timed_out();  // the stream was cancelled meanwhile
+          bool cancelled_by_timer = timer && !timer->disarm();
+          timer.reset();
+          if (cancelled_by_timer) return timed_out();  // the stream was cancelled meanwhile
           std::string bookmark_rv = ev.object->metadata.resource_version;
           std::vector<client::ObjectPtr> items;
           items.reserve(state.size());

@@ -40,6 +40,8 @@ struct InformerOptions {
   /// Must match (by name) the transform of an existing informer with the same key.
   std::optional<cache::Transform> transform;
   std::chrono::milliseconds resync{0};
+  /// Streaming list (WatchList) instead of LIST. A refusal falls back to LIST for that sync
+  /// only; the next relist tries WatchList again (see Reflector).
   bool use_watch_list = false;
 };
 

@@ -72,6 +72,27 @@ struct ReflectorOptions {
 /// streams, 429, 5xx) wait (backoff, at least Retry-After, and a reconnect-budget token) and
 /// rewatch from the last good resourceVersion: no relist, no lost event.
 ///
+/// Unusable or failing requests (issue 10):
+/// - Too large resource version (Status cause ResourceVersionTooLarge, e.g. after an etcd
+///   restore; on a list, on opening a watch or mid-stream): the last RV is marked unavailable,
+///   and the next list, after the server's Retry-After, is at an unset resourceVersion.
+/// - A watch that ends cleanly within min_watch_duration of opening, having delivered no event
+///   (bookmarks count; a WatchList stream's initial events count), is an error (client-go's
+///   "very short watch"): backoff, then relist at the last synced RV.
+/// - A list at resourceVersion "0" (served from the watch cache, which may ignore limit) that
+///   fails with Errc::too_large (over the client's max_response_bytes) is retried at once as a
+///   consistent list with limit, which etcd paginates; lists that would be at "0" stay so.
+///
+/// WatchList (use_watch_list), as client-go: every sync attempt (the first list and each relist)
+/// starts as a WatchList. A refusal (a 4xx other than 410 and 429: 400, 403, 405, 422 ...; or the
+/// stream ending cleanly before the initial-events-end bookmark) falls back to LIST for that
+/// attempt only, so WatchList is tried again on the next relist. Transient failures (network,
+/// timeout, truncated or malformed stream, 429, 5xx) back off and retry as WatchList; 410 / a
+/// too-large RV retry it at an unset RV. If the initial-events-end bookmark has not come within
+/// watch_list_initial_events_timeout (a server that ignores sendInitialEvents), a timer thread
+/// (living only during that phase, joined before the sync returns) cancels the stream and the
+/// attempt falls back to LIST. Fallbacks are counted (InformerMetrics::watch_list_fallbacks_*).
+///
 /// Threading: run() blocks on the caller's thread (the informer's reflector thread) until `stop`
 /// is requested; a stop request cancels the open watch (WatchStream::cancel) and wakes any wait.
 /// An in-flight LIST request is not interruptible: its bound is the client's request deadline.
@@ -87,7 +108,8 @@ class Reflector {
 
   /// The resourceVersion the sink is synced to ("" before the first list).
   [[nodiscard]] std::string last_sync_resource_version() const;
-  /// True once WatchList was refused and the reflector fell back to LIST.
+  /// True when the latest WatchList sync attempt fell back to LIST (refused, or no
+  /// initial-events-end bookmark in time); false again after a WatchList sync succeeds.
   [[nodiscard]] bool watch_list_fell_back() const;
 
  private:
