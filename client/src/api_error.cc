@@ -38,6 +38,13 @@ void fill_from_status(const JsonValue& status, Error& e) {
     if (const JsonValue* r = member(*d, "retryAfterSeconds"); r && r->IsInt64() && r->GetInt64() > 0) {
       e.retry_after = std::min(std::chrono::seconds(r->GetInt64()), kMaxRetryAfter);
     }
+    if (const JsonValue* causes = member(*d, "causes"); causes && causes->IsArray()) {
+      constexpr rapidjson::SizeType kMaxCauses = 16;  // bounded: a Status is untrusted input
+      for (rapidjson::SizeType i = 0; i < causes->Size() && i < kMaxCauses; ++i) {
+        const JsonValue& c = (*causes)[i];
+        if (c.IsObject()) e.causes.emplace_back(get_string(c, "reason"));
+      }
+    }
   }
 }
 

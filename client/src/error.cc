@@ -30,8 +30,17 @@ const std::error_category& error_category() noexcept {
   return category;
 }
 
+bool Error::has_cause(std::string_view type) const noexcept {
+  for (const auto& c : causes) {
+    if (c == type) return true;
+  }
+  return false;
+}
+
 bool Error::is_resource_version_too_large() const noexcept {
-  return http_status == 504 && reason == "Timeout" && retry_after.has_value();
+  if (has_cause("ResourceVersionTooLarge")) return true;
+  return (http_status == 504 || reason == "Timeout") &&
+         message.find("Too large resource version") != std::string::npos;
 }
 
 std::string Error::to_string() const {

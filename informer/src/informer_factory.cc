@@ -70,6 +70,8 @@ SharedInformer& InformerFactory::informer(const client::ResourceType& type, cons
   config.reflector.field_selector = key.field_selector;
   config.reflector.use_watch_list = options.use_watch_list;
   config.reflector.page_size = options_.page_size;
+  config.reflector.watch_list_initial_events_timeout = options_.watch_list_initial_events_timeout;
+  config.reflector.min_watch_duration = options_.min_watch_duration;
   config.reflector.backoff = options_.backoff;
   config.reflector.clock = options_.clock;
   config.reflector.random = options_.random;

@@ -35,6 +35,7 @@ Metrics::Metrics(std::shared_ptr<prometheus::Registry> registry)
       last_sync_timestamp(prometheus::BuildGauge().Name("kinformer_last_sync_timestamp_seconds").Help("Unix time the resourceVersion last advanced").Register(*registry_)),
       backoff_waits(prometheus::BuildCounter().Name("kinformer_backoff_waits_total").Help("Waits before a retry").Register(*registry_)),
       budget_denials(prometheus::BuildCounter().Name("kinformer_reconnect_budget_denials_total").Help("Reconnects delayed by the reconnect budget").Register(*registry_)),
+      watch_list_fallbacks(prometheus::BuildCounter().Name("kinformer_watch_list_fallbacks_total").Help("WatchList syncs that fell back to LIST (reason=refused|initial_events_timeout)").Register(*registry_)),
       handlers(prometheus::BuildGauge().Name("kinformer_registered_handlers").Help("Open registrations (reference count)").Register(*registry_)),
       queue_depth(prometheus::BuildGauge().Name("kinformer_handler_queue_depth").Help("Pending notifications per handler, after coalescing").Register(*registry_)),
       delivery_lag(prometheus::BuildHistogram().Name("kinformer_handler_delivery_lag_seconds").Help("Enqueue to callback start").Register(*registry_)),
@@ -60,6 +61,8 @@ InformerMetrics::InformerMetrics(std::shared_ptr<Metrics> fp, const std::string&
       last_sync_timestamp(fp->last_sync_timestamp.Add({{"resource", resource}, {"namespace", ns}, {"selector", selector}})),
       backoff_waits(fp->backoff_waits.Add({{"resource", resource}, {"namespace", ns}, {"selector", selector}})),
       budget_denials(fp->budget_denials.Add({{"resource", resource}, {"namespace", ns}, {"selector", selector}})),
+      watch_list_fallbacks_refused(fp->watch_list_fallbacks.Add({{"resource", resource}, {"namespace", ns}, {"selector", selector}, {"reason", "refused"}})),
+      watch_list_fallbacks_timeout(fp->watch_list_fallbacks.Add({{"resource", resource}, {"namespace", ns}, {"selector", selector}, {"reason", "initial_events_timeout"}})),
       handlers(fp->handlers.Add({{"resource", resource}, {"namespace", ns}, {"selector", selector}})),
       keep_(std::move(fp)),
       labels_{{"resource", resource}, {"namespace", ns}, {"selector", selector}} {}

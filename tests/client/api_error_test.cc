@@ -42,6 +42,17 @@ TEST(ApiError, TooLargeResourceVersion504) {
   EXPECT_EQ(e.retry_after, std::chrono::seconds(1));
 }
 
+TEST(ApiError, TooLargeResourceVersionIsToldByTheStatusCause) {
+  Error e = error_from_response(504, R"({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Timeout: Too large resource version: 20, current: 10","reason":"Timeout","details":{"causes":[{"reason":"ResourceVersionTooLarge","message":"Too large resource version"}],"retryAfterSeconds":1},"code":504})");
+  EXPECT_EQ(e.causes, (std::vector<std::string>{"ResourceVersionTooLarge"}));
+  EXPECT_TRUE(e.has_cause("ResourceVersionTooLarge"));
+  EXPECT_TRUE(e.is_resource_version_too_large());
+  // A plain timeout also carries reason Timeout and a retry-after: it is not a too-large RV.
+  Error timeout = error_from_response(504, R"({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Timeout: request did not complete within the allotted timeout","reason":"Timeout","details":{"retryAfterSeconds":1},"code":504})");
+  EXPECT_TRUE(timeout.causes.empty());
+  EXPECT_FALSE(timeout.is_resource_version_too_large());
+}
+
 TEST(ApiError, RetryAfterIsClampedToFiveMinutes) {
   EXPECT_EQ(error_from_response(429, "slow down", "86400").retry_after, kMaxRetryAfter);
   EXPECT_EQ(error_from_response(429, "slow down", "99999999999999999999999").retry_after, kMaxRetryAfter)

@@ -59,6 +59,15 @@ inline client::Error api_error(int status, std::string reason,
   return e;
 }
 
+/// The Status of a relist or watch at a resourceVersion the server (etcd) has not reached, e.g.
+/// after an etcd restore: 504, reason Timeout, cause ResourceVersionTooLarge, retry after 1 s.
+inline client::Error too_large_rv_error() {
+  client::Error e = api_error(504, "Timeout", std::chrono::seconds(1));
+  e.message = "Timeout: Too large resource version: 20, current: 10";
+  e.causes = {"ResourceVersionTooLarge"};
+  return e;
+}
+
 inline client::WatchEvent event(client::EventType type, client::ObjectPtr o) { return {type, std::move(o)}; }
 
 inline client::WatchEvent bookmark(std::string rv, bool initial_events_end = false) {
@@ -247,32 +256,68 @@ class ListerWatcherProxy : public client::ListerWatcher {
   std::shared_ptr<FakeListerWatcher> f_;
 };
 
-/// A clock whose waits return at once, advancing time, and are recorded.
+/// A clock whose waits return at once, advancing time, and are recorded. Waits of `hold` or
+/// longer (default: none) are recorded too but block until advance() passes their end or stop is
+/// requested: a watchdog's timer, for example, fires only when the test says so.
 class ManualClock : public informer::Clock {
  public:
+  explicit ManualClock(Duration hold = Duration::max()) : hold_(hold) {}
+
   TimePoint now() const override {
     std::lock_guard lock(mu_);
     return now_;
   }
   bool sleep_for(Duration d, std::stop_token stop) override {
-    std::lock_guard lock(mu_);
+    // Registered before taking mu_: a stop requested already runs the callback right here.
+    std::stop_callback wake(stop, [this] {
+      std::lock_guard l(mu_);
+      cv_.notify_all();
+    });
+    std::unique_lock lock(mu_);
     sleeps_.push_back(d);
-    now_ += d;
+    if (d < hold_) {
+      now_ += d;
+      return !stop.stop_requested();
+    }
+    TimePoint until = now_ + d;
+    ++held_;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return stop.stop_requested() || now_ >= until; });
+    --held_;
+    cv_.notify_all();
     return !stop.stop_requested();
   }
   void advance(Duration d) {
     std::lock_guard lock(mu_);
     now_ += d;
+    cv_.notify_all();
+  }
+  /// Waits until a caller is blocked in a held wait.
+  bool wait_held() {
+    std::unique_lock lock(mu_);
+    return wait_until(lock, cv_, [&] { return held_ > 0; });
   }
   std::vector<Duration> sleeps() const {
     std::lock_guard lock(mu_);
     return sleeps_;
   }
+  /// The recorded waits shorter than `hold` (the ones that returned at once).
+  std::vector<Duration> short_sleeps() const {
+    std::lock_guard lock(mu_);
+    std::vector<Duration> out;
+    for (auto d : sleeps_) {
+      if (d < hold_) out.push_back(d);
+    }
+    return out;
+  }
 
  private:
+  const Duration hold_;
   mutable std::mutex mu_;
+  std::condition_variable cv_;
   TimePoint now_{std::chrono::hours(1000)};
   std::vector<Duration> sleeps_;
+  int held_ = 0;
 };
 
 /// Records every notification as text: "add ns/a 3 initial", "update ns/a 3->4",

@@ -89,6 +89,11 @@ class GatedClock : public Clock {
     return now_;
   }
   bool sleep_for(Duration d, std::stop_token stop) override {
+    // Registered before taking mu_: a stop requested already runs the callback right here.
+    std::stop_callback wake(stop, [this] {
+      std::lock_guard l(mu_);
+      cv_.notify_all();
+    });
     std::unique_lock lock(mu_);
     sleeps_.push_back(d);
     if (d < gate_) {
@@ -98,10 +103,6 @@ class GatedClock : public Clock {
     TimePoint until = now_ + d;
     ++blocked_;
     cv_.notify_all();
-    std::stop_callback wake(stop, [this] {
-      std::lock_guard l(mu_);
-      cv_.notify_all();
-    });
     cv_.wait(lock, [&] { return stop.stop_requested() || now_ >= until; });
     --blocked_;
     cv_.notify_all();

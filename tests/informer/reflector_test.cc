@@ -160,22 +160,31 @@ TEST(ReflectorTest, WatchListStreamsInitialStateAndKeepsWatchingOnTheSameStream)
   EXPECT_FALSE(inf.watch_list_fell_back());
 }
 
-TEST(ReflectorTest, WatchListRefusedOnOpenFallsBackToListAndRemembers) {
+// A refusal falls back to LIST for that sync only (client-go's rule): the next relist tries
+// WatchList again, so a server whose feature gate gets turned on, or a one-off 4xx, does not
+// leave the informer on LIST for the rest of the process.
+TEST(ReflectorTest, WatchListRefusedFallsBackToListForThatSyncAndTheNextRelistTriesWatchListAgain) {
   Env env;
   env.fake->add_watch_error(api_error(400, "BadRequest"));
   env.fake->add_list({make_object("ns", "a", "3")}, "10");
-  env.fake->add_watch()->fail(api_error(410, "Expired"));  // forces a relist: must be a LIST
-  env.fake->add_list({make_object("ns", "a", "3")}, "20");
+  env.fake->add_watch()->fail(api_error(410, "Expired"));  // forces a relist
+  env.fake->add_watch()->push(event(EventType::added, make_object("ns", "b", "21"))).push(bookmark("30", true));
   auto& inf = env.factory->informer(testing::test_type(), testing::watch_list_options());
+  auto h = std::make_shared<RecordingHandler>();
+  auto reg = inf.add_handler(h);
   env.factory->start();
-  ASSERT_TRUE(env.fake->wait_lists(2));
-  ASSERT_TRUE(env.fake->wait_watches(3));
-  EXPECT_TRUE(inf.watch_list_fell_back());
+  ASSERT_TRUE(h->wait_for("add ns/b 21"));
   auto watches = env.fake->watch_calls();
+  ASSERT_GE(watches.size(), 3u);
   EXPECT_TRUE(watches[0].send_initial_events);
   EXPECT_FALSE(watches[1].send_initial_events);
-  EXPECT_FALSE(watches[2].send_initial_events);
+  EXPECT_TRUE(watches[2].send_initial_events) << "the relist after a refusal tries WatchList again";
+  ASSERT_EQ(env.fake->list_calls().size(), 1u);
   EXPECT_EQ(env.fake->list_calls()[0].resource_version, std::optional<std::string>("0"));
+  EXPECT_EQ(inf.last_sync_resource_version(), "30");
+  EXPECT_FALSE(inf.watch_list_fell_back()) << "the latest sync was a WatchList";
+  EXPECT_DOUBLE_EQ(inf.metrics().watch_list_fallbacks_refused.Value(), 1);
+  EXPECT_EQ(inf.store().get("ns/a"), nullptr);
 }
 
 TEST(ReflectorTest, WatchListEndingBeforeInitialEventsEndFallsBackToList) {
@@ -261,6 +270,198 @@ TEST(ReflectorTest, WatchListTransientFailuresAreRetriedAsWatchListNotFallenBack
   EXPECT_FALSE(inf.watch_list_fell_back());
   EXPECT_NE(inf.store().get("ns/a"), nullptr);
   EXPECT_GE(env.clock->sleeps().size(), 3u);  // each retry waited
+}
+
+// Failures of the WatchList stream itself, before its initial events end, are transient too
+// when they are network-like (cut, malformed) or server-side (5xx, also on open): retried as a
+// WatchList after backoff, never a fallback to LIST.
+TEST(ReflectorTest, WatchListStreamFailuresAnd5xxBeforeInitialEventsEndAreRetriedAsWatchList) {
+  Env env;
+  env.fake->add_watch_error(api_error(503, "ServiceUnavailable"));
+  env.fake->add_watch()
+      ->push(event(EventType::added, make_object("ns", "a", "3")))
+      .fail(client::Error::make(client::Errc::truncated, "stream cut mid-event"));
+  env.fake->add_watch()->fail(api_error(500, "InternalError"));
+  env.fake->add_watch()->push(event(EventType::added, make_object("ns", "a", "3"))).push(bookmark("30", true));
+  auto& inf = env.factory->informer(testing::test_type(), testing::watch_list_options());
+  env.factory->start();
+  ASSERT_TRUE(inf.wait_for_sync(testing::kDeadline));
+  auto watches = env.fake->watch_calls();
+  ASSERT_EQ(watches.size(), 4u);
+  for (const auto& w : watches) EXPECT_TRUE(w.send_initial_events);
+  EXPECT_TRUE(env.fake->list_calls().empty());
+  EXPECT_FALSE(inf.watch_list_fell_back());
+  EXPECT_DOUBLE_EQ(inf.metrics().watch_list_fallbacks_refused.Value(), 0);
+  EXPECT_GE(env.clock->short_sleeps().size(), 3u);  // each retry backed off
+}
+
+// A server that ignores sendInitialEvents streams objects but never the initial-events-end
+// bookmark: after watch_list_initial_events_timeout (of the injected clock) the sync falls back
+// to LIST, counted in kinformer_watch_list_fallbacks_total{reason="initial_events_timeout"}.
+TEST(ReflectorTest, WatchListWithoutInitialEventsEndFallsBackToListAfterTheTimeoutAndCountsIt) {
+  Env env;
+  auto w = env.fake->add_watch();
+  w->push(event(EventType::added, make_object("ns", "a", "3")));
+  env.fake->add_list({make_object("ns", "b", "4")}, "10");
+  auto& inf = env.factory->informer(testing::test_type(), testing::watch_list_options());
+  env.factory->start();
+  ASSERT_TRUE(w->wait_reader_blocked());  // the ADDED was read; no bookmark comes
+  ASSERT_TRUE(env.clock->wait_held());    // the initial-events timer is running
+  EXPECT_FALSE(inf.has_synced());
+  EXPECT_TRUE(env.fake->list_calls().empty());
+  env.clock->advance(testing::kEnvInitialEventsTimeout);
+  ASSERT_TRUE(inf.wait_for_sync(testing::kDeadline));
+  EXPECT_TRUE(w->cancelled()) << "the stalled WatchList stream is cancelled";
+  ASSERT_EQ(env.fake->list_calls().size(), 1u);
+  EXPECT_EQ(env.fake->list_calls()[0].resource_version, std::optional<std::string>("0"));
+  EXPECT_EQ(inf.store().get("ns/a"), nullptr);
+  EXPECT_NE(inf.store().get("ns/b"), nullptr);
+  EXPECT_TRUE(inf.watch_list_fell_back());
+  EXPECT_DOUBLE_EQ(inf.metrics().watch_list_fallbacks_timeout.Value(), 1);
+  ASSERT_TRUE(env.fake->wait_watches(2));
+  EXPECT_FALSE(env.fake->watch_calls()[1].send_initial_events);
+  EXPECT_EQ(env.fake->watch_calls()[1].resource_version, std::optional<std::string>("10"));
+}
+
+// Too large resource version (e.g. after an etcd restore the server is behind the client's RV):
+// the last RV is unusable, so the next list is a consistent read (RV unset), as after a 410 on
+// a list; rewatching or relisting at the old RV would fail forever while has_synced() stays true.
+TEST(ReflectorTest, TooLargeRvOnTheWatchRelistsAtUnsetRv) {
+  Env env;
+  env.fake->add_list({make_object("ns", "a", "5")}, "10");
+  env.fake->add_watch()->fail(testing::too_large_rv_error());
+  env.fake->add_list({make_object("ns", "b", "6")}, "8");
+  auto w2 = env.fake->add_watch();
+  auto& inf = env.factory->informer(testing::test_type());
+  env.factory->start();
+  ASSERT_TRUE(env.fake->wait_watches(2));
+  auto lists = env.fake->list_calls();
+  ASSERT_EQ(lists.size(), 2u);
+  EXPECT_FALSE(lists[1].resource_version.has_value()) << "consistent read";
+  EXPECT_EQ(lists[1].limit, 500);
+  EXPECT_EQ(env.fake->watch_calls()[1].resource_version, std::optional<std::string>("8"));
+  EXPECT_EQ(inf.last_sync_resource_version(), "8");
+  EXPECT_NE(inf.store().get("ns/b"), nullptr);
+  EXPECT_EQ(inf.store().get("ns/a"), nullptr);
+}
+
+TEST(ReflectorTest, TooLargeRvOnOpeningTheWatchRelistsAtUnsetRv) {
+  Env env;
+  env.fake->add_list({make_object("ns", "a", "5")}, "10");
+  env.fake->add_watch_error(testing::too_large_rv_error());
+  env.fake->add_list({make_object("ns", "a", "5")}, "8");
+  auto& inf = env.factory->informer(testing::test_type());
+  env.factory->start();
+  ASSERT_TRUE(env.fake->wait_watches(2));
+  auto lists = env.fake->list_calls();
+  ASSERT_EQ(lists.size(), 2u);
+  EXPECT_FALSE(lists[1].resource_version.has_value());
+  EXPECT_EQ(env.fake->watch_calls()[1].resource_version, std::optional<std::string>("8"));
+  EXPECT_EQ(inf.last_sync_resource_version(), "8");
+}
+
+TEST(ReflectorTest, TooLargeRvOnARelistRetriesTheListAtUnsetRv) {
+  Env env;
+  env.fake->add_list({make_object("ns", "a", "5")}, "10");
+  env.fake->add_watch()->fail(api_error(410, "Expired"));
+  env.fake->add_list(testing::too_large_rv_error());  // relist at "10"
+  env.fake->add_list({make_object("ns", "b", "6")}, "8");
+  auto& inf = env.factory->informer(testing::test_type());
+  env.factory->start();
+  ASSERT_TRUE(env.fake->wait_watches(2));
+  auto lists = env.fake->list_calls();
+  ASSERT_EQ(lists.size(), 3u);
+  EXPECT_EQ(lists[1].resource_version, std::optional<std::string>("10"));
+  EXPECT_FALSE(lists[2].resource_version.has_value()) << "a too-large RV is not retried";
+  EXPECT_EQ(env.fake->watch_calls()[1].resource_version, std::optional<std::string>("8"));
+  EXPECT_NE(inf.store().get("ns/b"), nullptr);
+  auto sleeps = env.clock->short_sleeps();
+  ASSERT_FALSE(sleeps.empty());
+  EXPECT_GE(sleeps.back(), std::chrono::seconds(1)) << "Retry-After of the 504 honoured";
+}
+
+// A plain 504 Timeout (retry-after, but no ResourceVersionTooLarge cause) is a transient error:
+// rewatch from the last RV, no relist.
+TEST(ReflectorTest, Plain504TimeoutOnTheWatchRewatchesFromTheLastRv) {
+  Env env;
+  env.fake->add_list({}, "10");
+  env.fake->add_watch()->fail(api_error(504, "Timeout", std::chrono::seconds(1)));
+  env.factory->informer(testing::test_type());
+  env.factory->start();
+  ASSERT_TRUE(env.fake->wait_watches(2));
+  EXPECT_EQ(env.fake->watch_calls()[1].resource_version, std::optional<std::string>("10"));
+  EXPECT_EQ(env.fake->list_calls().size(), 1u);
+}
+
+// A watch that ends cleanly at once having delivered nothing (a proxy or aggregated API server
+// closing watches immediately) is an error: back off, then relist. Without this the reflector
+// rewatched at the reconnect budget's full rate forever.
+TEST(ReflectorTest, WatchesEndingAtOnceWithoutEventsBackOffAndRelistInsteadOfHotLooping) {
+  Env env;
+  env.fake->add_list({make_object("ns", "a", "5")}, "10");
+  constexpr int kShort = 4;
+  for (int i = 0; i < kShort; ++i) env.fake->add_watch()->end();
+  env.fake->set_default_list({make_object("ns", "a", "5")}, "10");
+  auto last = env.fake->add_watch();  // stays open
+  auto& inf = env.factory->informer(testing::test_type());
+  env.factory->start();
+  ASSERT_TRUE(last->wait_reader_blocked());
+  EXPECT_EQ(env.fake->watch_calls().size(), static_cast<std::size_t>(kShort + 1));
+  ASSERT_EQ(env.fake->list_calls().size(), static_cast<std::size_t>(kShort + 1)) << "a relist after each";
+  for (const auto& l : env.fake->list_calls()) EXPECT_EQ(l.limit, 500);
+  // Backoff with the fixed random 0.5: 1.2 s, 2.4 s, 4.8 s, 9.6 s.
+  auto sleeps = env.clock->short_sleeps();
+  ASSERT_EQ(sleeps.size(), static_cast<std::size_t>(kShort));
+  for (int i = 0; i < kShort; ++i) {
+    EXPECT_EQ(std::chrono::duration_cast<std::chrono::milliseconds>(sleeps[i]),
+              std::chrono::milliseconds(1200 << i));
+  }
+  EXPECT_DOUBLE_EQ(inf.metrics().restarts_error.Value(), kShort);
+  EXPECT_DOUBLE_EQ(inf.metrics().restarts_timeout.Value(), 0);
+  EXPECT_DOUBLE_EQ(inf.metrics().relists.Value(), kShort);
+}
+
+// The threshold is on the injected clock: a watch that stayed open for min_watch_duration and
+// then ended cleanly, even without events, is a normal end: rewatch at once, no relist.
+TEST(ReflectorTest, AQuietWatchThatLastedASecondEndsCleanlyAndRewatchesWithoutRelist) {
+  Env env;
+  env.fake->add_list({}, "10");
+  auto w = env.fake->add_watch();
+  auto& inf = env.factory->informer(testing::test_type());
+  env.factory->start();
+  ASSERT_TRUE(w->wait_reader_blocked());
+  env.clock->advance(std::chrono::seconds(1));
+  w->end();
+  ASSERT_TRUE(env.fake->wait_watches(2));
+  EXPECT_EQ(env.fake->watch_calls()[1].resource_version, std::optional<std::string>("10"));
+  EXPECT_EQ(env.fake->list_calls().size(), 1u);
+  EXPECT_TRUE(env.clock->short_sleeps().empty()) << "no backoff";
+  EXPECT_DOUBLE_EQ(inf.metrics().restarts_timeout.Value(), 1);
+}
+
+// Servers that ignore `limit` at RV "0" (served from the watch cache) answer the first list in
+// one piece; beyond max_response_bytes it fails with Errc::too_large, every time. Fall back to a
+// consistent list (RV unset) with limit, which etcd paginates.
+TEST(ReflectorTest, InitialListTooLargeAtRvZeroFallsBackToAPaginatedConsistentList) {
+  Env env;
+  env.fake->add_list(client::Error::make(client::Errc::too_large,
+                                         "list: response body exceeds max_response_bytes (268435456 bytes)"));
+  env.fake->add_list({make_object("ns", "a", "5")}, "10", "c1");
+  env.fake->add_list({make_object("ns", "b", "6")}, "10");
+  auto& inf = env.factory->informer(testing::test_type());
+  env.factory->start();
+  ASSERT_TRUE(inf.wait_for_sync(testing::kDeadline));
+  auto lists = env.fake->list_calls();
+  ASSERT_EQ(lists.size(), 3u);
+  EXPECT_EQ(lists[0].resource_version, std::optional<std::string>("0"));
+  EXPECT_FALSE(lists[1].resource_version.has_value()) << "consistent read";
+  EXPECT_EQ(lists[1].resource_version_match, "");
+  EXPECT_EQ(lists[1].limit, 500);
+  EXPECT_EQ(lists[1].continue_token, "");
+  EXPECT_FALSE(lists[2].resource_version.has_value());
+  EXPECT_EQ(lists[2].continue_token, "c1");
+  EXPECT_EQ(inf.store().size(), 2u);
+  EXPECT_EQ(inf.last_sync_resource_version(), "10");
 }
 
 }  // namespace

@@ -379,6 +379,9 @@ TEST(MetricsTest, EveryMetricIsReadableFromTheRegistry) {
   EXPECT_GT(metric(*registry, "kinformer_last_sync_timestamp_seconds", l), 0);
   EXPECT_GE(metric(*registry, "kinformer_backoff_waits_total", l), 1);
   EXPECT_GE(metric(*registry, "kinformer_reconnect_budget_denials_total", l), 1);
+  // Not a WatchList informer: the series exist, at 0 (their counts: ReflectorTest.WatchList*).
+  EXPECT_EQ(metric(*registry, "kinformer_watch_list_fallbacks_total", with("reason", "refused")), 0);
+  EXPECT_EQ(metric(*registry, "kinformer_watch_list_fallbacks_total", with("reason", "initial_events_timeout")), 0);
   EXPECT_EQ(metric(*registry, "kinformer_registered_handlers", l), 1);
   auto hl = with("handler", "mesh");
   hl["id"] = std::to_string(reg.id());

@@ -19,10 +19,15 @@ inline informer::InformerOptions watch_list_options() {
   return o;
 }
 
-/// A factory over one scripted FakeListerWatcher and a ManualClock; random fixed at 0.5.
+/// The WatchList initial-events timeout in Env: waits this long or longer hold on the ManualClock
+/// until the test advances it, so the timeout fires only when a test says so.
+inline constexpr std::chrono::hours kEnvInitialEventsTimeout{1};
+
+/// A factory over one scripted FakeListerWatcher and a ManualClock (holding waits of
+/// kEnvInitialEventsTimeout or more); random fixed at 0.5.
 struct Env {
   std::shared_ptr<FakeListerWatcher> fake = std::make_shared<FakeListerWatcher>();
-  std::shared_ptr<ManualClock> clock = std::make_shared<ManualClock>();
+  std::shared_ptr<ManualClock> clock = std::make_shared<ManualClock>(kEnvInitialEventsTimeout);
   std::atomic<int> lister_watchers_created{0};
   std::unique_ptr<informer::InformerFactory> factory;
 
@@ -30,6 +35,7 @@ struct Env {
     o.clock = clock;
     o.random = [] { return 0.5; };
     o.handler_stop_timeout = std::chrono::milliseconds(2000);
+    o.watch_list_initial_events_timeout = kEnvInitialEventsTimeout;
     factory = std::make_unique<informer::InformerFactory>(
         [this](const client::ResourceType&, const std::string&) {
           ++lister_watchers_created;

@@ -6,7 +6,9 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <system_error>
+#include <vector>
 
 namespace kinformer::client {
 
@@ -52,6 +54,9 @@ struct Error {
   std::string message;
   /// Retry-After header or Status.details.retryAfterSeconds, when the server gave one.
   std::optional<std::chrono::seconds> retry_after;
+  /// Status.details.causes[].reason (the cause types, e.g. "ResourceVersionTooLarge",
+  /// "FieldValueInvalid"), in the server's order; empty when the Status had none.
+  std::vector<std::string> causes;
 
   /// 410 Gone / reason Expired: the resourceVersion (or continue token) is too old; relist.
   [[nodiscard]] bool is_expired() const noexcept {
@@ -59,7 +64,12 @@ struct Error {
   }
   /// 429 Too Many Requests (API Priority and Fairness).
   [[nodiscard]] bool is_too_many_requests() const noexcept { return http_status == 429; }
-  /// "Too large resource version" (Status 504 with reason Timeout and a retry-after).
+  /// The Status carried a cause of type `type`.
+  [[nodiscard]] bool has_cause(std::string_view type) const noexcept;
+  /// "Too large resource version" (e.g. a relist at an RV newer than etcd's after a restore): a
+  /// Status cause of type ResourceVersionTooLarge, or, from servers before 1.19 that set no cause
+  /// type, a 504 / reason Timeout whose message says "Too large resource version". A plain 504
+  /// Timeout (with or without a retry-after) is not.
   [[nodiscard]] bool is_resource_version_too_large() const noexcept;
   /// One line, e.g. "api 403 Forbidden: secrets is forbidden: User ... cannot list ...".
   [[nodiscard]] std::string to_string() const;

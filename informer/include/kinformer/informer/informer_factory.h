@@ -40,6 +40,8 @@ struct InformerOptions {
   /// Must match (by name) the transform of an existing informer with the same key.
   std::optional<cache::Transform> transform;
   std::chrono::milliseconds resync{0};
+  /// Streaming list (WatchList) instead of LIST. A refusal falls back to LIST for that sync
+  /// only; the next relist tries WatchList again (see Reflector).
   bool use_watch_list = false;
 };
 
@@ -53,6 +55,14 @@ struct FactoryOptions {
   /// Metrics go here; null: a private registry (see registry()).
   std::shared_ptr<prometheus::Registry> registry;
   std::int64_t page_size = 500;
+  /// Per informer with use_watch_list: how long the WatchList may take to deliver its
+  /// initial-events-end bookmark before that sync falls back to LIST (counted in
+  /// kinformer_watch_list_fallbacks_total{reason="initial_events_timeout"}). Zero: no limit.
+  /// See ReflectorOptions::watch_list_initial_events_timeout.
+  std::chrono::milliseconds watch_list_initial_events_timeout{10'000};
+  /// A watch ending cleanly sooner than this, having delivered nothing, is an error (back off,
+  /// relist). See ReflectorOptions::min_watch_duration.
+  std::chrono::milliseconds min_watch_duration{1'000};
   /// Per informer, how long shutdown waits (for all its handlers together) for running
   /// callbacks to return; a handler still running then is given up on and logged.
   std::chrono::milliseconds handler_stop_timeout{5000};

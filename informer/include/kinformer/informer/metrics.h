@@ -41,6 +41,7 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>& last_sync_timestamp;
   prometheus::Family<prometheus::Counter>& backoff_waits;
   prometheus::Family<prometheus::Counter>& budget_denials;
+  prometheus::Family<prometheus::Counter>& watch_list_fallbacks;  ///< + label reason
   prometheus::Family<prometheus::Gauge>& handlers;
   prometheus::Family<prometheus::Gauge>& queue_depth;       ///< + label handler
   prometheus::Family<prometheus::Histogram>& delivery_lag;  ///< + label handler
@@ -72,6 +73,11 @@ class InformerMetrics {
   prometheus::Gauge& last_sync_timestamp;  ///< unix seconds of the last list/bookmark/event
   prometheus::Counter& backoff_waits;
   prometheus::Counter& budget_denials;
+  /// WatchList syncs that fell back to LIST: refused by the server (4xx, or the stream ended
+  /// before the initial-events-end bookmark) ...
+  prometheus::Counter& watch_list_fallbacks_refused;
+  /// ... or no initial-events-end bookmark within watch_list_initial_events_timeout.
+  prometheus::Counter& watch_list_fallbacks_timeout;
   prometheus::Gauge& handlers;             ///< the registration refcount
 
   prometheus::Counter& restarts(WatchRestartReason reason);

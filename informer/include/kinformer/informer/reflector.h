@@ -1,6 +1,7 @@
 #pragma once
 // Reflector: keeps a sink true to the API server with list + watch (client-go's Reflector).
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -35,9 +36,18 @@ inline constexpr const char* kInitialEventsEndAnnotation = "k8s.io/initial-event
 struct ReflectorOptions {
   std::string label_selector;
   std::string field_selector;
-  /// Use a streaming list (WatchList) instead of LIST; falls back to LIST for good (for this
-  /// reflector) when the server refuses it.
+  /// Use a streaming list (WatchList) instead of LIST. A refusal falls back to LIST for that
+  /// sync only; the next relist tries WatchList again (see Reflector).
   bool use_watch_list = false;
+  /// How long a WatchList may take to deliver the `k8s.io/initial-events-end` bookmark before
+  /// the reflector gives up on it and falls back to LIST for that sync (a server that ignores
+  /// sendInitialEvents would otherwise keep the informer unsynced forever). Measured on `clock`.
+  /// Zero: no limit.
+  std::chrono::milliseconds watch_list_initial_events_timeout{10'000};
+  /// A watch that ends cleanly sooner than this after it was opened, having delivered no event
+  /// (bookmarks included), is an error: back off, then relist (client-go's "very short watch").
+  /// Measured on `clock`. Zero: every clean end rewatches at once.
+  std::chrono::milliseconds min_watch_duration{1'000};
   /// LIST page size.
   std::int64_t page_size = 500;
   BackoffOptions backoff;
@@ -62,6 +72,27 @@ struct ReflectorOptions {
 /// streams, 429, 5xx) wait (backoff, at least Retry-After, and a reconnect-budget token) and
 /// rewatch from the last good resourceVersion: no relist, no lost event.
 ///
+/// Unusable or failing requests (issue 10):
+/// - Too large resource version (Status cause ResourceVersionTooLarge, e.g. after an etcd
+///   restore; on a list, on opening a watch or mid-stream): the last RV is marked unavailable,
+///   and the next list, after the server's Retry-After, is at an unset resourceVersion.
+/// - A watch that ends cleanly within min_watch_duration of opening, having delivered no event
+///   (bookmarks count; a WatchList stream's initial events count), is an error (client-go's
+///   "very short watch"): backoff, then relist at the last synced RV.
+/// - A list at resourceVersion "0" (served from the watch cache, which may ignore limit) that
+///   fails with Errc::too_large (over the client's max_response_bytes) is retried at once as a
+///   consistent list with limit, which etcd paginates; lists that would be at "0" stay so.
+///
+/// WatchList (use_watch_list), as client-go: every sync attempt (the first list and each relist)
+/// starts as a WatchList. A refusal (a 4xx other than 410 and 429: 400, 403, 405, 422 ...; or the
+/// stream ending cleanly before the initial-events-end bookmark) falls back to LIST for that
+/// attempt only, so WatchList is tried again on the next relist. Transient failures (network,
+/// timeout, truncated or malformed stream, 429, 5xx) back off and retry as WatchList; 410 / a
+/// too-large RV retry it at an unset RV. If the initial-events-end bookmark has not come within
+/// watch_list_initial_events_timeout (a server that ignores sendInitialEvents), a timer thread
+/// (living only during that phase, joined before the sync returns) cancels the stream and the
+/// attempt falls back to LIST. Fallbacks are counted (InformerMetrics::watch_list_fallbacks_*).
+///
 /// Threading: run() blocks on the caller's thread (the informer's reflector thread) until `stop`
 /// is requested; a stop request cancels the open watch (WatchStream::cancel) and wakes any wait.
 /// An in-flight LIST request is not interruptible: its bound is the client's request deadline.
@@ -77,19 +108,23 @@ class Reflector {
 
   /// The resourceVersion the sink is synced to ("" before the first list).
   [[nodiscard]] std::string last_sync_resource_version() const;
-  /// True once WatchList was refused and the reflector fell back to LIST.
+  /// True when the latest WatchList sync attempt fell back to LIST (refused, or no
+  /// initial-events-end bookmark in time); false again after a WatchList sync succeeds.
   [[nodiscard]] bool watch_list_fell_back() const;
 
  private:
-  enum class WatchEnd { clean, expired, error, stopped };
+  enum class WatchEnd { clean, too_short, expired, rv_too_large, error, stopped };
   struct WatchOutcome {
     WatchEnd end = WatchEnd::clean;
     client::Error error;
   };
 
+  client::ListOptions list_options() const;
   client::Status list_and_replace(std::stop_token stop);
   client::Status watch_list_sync(std::stop_token stop);
-  WatchOutcome consume(client::WatchStream& stream, std::stop_token stop);
+  /// Reads `stream` (opened at `opened`; `delivered`: it already delivered events) to its end.
+  WatchOutcome consume(client::WatchStream& stream, std::stop_token stop, Clock::TimePoint opened, bool delivered);
+  void set_watch_list_fell_back(bool fell_back);
   bool wait_retry(const client::Error* error, bool with_backoff, std::stop_token stop);
   client::ListOptions base_options() const;
   int random_timeout_seconds();
@@ -103,7 +138,8 @@ class Reflector {
   JitteredExponentialBackoff backoff_;
 
   // Reflector-thread state.
-  bool rv_unavailable_ = false;  // a list got 410: next list at unset RV
+  bool rv_unavailable_ = false;  // 410 on a list, or a too-large RV: next list at unset RV
+  bool list_at_zero_too_large_ = false;  // a list at RV "0" was too large: list at unset RV
   bool listed_once_ = false;
   client::WatchStreamPtr pending_stream_;  // WatchList stream to keep consuming after sync
 

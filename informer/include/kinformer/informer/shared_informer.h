@@ -105,6 +105,7 @@ class SharedInformer : public std::enable_shared_from_this<SharedInformer>, priv
   [[nodiscard]] const client::ResourceType& type() const noexcept { return type_; }
   [[nodiscard]] std::string last_sync_resource_version() const;
   [[nodiscard]] std::optional<std::string> transform_name() const;
+  /// See Reflector::watch_list_fell_back(): the latest WatchList sync attempt fell back to LIST.
   [[nodiscard]] bool watch_list_fell_back() const;
   [[nodiscard]] InformerMetrics& metrics() const noexcept { return *config_.metrics; }
 
