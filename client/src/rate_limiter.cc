@@ -40,11 +40,16 @@ std::chrono::nanoseconds RateLimiter::reserve() {
 
 Status RateLimiter::acquire(std::stop_token stop) {
   auto cancelled = [] {
-    return Error::make(Errc::cancelled, "rate limiter wait cancelled: the client is shutting down");
+    return Error::make(Errc::cancelled, "rate limiter wait cancelled: the client is shutting down or the caller stopped");
   };
   if (stop.stop_requested()) return cancelled();
   auto wait = reserve();
   if (wait.count() > 0) {
+    struct Waiting {
+      std::atomic<std::size_t>& n;
+      explicit Waiting(std::atomic<std::size_t>& count) : n(count) { ++n; }
+      ~Waiting() { --n; }
+    } waiting(waiting_);
     if (sleep_) {
       sleep_(wait);
     } else {

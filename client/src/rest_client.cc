@@ -132,11 +132,22 @@ struct RestClient::Impl {
   }
 
   /// One request with rate limiting, warnings and a single retry after 401 with fresh credentials.
-  Result<detail::HttpResponse> send(const detail::HttpRequest& request, const std::string& resource, bool limited = true) {
+  /// Waits for the rate limiter until a token, shutdown() or a stop request of `caller`.
+  Status acquire(const std::stop_token& caller) {
+    if (!caller.stop_possible()) return limiter->acquire(stop.get_token());
+    std::stop_source either;
+    std::stop_callback on_shutdown(stop.get_token(), [&] { either.request_stop(); });
+    std::stop_callback on_caller(caller, [&] { either.request_stop(); });
+    return limiter->acquire(either.get_token());
+  }
+
+  /// `caller` (ListOptions::stop) also ends a wait for the rate limiter.
+  Result<detail::HttpResponse> send(const detail::HttpRequest& request, const std::string& resource,
+                                    bool limited = true, std::stop_token caller = {}) {
     for (int attempt = 0;; ++attempt) {
       if (stop.stop_requested()) return shut_down();
       if (limited) {
-        if (auto s = limiter->acquire(stop.get_token()); !s) return std::move(s).error();
+        if (auto s = acquire(caller); !s) return std::move(s).error();
       }
       auto creds = credentials();
       if (!creds) return std::move(creds).error();
@@ -197,7 +208,7 @@ struct RestClient::Impl {
     detail::HttpRequest req;
     std::string q = list_query(options, false);
     req.target = type.gvr.path(ns) + (q.empty() ? "" : "?" + q);
-    auto r = send(req, type.gvr.to_string());
+    auto r = send(req, type.gvr.to_string(), true, options.stop);
     if (!r) return std::move(r).error();
     if (r->status != 200) return to_error(r.value());
     rapidjson::Document doc;

@@ -165,6 +165,7 @@ client::Status Reflector::list_and_replace(std::stop_token stop) {
   std::string list_rv;
   for (;;) {
     if (stop.stop_requested()) return client::Error::make(client::Errc::cancelled, "stopped");
+    opts.stop = stop;  // stop() does not wait for the client's rate limiter
     auto page = lw_.list(opts);
     if (!page) {
       client::Error e = std::move(page).error();

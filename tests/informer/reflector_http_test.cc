@@ -19,10 +19,12 @@
 #include <optional>
 #include <stop_token>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "fake_apiserver.h"
 #include "fakes.h"
+#include "kinformer/client/rate_limiter.h"
 #include "kinformer/client/rest_client.h"
 #include "kinformer/client/secret.h"
 #include "kinformer/informer/informer_factory.h"
@@ -591,6 +593,43 @@ TEST(ReflectorHttpTest, StuckHandlerDoesNotDelayAnotherHandlerOrTheStore) {
 
 // Whoever is woken by "synced" reads the synced resourceVersion (the reflector used to publish
 // the sync before recording the RV; this failed in about a third of runs).
+// Issue 10, defect 9: a list waiting for the client's rate limiter (here ~1,000 s for its token)
+// does not hold up the factory's shutdown: the reflector's stop ends the wait.
+TEST(ReflectorHttpTest, ShutdownDoesNotWaitForTheClientRateLimiter) {
+  ScriptedSecrets api;
+  auto limiter = std::make_shared<client::RateLimiter>(client::RateLimiterOptions{.qps = 0.001, .burst = 1});
+  ASSERT_TRUE(limiter->try_acquire());  // the burst is spent: the next token is ~1,000 s away
+  client::RestClientOptions ro;
+  ro.rate_limiter = limiter;
+  ro.request_timeout = 10s;
+  auto rest = std::make_shared<client::RestClient>(api.server().cluster_config(), ro);
+  FactoryOptions o;
+  o.clock = std::make_shared<GatedClock>();
+  auto factory = std::make_unique<InformerFactory>(
+      [rest](const client::ResourceType& type, const std::string& ns) {
+        return rest->lister_watcher(type, ns);
+      },
+      std::move(o));
+  InformerOptions io;
+  io.namespace_ = "ns";
+  auto& inf = factory->informer(client::ResourceTraits<client::Secret>::type(), io);
+  factory->start();
+  ASSERT_TRUE(testing::eventually([&] { return limiter->waiting() == 1; }));
+  std::atomic<bool> done{false};
+  std::jthread shutdown([&] {
+    factory->shutdown();
+    done = true;
+  });
+  // Failure guard only: without the fix the shutdown waits out the token.
+  bool returned = testing::eventually([&] { return done.load(); });
+  if (!returned) rest->shutdown();  // let the test end
+  EXPECT_TRUE(returned) << "shutdown waited for the rate limiter";
+  shutdown.join();
+  EXPECT_EQ(limiter->waiting(), 0u);
+  EXPECT_FALSE(inf.has_synced());
+  EXPECT_TRUE(api.lists().empty()) << "the list was never sent";
+}
+
 TEST(ReflectorHttpTest, LastSyncResourceVersionIsSetOnceSynced) {
   {
     HttpEnv env;

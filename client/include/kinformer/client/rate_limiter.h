@@ -1,7 +1,9 @@
 #pragma once
 // Token-bucket rate limiter for a client's non-watch requests (client-go's flowcontrol).
 
+#include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <condition_variable>
 #include <functional>
 #include <mutex>
@@ -46,6 +48,8 @@ class RateLimiter {
   Status acquire(std::stop_token stop = {});
 
   [[nodiscard]] const Options& options() const noexcept { return options_; }
+  /// acquire() calls waiting for their token right now (for tests and diagnostics).
+  [[nodiscard]] std::size_t waiting() const noexcept { return waiting_.load(); }
 
  private:
   void refill(std::chrono::steady_clock::time_point now);
@@ -55,6 +59,7 @@ class RateLimiter {
   Sleep sleep_;
   std::mutex mu_;
   std::condition_variable_any stop_cv_;  // the default sleep waits on it (with mu_), for stops
+  std::atomic<std::size_t> waiting_{0};
   double tokens_;  // may go negative: outstanding reservations
   std::chrono::steady_clock::time_point last_;
 };

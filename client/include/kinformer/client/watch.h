@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <stop_token>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,9 @@ namespace kinformer::client {
 
 /// Query parameters shared by list and watch requests.
 struct ListOptions {
+  /// List only: a stop request ends the request's wait for the client's rate limiter (the list
+  /// then fails with Errc::cancelled), so an informer's shutdown never waits for a token.
+  std::stop_token stop;
   std::string label_selector;
   std::string field_selector;
   /// Unset: a consistent (quorum) read. "0": any version (served from the watch cache).
