@@ -67,9 +67,11 @@ Error error_from_response(int http_status, std::string_view body, std::string_vi
   std::string_view trimmed = trim(body);
   bool parsed = false;
   if (!trimmed.empty() && trimmed.front() == '{') {
+    // The depth-limited parser (an error body comes from the server, or from a proxy).
+    std::string text(trimmed);
     rapidjson::Document doc;
-    doc.Parse(trimmed.data(), trimmed.size());
-    if (!doc.HasParseError() && doc.IsObject() && detail::get_string(doc, "kind") == "Status") {
+    if (!detail::parse_insitu(doc, text.data(), text.size()) && doc.IsObject() &&
+        detail::get_string(doc, "kind") == "Status") {
       fill_from_status(doc, e);
       parsed = true;
     }

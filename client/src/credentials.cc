@@ -224,12 +224,13 @@ class ExecCredentials final : public CredentialsProvider {
     bool timed_out = false;
     char buf[4096];
     for (;;) {
-      if (left().count() <= 0) {
+      auto wait = left();  // once: a second reading could be negative, and poll(-1) never returns
+      if (wait.count() <= 0) {
         timed_out = true;
         break;
       }
       pollfd pfd{out[0], POLLIN, 0};
-      int p = ::poll(&pfd, 1, static_cast<int>(left().count()));
+      int p = ::poll(&pfd, 1, static_cast<int>(wait.count()));
       if (p < 0 && errno == EINTR) continue;
       if (p <= 0) {
         timed_out = p == 0;
@@ -243,16 +244,30 @@ class ExecCredentials final : public CredentialsProvider {
     }
     ::close(out[0]);
     int status = 0;
+    bool status_known = true;
     // Stdout is closed (or the deadline passed): wait for the exit until the deadline.
     while (!timed_out) {
       pid_t w = ::waitpid(pid, &status, WNOHANG);
       if (w == pid) break;
-      if (w < 0 && errno != EINTR) return fail(std::string("waitpid: ") + std::strerror(errno));
-      if (left().count() <= 0) {
+      if (w < 0 && errno == ECHILD) {
+        // The host ignores SIGCHLD, so the system reaped the plugin: its exit status is gone;
+        // the output decides.
+        status_known = false;
+        break;
+      }
+      if (w < 0 && errno != EINTR) {
+        int err = errno;
+        ::kill(-pid, SIGKILL);
+        while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+        }
+        return fail(std::string("waitpid: ") + std::strerror(err));
+      }
+      auto wait = left();
+      if (wait.count() <= 0) {
         timed_out = true;
         break;
       }
-      std::this_thread::sleep_for(std::min(left(), std::chrono::milliseconds(10)));
+      std::this_thread::sleep_for(std::min(wait, std::chrono::milliseconds(10)));
     }
     if (timed_out) {
       ::kill(-pid, SIGKILL);  // the plugin and whatever it started
@@ -260,7 +275,7 @@ class ExecCredentials final : public CredentialsProvider {
       }
       return timed_out_error();
     }
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    if (status_known && (!WIFEXITED(status) || WEXITSTATUS(status) != 0)) {
       return fail("exited with status " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1));
     }
     return parse(output);

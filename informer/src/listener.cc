@@ -143,8 +143,8 @@ void Listener::check_synced() {
 void Listener::clear_pending() {
   head_ = tail_ = kNone;
   index_ = decltype(index_)(0, SlotHash{&slots_}, SlotEq{&slots_});
-  slots_ = {};
-  free_ = {};
+  std::vector<Slot>().swap(slots_);  // gives the capacity back (`= {}` would keep it)
+  std::vector<std::uint32_t>().swap(free_);
   depth_ = 0;
 }
 
@@ -245,16 +245,16 @@ bool Listener::drain() {
     in_turn_ = true;
     metrics_->queue_depth.Set(static_cast<double>(depth_ + batch_.size()));
   }
-  // One clock read per batch: a notification's delivery lag is the time from its enqueue until
-  // the worker took its batch, and stalled-since marks when the running batch started.
-  auto taken = std::chrono::steady_clock::now();
+  // stalled-since marks when the running batch started.
   metrics_->stalled_since.Set(unix_now());
   Listener* outer = tl_current;
   tl_current = this;
   for (const auto& n : batch_) {
     if (stopped_.load(std::memory_order_acquire)) break;
     in_batch_.fetch_sub(1);  // being delivered: no longer waiting
-    metrics_->delivery_lag.Observe(std::chrono::duration<double>(taken - n.enqueued).count());
+    // Read per callback: with a slow handler, the last of a batch waits for all before it.
+    metrics_->delivery_lag.Observe(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - n.enqueued).count());
     deliver(n);
   }
   tl_current = outer;

@@ -32,7 +32,10 @@ bool is_rv_unusable(const client::Error& e) { return e.is_expired() || e.is_reso
 // policy): a 4xx other than 410 (an RV problem) and 429 (throttling, transient). Anything else
 // (network, timeout, truncated or malformed stream, 5xx, 429) is transient: retried as WatchList.
 bool is_watch_list_refusal(const client::Error& e) {
-  return e.code == client::Errc::api && e.http_status >= 400 && e.http_status < 500 && !e.is_too_many_requests() &&
+  // 401 (credentials) and 404 (the resource is gone) are not about WatchList: a LIST would fail
+  // the same way, so they are retried with backoff like other failures, not counted as refusals.
+  return e.code == client::Errc::api && e.http_status >= 400 && e.http_status < 500 &&
+         e.http_status != 401 && e.http_status != 404 && !e.is_too_many_requests() &&
          !is_rv_unusable(e);
 }
 

@@ -86,6 +86,7 @@ void SharedInformer::fan_out(const ListenerList& to, std::span<const detail::Del
   constexpr std::size_t kChunk = 256;
   auto now = std::chrono::steady_clock::now();
   std::vector<HandlerExecutor::Strand*>& wake = wake_;  // fanout_mu_ held: reused
+  wake.clear();  // after an exception in an earlier call, it may hold stale pointers
   for (std::size_t at = 0; at < batch.size(); at += kChunk) {
     auto chunk = batch.subspan(at, std::min(kChunk, batch.size() - at));
     for (const auto& l : to) {

@@ -34,10 +34,12 @@ struct GroupVersionResource {
 using JsonValue = rapidjson::Value;
 
 /// The deepest JSON nesting the client accepts (objects and arrays; the outermost value is level
-/// 1, the object of a watch event level 2). Kubernetes objects are shallow; the bound keeps a
-/// hostile server or proxy ([[[[...) from overflowing the stack of recursive parsing and
-/// encoding. Deeper input is an Errc::decode error saying so.
-inline constexpr int kMaxJsonDepth = 100;
+/// 1, the object of a watch event level 2). Built-in objects are shallow, but custom resources
+/// (embedded OpenAPI schemas, pod templates inside custom types) nest deeper, so the bound is
+/// generous (Go's encoding/json allows 10,000); it keeps a hostile server or proxy ([[[[...)
+/// from overflowing the stack of recursive parsing and encoding (a few hundred KB at this depth).
+/// Deeper input is an Errc::decode error saying so.
+inline constexpr int kMaxJsonDepth = 1000;
 
 /// Decodes and encodes the objects of one resource. Implementations are stateless and
 /// thread-safe: no concurrent call causes a data race.

@@ -41,8 +41,10 @@ struct ReflectorOptions {
   bool use_watch_list = false;
   /// How long a WatchList may take to deliver the `k8s.io/initial-events-end` bookmark before
   /// the reflector gives up on it and falls back to LIST for that sync (a server that ignores
-  /// sendInitialEvents would otherwise keep the informer unsynced forever). Measured on `clock`.
-  /// Zero: no limit.
+  /// sendInitialEvents would otherwise keep the informer unsynced forever). Measured on `clock`
+  /// from the stream's opening: a total deadline, not an idle one, so a cache whose initial
+  /// events legitimately take longer (a very large cache on a slow link) falls back on every
+  /// sync; raise it for those. Zero: no limit.
   std::chrono::milliseconds watch_list_initial_events_timeout{10'000};
   /// A watch that ends cleanly sooner than this after it was opened, having delivered no event
   /// (bookmarks included), is an error: back off, then relist (client-go's "very short watch").
