@@ -29,8 +29,9 @@ bool is_initial_events_end(const client::Object& o) {
 bool is_rv_unusable(const client::Error& e) { return e.is_expired() || e.is_resource_version_too_large(); }
 
 // The server refuses a WatchList request for its parameters (feature gate off, an old server, a
-// policy): a 4xx other than 410 (an RV problem) and 429 (throttling, transient). Anything else
-// (network, timeout, truncated or malformed stream, 5xx, 429) is transient: retried as WatchList.
+// policy): a 4xx other than 401, 404, 410 (an RV problem) and 429 (throttling, transient).
+// Anything else (network, timeout, truncated or malformed stream, 5xx, 429) is transient:
+// retried as WatchList.
 bool is_watch_list_refusal(const client::Error& e) {
   // 401 (credentials) and 404 (the resource is gone) are not about WatchList: a LIST would fail
   // the same way, so they are retried with backoff like other failures, not counted as refusals.
