@@ -11,10 +11,6 @@
 namespace kinformer::informer {
 namespace {
 
-void log(const char* level, const std::string& msg) {
-  std::fprintf(stderr, "level=%s component=reflector %s\n", level, msg.c_str());
-}
-
 double seconds_since(Clock::TimePoint start, Clock& clock) {
   return std::chrono::duration<double>(clock.now() - start).count();
 }
@@ -40,9 +36,19 @@ bool is_watch_list_refusal(const client::Error& e) {
          !is_rv_unusable(e);
 }
 
+// A logfmt value: quoted, with quotes and backslashes escaped.
+std::string quoted(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + '"';
+}
+
 // Cancels a WatchList stream whose initial events have not ended within `timeout` of `clock`, on
 // its own thread (the reflector's thread is blocked reading the stream). The thread lives only
-// for the initial-events phase of one sync attempt: destruction stops and joins it.
+// for the initial-events phase of one stream: destruction stops and joins it.
 class InitialEventsTimer {
  public:
   InitialEventsTimer(Clock& clock, Clock::Duration timeout, client::WatchStream& stream)
@@ -72,6 +78,22 @@ class InitialEventsTimer {
   bool disarmed_ = false;  // guarded by mu_
   bool fired_ = false;     // guarded by mu_
   std::jthread thread_;    // last: starts after, and is joined before, the fields above go
+};
+
+// Counts an open watch for as long as it lives.
+class OpenWatchGauge {
+ public:
+  explicit OpenWatchGauge(InformerMetrics* m) : m_(m) {
+    if (m_ != nullptr) m_->open_watches.Increment();
+  }
+  ~OpenWatchGauge() {
+    if (m_ != nullptr) m_->open_watches.Decrement();
+  }
+  OpenWatchGauge(const OpenWatchGauge&) = delete;
+  OpenWatchGauge& operator=(const OpenWatchGauge&) = delete;
+
+ private:
+  InformerMetrics* m_;
 };
 
 }  // namespace
@@ -104,6 +126,21 @@ void Reflector::set_rv(const std::string& rv) {
   last_rv_ = rv;
 }
 
+void Reflector::set_watch_list_fell_back(bool fell_back) {
+  std::lock_guard lock(mu_);
+  watch_list_fell_back_ = fell_back;
+}
+
+void Reflector::log(const char* level, const std::string& msg) const {
+  std::string line = "level=";
+  line += level;
+  line += " component=reflector";
+  if (!options_.name.empty()) line += " informer=" + quoted(options_.name);
+  line += ' ';
+  line += msg;
+  std::fprintf(stderr, "%s\n", line.c_str());
+}
+
 client::ListOptions Reflector::base_options() const {
   client::ListOptions o;
   o.label_selector = options_.label_selector;
@@ -126,8 +163,10 @@ bool Reflector::set_stream(client::WatchStream* stream, std::stop_token stop) {
   return true;
 }
 
-bool Reflector::wait_retry(const client::Error* error, bool with_backoff, std::stop_token stop) {
-  Clock::Duration wait = with_backoff ? backoff_.next() : Clock::Duration::zero();
+bool Reflector::wait(const Next& next, std::stop_token stop) {
+  if (next.wait == Wait::none) return !stop.stop_requested();
+  const client::Error* error = next.error ? &*next.error : nullptr;
+  Clock::Duration wait = next.wait == Wait::backoff ? backoff_.next() : Clock::Duration::zero();
   if (error != nullptr && error->retry_after) {
     wait = std::max<Clock::Duration>(wait, *error->retry_after);
   }
@@ -145,6 +184,19 @@ bool Reflector::wait_retry(const client::Error* error, bool with_backoff, std::s
   return !stop.stop_requested();
 }
 
+void Reflector::synced(const std::string& resource_version, std::vector<client::ObjectPtr> items,
+                       Clock::TimePoint started) {
+  rv_unavailable_ = false;
+  // The RV first: on_replace publishes "synced", and a waiter woken by it reads the RV.
+  set_rv(resource_version);
+  sink_.on_replace(std::move(items), resource_version);
+  if (options_.metrics) {
+    (listed_once_ ? options_.metrics->relists : options_.metrics->initial_lists).Increment();
+    options_.metrics->list_duration.Observe(seconds_since(started, *options_.clock));
+  }
+  listed_once_ = true;
+}
+
 client::ListOptions Reflector::list_options() const {
   client::ListOptions opts = base_options();
   std::string last = rv();
@@ -159,6 +211,25 @@ client::ListOptions Reflector::list_options() const {
     if (!last.empty()) opts.resource_version_match = "NotOlderThan";
   }
   opts.limit = options_.page_size;
+  return opts;
+}
+
+client::ListOptions Reflector::watch_list_options() {
+  client::ListOptions opts = base_options();
+  std::string last = rv();
+  if (!rv_unavailable_ && !last.empty()) opts.resource_version = last;
+  opts.resource_version_match = "NotOlderThan";
+  opts.send_initial_events = true;
+  opts.allow_watch_bookmarks = true;
+  opts.timeout_seconds = random_timeout_seconds();
+  return opts;
+}
+
+client::ListOptions Reflector::rewatch_options() {
+  client::ListOptions opts = base_options();
+  opts.resource_version = rv();
+  opts.allow_watch_bookmarks = true;
+  opts.timeout_seconds = random_timeout_seconds();
   return opts;
 }
 
@@ -180,7 +251,7 @@ client::Status Reflector::list_and_replace(std::stop_token stop) {
         // whole list comes in one response, and it will be too large every time. A consistent
         // read with limit is paginated (by etcd); every list at "0" from now on is one.
         log("warn", "msg=\"list at resourceVersion 0 too large, falling back to a paginated consistent list\" "
-                    "error=\"" + e.to_string() + "\"");
+                    "error=" + quoted(e.to_string()));
         list_at_zero_too_large_ = true;
         opts = list_options();
         continue;
@@ -201,199 +272,184 @@ client::Status Reflector::list_and_replace(std::stop_token stop) {
     opts.resource_version.reset();
     opts.resource_version_match.clear();
   }
-  rv_unavailable_ = false;
-  // The RV first: on_replace publishes "synced", and a waiter woken by it reads the RV.
-  set_rv(list_rv);
-  sink_.on_replace(std::move(items), list_rv);
-  if (options_.metrics) {
-    (listed_once_ ? options_.metrics->relists : options_.metrics->initial_lists).Increment();
-    options_.metrics->list_duration.Observe(seconds_since(start, *options_.clock));
-  }
-  listed_once_ = true;
+  synced(list_rv, std::move(items), start);
   return client::Ok{};
 }
 
-void Reflector::set_watch_list_fell_back(bool fell_back) {
-  std::lock_guard lock(mu_);
-  watch_list_fell_back_ = fell_back;
-}
-
-client::Status Reflector::watch_list_sync(std::stop_token stop) {
-  auto start = options_.clock->now();
-  client::ListOptions opts = base_options();
-  std::string last = rv();
-  if (!rv_unavailable_ && !last.empty()) opts.resource_version = last;
-  opts.resource_version_match = "NotOlderThan";
-  opts.send_initial_events = true;
-  opts.allow_watch_bookmarks = true;
-  opts.timeout_seconds = random_timeout_seconds();
-  // For this sync only: the next one tries WatchList again.
-  auto fall_back = [&](const std::string& why, prometheus::Counter* counter) {
-    log("warn", "msg=\"WatchList failed, falling back to LIST for this sync\" reason=\"" + why + "\"");
-    set_watch_list_fell_back(true);
-    if (counter != nullptr) counter->Increment();
-    return list_and_replace(stop);
-  };
-  InformerMetrics* m = options_.metrics;
-  // A failure that is not a refusal is returned: the caller backs off and retries a WatchList.
-  auto failed = [&](client::Error e) -> client::Status {
-    if (is_rv_unusable(e)) rv_unavailable_ = true;
-    if (is_watch_list_refusal(e)) return fall_back(e.to_string(), m ? &m->watch_list_fallbacks_refused : nullptr);
-    return e;
-  };
-  auto opened = lw_.watch(opts);
-  if (!opened) return failed(std::move(opened).error());
-  client::WatchStreamPtr stream = std::move(opened).value();
-  if (m) {
-    m->watch_starts.Increment();
-    m->open_watches.Increment();
-  }
-  struct OpenGuard {
-    InformerMetrics* m;
-    ~OpenGuard() {
-      if (m) m->open_watches.Decrement();
-    }
-  };
-  std::unordered_map<std::string, client::ObjectPtr> state;
-  {
-    OpenGuard guard{m};
-    if (!set_stream(stream.get(), stop)) {
-      set_stream(nullptr, stop);
-      return client::Error::make(client::Errc::cancelled, "stopped");
-    }
-    std::optional<InitialEventsTimer> timer;
-    if (options_.watch_list_initial_events_timeout > std::chrono::milliseconds::zero()) {
-      timer.emplace(*options_.clock, options_.watch_list_initial_events_timeout, *stream);
-    }
-    auto timed_out = [&] {
-      set_stream(nullptr, stop);  // the timer is gone by now
-      return fall_back("no " + std::string(kInitialEventsEndAnnotation) + " bookmark within " +
-                           std::to_string(options_.watch_list_initial_events_timeout.count()) + " ms",
-                       m ? &m->watch_list_fallbacks_timeout : nullptr);
-    };
-    for (;;) {
-      auto next = stream->next();
-      if (!next || !next.value().has_value()) {
-        set_stream(nullptr, stop);
-        bool fired = timer && timer->fired();
-        timer.reset();  // stopped and joined before any fallback LIST
-        if (stop.stop_requested()) return client::Error::make(client::Errc::cancelled, "stopped");
-        if (fired) return timed_out();
-        if (next) {
-          // A clean end before the bookmark: the server does not honour sendInitialEvents.
-          return fall_back("stream ended before the initial-events-end bookmark",
-                           m ? &m->watch_list_fallbacks_refused : nullptr);
-        }
-        return failed(std::move(next).error());
-      }
-      client::WatchEvent& ev = *next.value();
-      if (!ev.object) continue;
-      if (ev.type == client::EventType::bookmark) {
-        if (m) m->events_bookmark.Increment();
-        if (is_initial_events_end(*ev.object)) {
-          bool cancelled_by_timer = timer && !timer->disarm();
-          timer.reset();
-          if (cancelled_by_timer) return timed_out();  // the stream was cancelled meanwhile
-          std::string bookmark_rv = ev.object->metadata.resource_version;
-          std::vector<client::ObjectPtr> items;
-          items.reserve(state.size());
-          for (auto& [k, o] : state) items.push_back(std::move(o));
-          rv_unavailable_ = false;
-          set_watch_list_fell_back(false);
-          set_rv(bookmark_rv);  // before on_replace publishes "synced"
-          sink_.on_replace(std::move(items), bookmark_rv);
-          if (m) {
-            (listed_once_ ? m->relists : m->initial_lists).Increment();
-            m->list_duration.Observe(seconds_since(start, *options_.clock));
-          }
-          listed_once_ = true;
-          break;
-        }
-        continue;
-      }
-      if (ev.type == client::EventType::deleted) {
-        state.erase(ev.object->key());
-      } else {
-        state[ev.object->key()] = std::move(ev.object);
-      }
-    }
-    set_stream(nullptr, stop);
-  }
-  pending_stream_ = std::move(stream);  // keep watching on the same stream
-  return client::Ok{};
-}
-
-Reflector::WatchOutcome Reflector::consume(client::WatchStream& stream, std::stop_token stop,
-                                           Clock::TimePoint opened, bool delivered) {
+Reflector::WatchOutcome Reflector::watch(const client::ListOptions& opts, Phase phase, std::stop_token stop) {
   WatchOutcome out;
-  if (!set_stream(&stream, stop)) {
-    set_stream(nullptr, stop);
+  out.phase = phase;
+  auto fail = [&](client::Error e) {
+    // A cancellation that stop() did not ask for is a failure like any other: retried.
+    out.end = stop.stop_requested() ? WatchEnd::stopped : WatchEnd::failed;
+    out.error = std::move(e);
+    return out;
+  };
+  auto start = options_.clock->now();
+  auto opened = lw_.watch(opts);
+  if (!opened) return fail(std::move(opened).error());
+  client::WatchStreamPtr stream = std::move(opened).value();
+  InformerMetrics* m = options_.metrics;
+  if (m) m->watch_starts.Increment();
+  OpenWatchGauge gauge(m);
+  struct Detach {  // the stream is not cancellable by stop() once it is gone
+    Reflector* r;
+    std::stop_token stop;
+    ~Detach() { r->set_stream(nullptr, stop); }
+  } detach{this, stop};
+  if (!set_stream(stream.get(), stop)) {
     out.end = WatchEnd::stopped;
     return out;
   }
-  if (options_.metrics) options_.metrics->open_watches.Increment();
+  // The initial-events phase: the events build the new state, and the bookmark that ends them
+  // replaces the sink's contents with it. Then the same stream goes on in the steady phase.
+  std::unordered_map<std::string, client::ObjectPtr> initial;
+  std::optional<InitialEventsTimer> timer;
+  if (phase == Phase::initial_events && options_.watch_list_initial_events_timeout > std::chrono::milliseconds::zero()) {
+    timer.emplace(*options_.clock, options_.watch_list_initial_events_timeout, *stream);
+  }
+  auto opened_at = options_.clock->now();
+  bool delivered = false;
   for (;;) {
-    auto next = stream.next();
-    if (!next) {
-      out.error = std::move(next).error();
-      if (stop.stop_requested() || out.error.code == client::Errc::cancelled) {
-        out.end = WatchEnd::stopped;
-      } else if (out.error.is_expired()) {
-        out.end = WatchEnd::expired;
-      } else if (out.error.is_resource_version_too_large()) {
-        out.end = WatchEnd::rv_too_large;
-      } else {
-        out.end = WatchEnd::error;
-      }
-      break;
-    }
-    if (!next.value().has_value()) {
+    auto next = stream->next();
+    if (!next || !next.value().has_value()) {
+      bool timer_fired = timer && timer->fired();
       if (stop.stop_requested()) {
         out.end = WatchEnd::stopped;
-      } else if (!delivered && options_.clock->now() - opened < options_.min_watch_duration) {
+      } else if (timer_fired) {
+        out.end = WatchEnd::initial_events_timeout;  // the timer cancelled the stream
+      } else if (!next) {
+        return fail(std::move(next).error());
+      } else if (out.phase == Phase::initial_events) {
+        out.end = WatchEnd::no_initial_events_end;  // the server ignores sendInitialEvents
+      } else if (!delivered && options_.clock->now() - opened_at < options_.min_watch_duration) {
         out.end = WatchEnd::too_short;
       } else {
         out.end = WatchEnd::clean;
       }
-      break;
+      return out;
     }
     client::WatchEvent& ev = *next.value();
     if (!ev.object) continue;
     delivered = true;
     std::string ev_rv = ev.object->metadata.resource_version;
+    if (ev.type == client::EventType::bookmark && m) m->events_bookmark.Increment();
+    if (out.phase == Phase::initial_events) {
+      if (ev.type != client::EventType::bookmark) {
+        if (ev.type == client::EventType::deleted) {
+          initial.erase(ev.object->key());
+        } else {
+          initial[ev.object->key()] = std::move(ev.object);
+        }
+      } else if (is_initial_events_end(*ev.object)) {
+        if (timer && !timer->disarm()) {
+          out.end = WatchEnd::initial_events_timeout;  // it fired meanwhile: the stream is cancelled
+          return out;
+        }
+        timer.reset();
+        std::vector<client::ObjectPtr> items;
+        items.reserve(initial.size());
+        for (auto& [key, o] : initial) items.push_back(std::move(o));
+        initial.clear();
+        set_watch_list_fell_back(false);
+        synced(ev_rv, std::move(items), start);
+        out.phase = Phase::steady;
+      }
+      continue;
+    }
     switch (ev.type) {
       case client::EventType::bookmark:
-        if (options_.metrics) options_.metrics->events_bookmark.Increment();
         sink_.on_resource_version(ev_rv);
         break;
       case client::EventType::added:
-        if (options_.metrics) options_.metrics->events_added.Increment();
+        if (m) m->events_added.Increment();
         sink_.on_event(ev.type, std::move(ev.object));
         break;
       case client::EventType::modified:
-        if (options_.metrics) options_.metrics->events_modified.Increment();
+        if (m) m->events_modified.Increment();
         sink_.on_event(ev.type, std::move(ev.object));
         break;
       case client::EventType::deleted:
-        if (options_.metrics) options_.metrics->events_deleted.Increment();
+        if (m) m->events_deleted.Increment();
         sink_.on_event(ev.type, std::move(ev.object));
         break;
     }
     set_rv(ev_rv);
   }
-  set_stream(nullptr, stop);
-  if (options_.metrics) {
-    options_.metrics->open_watches.Decrement();
+}
+
+Reflector::Next Reflector::after_list(client::Status status, std::stop_token stop) {
+  if (stop.stop_requested()) return {Step::stop};
+  if (status.ok()) return {Step::watch};
+  log("warn", "msg=\"list failed\" error=" + quoted(status.error().to_string()));
+  return {Step::sync, Wait::backoff, std::move(status).error()};
+}
+
+Reflector::Next Reflector::fall_back_to_list(const std::string& why, prometheus::Counter* counter) {
+  log("warn", "msg=\"WatchList failed, falling back to LIST for this sync\" reason=" + quoted(why));
+  set_watch_list_fell_back(true);
+  if (counter != nullptr) counter->Increment();
+  return {Step::list};
+}
+
+Reflector::Next Reflector::after_watch(WatchOutcome out) {
+  InformerMetrics* m = options_.metrics;
+  if (out.phase == Phase::initial_events) {
+    // A WatchList sync attempt that did not complete.
     switch (out.end) {
-      case WatchEnd::clean: options_.metrics->restarts_timeout.Increment(); break;
-      case WatchEnd::expired:
-      case WatchEnd::rv_too_large: options_.metrics->restarts_expired.Increment(); break;
-      case WatchEnd::too_short:
-      case WatchEnd::error: options_.metrics->restarts_error.Increment(); break;
-      case WatchEnd::stopped: options_.metrics->restarts_shutdown.Increment(); break;
+      case WatchEnd::stopped:
+        return {Step::stop};
+      case WatchEnd::initial_events_timeout:
+        return fall_back_to_list("no " + std::string(kInitialEventsEndAnnotation) + " bookmark within " +
+                                     std::to_string(options_.watch_list_initial_events_timeout.count()) + " ms",
+                                 m ? &m->watch_list_fallbacks_timeout : nullptr);
+      case WatchEnd::no_initial_events_end:
+        return fall_back_to_list("stream ended before the initial-events-end bookmark",
+                                 m ? &m->watch_list_fallbacks_refused : nullptr);
+      default:
+        break;
     }
+    client::Error& e = out.error;
+    if (is_rv_unusable(e)) rv_unavailable_ = true;
+    if (is_watch_list_refusal(e)) {
+      return fall_back_to_list(e.to_string(), m ? &m->watch_list_fallbacks_refused : nullptr);
+    }
+    // Transient: back off and retry as a WatchList.
+    log("warn", "msg=\"list failed\" error=" + quoted(e.to_string()));
+    return {Step::sync, Wait::backoff, std::move(e)};
   }
-  return out;
+  switch (out.end) {
+    case WatchEnd::stopped:
+      if (m) m->restarts_shutdown.Increment();
+      return {Step::stop};
+    case WatchEnd::clean:
+      // Rewatch from the last RV without relisting; reconnects still spend budget.
+      if (m) m->restarts_timeout.Increment();
+      return {Step::watch, Wait::budget};
+    case WatchEnd::too_short:
+      // client-go's "very short watch": a server or proxy that closes watches at once would
+      // otherwise be rewatched at the budget's full rate forever. Back off, then relist.
+      if (m) m->restarts_error.Increment();
+      log("warn", "msg=\"watch ended at once without events, backing off and relisting\" rv=" + rv());
+      return {Step::sync, Wait::backoff};
+    default:
+      break;
+  }
+  client::Error& e = out.error;
+  if (e.is_expired()) {
+    if (m) m->restarts_expired.Increment();
+    log("info", "msg=\"watch expired, relisting\" rv=" + rv());
+    return {Step::sync, Wait::budget};  // at the last synced RV; a 410 on that list goes to ""
+  }
+  if (e.is_resource_version_too_large()) {
+    if (m) m->restarts_expired.Increment();
+    log("warn", "msg=\"resource version too large, relisting at an unset resourceVersion\" rv=" + rv());
+    rv_unavailable_ = true;  // the server is behind our RV: relist at ""
+    return {Step::sync, Wait::budget, std::move(e)};  // after its Retry-After (1 s for this one)
+  }
+  if (m) m->restarts_error.Increment();
+  log("warn", "msg=\"watch failed, rewatching\" rv=" + rv() + " error=" + quoted(e.to_string()));
+  return {Step::watch, Wait::backoff, std::move(e)};
 }
 
 void Reflector::run(std::stop_token stop) {
@@ -401,94 +457,25 @@ void Reflector::run(std::stop_token stop) {
     std::lock_guard lock(mu_);
     if (current_ != nullptr) current_->cancel();
   });
-  bool need_list = true;
-  // Every relist and reconnect spends a budget token; a wait that just took one (a backoff
-  // wait, and the start) covers the next list.
-  bool budget_taken = true;
-  // Relist after an unusable RV: honour the server's Retry-After (a too-large RV says 1 s).
-  auto relist_after = [&](const client::Error* e) {
-    need_list = true;
-    if (e == nullptr) return true;
-    budget_taken = true;
-    return wait_retry(e, false, stop);
-  };
-  while (!stop.stop_requested()) {
-    if (need_list) {
-      if (!budget_taken && !wait_retry(nullptr, false, stop)) break;  // relists spend budget
-      budget_taken = false;
-      // Each sync attempt starts as a WatchList: a refusal falls back to LIST for that attempt.
-      client::Status s = options_.use_watch_list ? watch_list_sync(stop) : list_and_replace(stop);
-      if (stop.stop_requested()) break;
-      if (!s.ok()) {
-        log("warn", "msg=\"list failed\" error=\"" + s.error().to_string() + "\"");
-        if (!wait_retry(&s.error(), true, stop)) break;
-        budget_taken = true;
-        continue;
-      }
-      need_list = false;
-    }
-    client::WatchStreamPtr stream = std::move(pending_stream_);
-    bool delivered = stream != nullptr;  // a WatchList stream delivered the initial events
-    if (!stream) {
-      client::ListOptions opts = base_options();
-      opts.resource_version = rv();
-      opts.allow_watch_bookmarks = true;
-      opts.timeout_seconds = random_timeout_seconds();
-      auto opened = lw_.watch(opts);
-      if (stop.stop_requested()) break;
-      if (!opened) {
-        const client::Error& e = opened.error();
-        if (e.code == client::Errc::cancelled) break;
-        log("warn", "msg=\"watch failed\" error=\"" + e.to_string() + "\"");
-        if (e.is_expired()) {
-          if (options_.metrics) options_.metrics->restarts_expired.Increment();
-          need_list = true;  // at the last synced RV; a 410 on that list goes to ""
-          continue;
-        }
-        if (e.is_resource_version_too_large()) {
-          if (options_.metrics) options_.metrics->restarts_expired.Increment();
-          rv_unavailable_ = true;  // the server is behind our RV: relist at ""
-          if (!relist_after(&e)) break;
-          continue;
-        }
-        if (options_.metrics) options_.metrics->restarts_error.Increment();
-        if (!wait_retry(&e, true, stop)) break;
-        continue;
-      }
-      stream = std::move(opened).value();
-      if (options_.metrics) options_.metrics->watch_starts.Increment();
-    }
-    WatchOutcome out = consume(*stream, stop, options_.clock->now(), delivered);
-    stream.reset();
-    switch (out.end) {
-      case WatchEnd::stopped:
+  // The first sync needs no wait. Every later request waits as its Next says: a relist or a
+  // reconnect spends a budget token, a failure backs off first.
+  Next next{Step::sync};
+  for (;;) {
+    if (next.step == Step::stop || !wait(next, stop)) return;
+    switch (next.step) {
+      case Step::sync:
+        // Each sync attempt starts as a WatchList: a refusal falls back to LIST for that attempt.
+        next = options_.use_watch_list ? after_watch(watch(watch_list_options(), Phase::initial_events, stop))
+                                       : after_list(list_and_replace(stop), stop);
+        break;
+      case Step::list:
+        next = after_list(list_and_replace(stop), stop);
+        break;
+      case Step::watch:
+        next = after_watch(watch(rewatch_options(), Phase::steady, stop));
+        break;
+      case Step::stop:
         return;
-      case WatchEnd::clean:
-        // Rewatch from the last RV without relisting; reconnects still spend budget.
-        if (!wait_retry(nullptr, false, stop)) return;
-        continue;
-      case WatchEnd::too_short:
-        // client-go's "very short watch": a server or proxy that closes watches at once would
-        // otherwise be rewatched at the budget's full rate forever. Back off, then relist.
-        log("warn", "msg=\"watch ended at once without events, backing off and relisting\" rv=" + rv());
-        if (!wait_retry(nullptr, true, stop)) return;
-        budget_taken = true;
-        need_list = true;
-        continue;
-      case WatchEnd::expired:
-        log("info", "msg=\"watch expired, relisting\" rv=" + rv());
-        need_list = true;
-        continue;
-      case WatchEnd::rv_too_large:
-        log("warn", "msg=\"resource version too large, relisting at an unset resourceVersion\" rv=" + rv());
-        rv_unavailable_ = true;
-        if (!relist_after(&out.error)) return;
-        continue;
-      case WatchEnd::error:
-        log("warn", "msg=\"watch ended with error, rewatching\" rv=" + rv() + " error=\"" +
-                        out.error.to_string() + "\"");
-        if (!wait_retry(&out.error, true, stop)) return;
-        continue;
     }
   }
 }

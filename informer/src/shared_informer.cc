@@ -32,6 +32,7 @@ SharedInformer::SharedInformer(InformerKey key, client::ResourceType type,
       config_(std::move(config)),
       store_(std::make_shared<cache::Store>()) {
   config_.reflector.metrics = config_.metrics.get();
+  if (config_.reflector.name.empty()) config_.reflector.name = key_.to_string();
   executor_ = config_.executor ? config_.executor : std::make_shared<HandlerExecutor>();
   reflector_ = std::make_unique<Reflector>(*lw_, static_cast<ReflectorSink&>(*this), config_.reflector);
 }

@@ -160,6 +160,68 @@ TEST(ReflectorTest, WatchListStreamsInitialStateAndKeepsWatchingOnTheSameStream)
   EXPECT_FALSE(inf.watch_list_fell_back());
 }
 
+// Once the initial-events-end bookmark has come, a WatchList stream is a steady watch: its
+// failures follow the watch's rules (rewatch from the last RV, or relist after a 410), never
+// the initial phase's (a 4xx there would be a refusal and fall back to LIST).
+TEST(ReflectorTest, AWatchListStreamFailingAfterItsInitialEventsFollowsTheWatchRules) {
+  Env env;
+  env.fake->add_watch()
+      ->push(event(EventType::added, make_object("ns", "a", "3")))
+      .push(bookmark("30", true))
+      .push(event(EventType::added, make_object("ns", "b", "31")))
+      .fail(api_error(400, "BadRequest"));
+  env.fake->add_watch()->push(event(EventType::added, make_object("ns", "c", "32"))).fail(api_error(410, "Expired"));
+  env.fake->add_watch()->push(event(EventType::added, make_object("ns", "d", "40"))).push(bookmark("41", true));
+  auto& inf = env.factory->informer(testing::test_type(), testing::watch_list_options());
+  auto h = std::make_shared<RecordingHandler>();
+  auto reg = inf.add_handler(h);
+  env.factory->start();
+  ASSERT_TRUE(env.fake->wait_watches(3));
+  ASSERT_TRUE(testing::eventually([&] { return inf.last_sync_resource_version() == "41"; }));
+  auto watches = env.fake->watch_calls();
+  ASSERT_EQ(watches.size(), 3u);
+  // The 400 after the bookmark: a rewatch from the last RV, not a LIST and not a new WatchList.
+  EXPECT_FALSE(watches[1].send_initial_events);
+  EXPECT_EQ(watches[1].resource_version, std::optional<std::string>("31"));
+  // The 410: a new sync, as a WatchList again, at the last synced RV.
+  EXPECT_TRUE(watches[2].send_initial_events);
+  EXPECT_EQ(watches[2].resource_version, std::optional<std::string>("32"));
+  EXPECT_TRUE(env.fake->list_calls().empty());
+  EXPECT_FALSE(inf.watch_list_fell_back());
+  EXPECT_DOUBLE_EQ(inf.metrics().restarts_error.Value(), 1);
+  EXPECT_DOUBLE_EQ(inf.metrics().restarts_expired.Value(), 1);
+  EXPECT_DOUBLE_EQ(inf.metrics().watch_list_fallbacks_refused.Value(), 0);
+  EXPECT_EQ(inf.store().size(), 1u);  // the second sync's state: only ns/d
+  EXPECT_NE(inf.store().get("ns/d"), nullptr);
+}
+
+// client-go names the informer on every reflector log line; so does kinformer, so that one
+// line of a component with fifty informers says which one failed.
+TEST(ReflectorTest, EveryLogLineNamesTheInformer) {
+  Env env;
+  env.fake->add_list(api_error(500, "InternalError"));
+  env.fake->add_list({}, "10");
+  env.fake->add_watch()->fail(client::Error::make(client::Errc::truncated, "stream cut mid-event"));
+  env.fake->add_watch();
+  ::testing::internal::CaptureStderr();
+  env.factory->informer(testing::test_type(), testing::selector_options("app=x", "spec.nodeName=n1"));
+  env.factory->start();
+  bool watched = env.fake->wait_watches(2);
+  env.factory->shutdown();
+  std::string err = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(watched);
+  int reflector_lines = 0;
+  std::size_t pos = 0;
+  while ((pos = err.find("component=reflector", pos)) != std::string::npos) {
+    std::size_t end = err.find('\n', pos);
+    std::string line = err.substr(pos, end - pos);
+    EXPECT_NE(line.find("informer=\"pods ns=* labels=app=x fields=spec.nodeName=n1\""), std::string::npos) << line;
+    ++reflector_lines;
+    pos = end;
+  }
+  EXPECT_GE(reflector_lines, 2) << err;  // the list failure and the watch failure
+}
+
 // A refusal falls back to LIST for that sync only (client-go's rule): the next relist tries
 // WatchList again, so a server whose feature gate gets turned on, or a one-off 4xx, does not
 // leave the informer on LIST for the rest of the process.

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stop_token>
 #include <string>
 #include <vector>
@@ -13,6 +14,10 @@
 #include "kinformer/informer/backoff.h"
 #include "kinformer/informer/clock.h"
 #include "kinformer/informer/reconnect_budget.h"
+
+namespace prometheus {
+class Counter;
+}
 
 namespace kinformer::informer {
 
@@ -34,6 +39,8 @@ class ReflectorSink {
 inline constexpr const char* kInitialEventsEndAnnotation = "k8s.io/initial-events-end";
 
 struct ReflectorOptions {
+  /// Names the informer on every log line (`informer="..."`); SharedInformer sets its key.
+  std::string name;
   std::string label_selector;
   std::string field_selector;
   /// Use a streaming list (WatchList) instead of LIST. A refusal falls back to LIST for that
@@ -86,14 +93,23 @@ struct ReflectorOptions {
 ///   consistent list with limit, which etcd paginates; lists that would be at "0" stay so.
 ///
 /// WatchList (use_watch_list), as client-go: every sync attempt (the first list and each relist)
-/// starts as a WatchList. A refusal (a 4xx other than 410 and 429: 400, 403, 405, 422 ...; or the
-/// stream ending cleanly before the initial-events-end bookmark) falls back to LIST for that
-/// attempt only, so WatchList is tried again on the next relist. Transient failures (network,
-/// timeout, truncated or malformed stream, 429, 5xx) back off and retry as WatchList; 410 / a
-/// too-large RV retry it at an unset RV. If the initial-events-end bookmark has not come within
-/// watch_list_initial_events_timeout (a server that ignores sendInitialEvents), a timer thread
-/// (living only during that phase, joined before the sync returns) cancels the stream and the
-/// attempt falls back to LIST. Fallbacks are counted (InformerMetrics::watch_list_fallbacks_*).
+/// starts as a WatchList. A refusal (a 4xx other than 401, 404, 410 and 429: 400, 403, 405, 422
+/// ...; or the stream ending cleanly before the initial-events-end bookmark) falls back to LIST
+/// for that attempt only, so WatchList is tried again on the next relist. Transient failures
+/// (network, timeout, truncated or malformed stream, 401, 404, 429, 5xx) back off and retry as
+/// WatchList; 410 / a too-large RV retry it at an unset RV. If the initial-events-end bookmark
+/// has not come within watch_list_initial_events_timeout (a server that ignores
+/// sendInitialEvents), a timer thread (living only during that phase, joined when it ends)
+/// cancels the stream and the attempt falls back to LIST. Fallbacks are counted
+/// (InformerMetrics::watch_list_fallbacks_*).
+///
+/// One loop: a WatchList stream is a watch in two phases. In the initial-events phase its events
+/// build the new state, and the initial-events-end bookmark replaces the sink's contents with it
+/// (that is the sync); the same stream then goes on in the steady phase, where events go to the
+/// sink, exactly as a watch opened after a LIST. run() steps sync -> watch -> ..., and the rules
+/// above live in two functions: what a LIST's outcome leads to, and what a watch's end (by
+/// phase) leads to, with the wait before the next step. Every log line names the informer
+/// (ReflectorOptions::name).
 ///
 /// Threading: run() blocks on the caller's thread (the informer's reflector thread) until `stop`
 /// is requested; a stop request cancels the open watch (WatchStream::cancel) and wakes any wait.
@@ -115,21 +131,61 @@ class Reflector {
   [[nodiscard]] bool watch_list_fell_back() const;
 
  private:
-  enum class WatchEnd { clean, too_short, expired, rv_too_large, error, stopped };
+  // run() is one loop over Steps; each step's outcome decides the next step and the wait before
+  // it (after_list, after_watch: every rule in one place).
+  enum class Step {
+    sync,   // a WatchList (use_watch_list) or a LIST that replaces the sink's contents
+    list,   // a LIST for this sync attempt, after the WatchList was refused or timed out
+    watch,  // a watch from the last resourceVersion
+    stop,
+  };
+  enum class Wait {
+    none,     // at once
+    budget,   // a reconnect-budget token (and the error's Retry-After)
+    backoff,  // backoff, the error's Retry-After and a budget token, whichever is longest
+  };
+  struct Next {
+    Step step;
+    Wait wait = Wait::none;
+    std::optional<client::Error> error;  // the failure that led here (for Retry-After)
+  };
+  // The phase of one watch stream.
+  enum class Phase {
+    initial_events,  // a WatchList stream before its initial-events-end bookmark
+    steady,          // events go to the sink as they come
+  };
+  enum class WatchEnd {
+    stopped,
+    clean,                   // the server ended the stream
+    too_short,               // ended cleanly within min_watch_duration, having delivered nothing
+    failed,                  // opening or reading the stream failed: `error`
+    no_initial_events_end,   // initial phase: ended cleanly before the bookmark
+    initial_events_timeout,  // initial phase: no bookmark within watch_list_initial_events_timeout
+  };
   struct WatchOutcome {
     WatchEnd end = WatchEnd::clean;
+    Phase phase = Phase::steady;  // the phase the stream ended in
     client::Error error;
   };
 
-  client::ListOptions list_options() const;
+  /// Opens a watch with `opts` and reads it to its end, starting in `phase`.
+  WatchOutcome watch(const client::ListOptions& opts, Phase phase, std::stop_token stop);
   client::Status list_and_replace(std::stop_token stop);
-  client::Status watch_list_sync(std::stop_token stop);
-  /// Reads `stream` (opened at `opened`; `delivered`: it already delivered events) to its end.
-  WatchOutcome consume(client::WatchStream& stream, std::stop_token stop, Clock::TimePoint opened, bool delivered);
-  void set_watch_list_fell_back(bool fell_back);
-  bool wait_retry(const client::Error* error, bool with_backoff, std::stop_token stop);
+  Next after_list(client::Status status, std::stop_token stop);
+  Next after_watch(WatchOutcome out);
+  Next fall_back_to_list(const std::string& why, prometheus::Counter* counter);
+  /// Waits as `next` says; false when stopped.
+  bool wait(const Next& next, std::stop_token stop);
+  /// The sink now holds the complete state at `resource_version` (a sync that began at `started`).
+  void synced(const std::string& resource_version, std::vector<client::ObjectPtr> items, Clock::TimePoint started);
+
   client::ListOptions base_options() const;
+  client::ListOptions list_options() const;
+  client::ListOptions watch_list_options();
+  client::ListOptions rewatch_options();
   int random_timeout_seconds();
+  void log(const char* level, const std::string& msg) const;
+  void set_watch_list_fell_back(bool fell_back);
   bool set_stream(client::WatchStream* stream, std::stop_token stop);
   void set_rv(const std::string& rv);
   std::string rv() const;
@@ -143,7 +199,6 @@ class Reflector {
   bool rv_unavailable_ = false;  // 410 on a list, or a too-large RV: next list at unset RV
   bool list_at_zero_too_large_ = false;  // a list at RV "0" was too large: list at unset RV
   bool listed_once_ = false;
-  client::WatchStreamPtr pending_stream_;  // WatchList stream to keep consuming after sync
 
   mutable std::mutex mu_;
   std::string last_rv_;                   // guarded by mu_
