@@ -95,6 +95,7 @@ std::string RawResponse::header(std::string_view name) const { return find_heade
 struct RestClient::Impl {
   ClusterConfig config;
   RestClientOptions options;
+  Logger log;
   std::shared_ptr<RateLimiter> limiter;
   std::shared_ptr<detail::Transport> transport;
   std::stop_source stop;  // shutdown()
@@ -122,7 +123,11 @@ struct RestClient::Impl {
           warnings.pop_front();
         }
       }
-      if (options.on_warning) options.on_warning(w);
+      if (options.on_warning) {
+        options.on_warning(w);
+      } else {
+        log.warn("the API server sent a warning", {{"resource", w.resource}, {"warning", w.message}});
+      }
     }
   }
 
@@ -247,6 +252,7 @@ struct RestClient::Impl {
 RestClient::RestClient(ClusterConfig config, RestClientOptions options) : impl_(std::make_shared<Impl>()) {
   impl_->config = std::move(config);
   impl_->options = std::move(options);
+  impl_->log = Logger(impl_->options.log, "client", {{"server", impl_->config.server}});
   impl_->limiter = impl_->options.rate_limiter ? impl_->options.rate_limiter
                                                : std::make_shared<RateLimiter>(impl_->options.rate_limit);
   detail::TransportOptions t;

@@ -20,11 +20,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-void log_handler(const char* level, const char* msg, const std::string& handler) {
-  std::fprintf(stderr, "level=%s component=informer msg=\"%s\" handler=%s\n", level, msg,
-               handler.c_str());
-}
-
 }  // namespace
 
 /// One strand's turn-taking state. Shared by its Strand handle, the ready queue and the worker
@@ -84,6 +79,7 @@ class ExecutorState : public std::enable_shared_from_this<ExecutorState> {
   /// push() for several strands, under one lock, waking as many workers as there are strands.
   void push_all(std::span<std::shared_ptr<StrandState>> strands);
   void shutdown(std::chrono::milliseconds timeout);
+  [[nodiscard]] const client::Logger& log() const noexcept { return log_; }
 
   [[nodiscard]] std::size_t thread_count() const;
   [[nodiscard]] std::size_t blocked_workers() const;
@@ -111,6 +107,7 @@ class ExecutorState : public std::enable_shared_from_this<ExecutorState> {
   const std::size_t threads_;
   const std::chrono::milliseconds threshold_;
   const std::size_t max_extra_;
+  const client::Logger log_;
 
   mutable std::mutex mu_;
   std::condition_variable work_cv_;                 // workers: ready_ gained work, or stopping_
@@ -156,12 +153,9 @@ bool StrandState::run_turn() {
   try {
     more = drain_();
   } catch (const std::exception& e) {
-    std::fprintf(stderr,
-                 "level=error component=informer msg=\"handler drain threw\" handler=%s "
-                 "error=\"%s\"\n",
-                 name_.c_str(), e.what());
+    executor_->log().error("handler drain threw", {{"handler", name_}, {"error", e.what()}});
   } catch (...) {
-    log_handler("error", "handler drain threw", name_);
+    executor_->log().error("handler drain threw", {{"handler", name_}});
   }
   tl_strand = previous;
 
@@ -235,7 +229,8 @@ std::size_t resolve_threads(std::size_t requested) {
 ExecutorState::ExecutorState(const HandlerExecutorOptions& options)
     : threads_(resolve_threads(options.threads)),
       threshold_(options.blocking_threshold),
-      max_extra_(options.max_extra_threads) {
+      max_extra_(options.max_extra_threads),
+      log_(options.log, "executor") {
   if (threshold_.count() <= 0) {
     throw std::invalid_argument("HandlerExecutorOptions.blocking_threshold must be positive (got " +
                                 std::to_string(threshold_.count()) + " ms)");
@@ -362,10 +357,7 @@ void ExecutorState::run_monitor() {
     try {
       compensate_locked(Clock::now(), newly_blocked, cap_reached);
     } catch (const std::system_error& e) {
-      std::fprintf(stderr,
-                   "level=error component=informer msg=\"cannot start a replacement "
-                   "handler worker\" error=\"%s\"\n",
-                   e.what());
+      log_.error("cannot start a replacement handler worker", {{"error", e.what()}});
     }
     // Reap replacements that left: join them without mu_ (they no longer need it).
     std::list<Worker> exited;
@@ -376,16 +368,12 @@ void ExecutorState::run_monitor() {
     }
     lock.unlock();
     for (const std::string& name : newly_blocked) {
-      log_handler("warn",
-                  "handler ran past the blocking threshold; its worker no longer counts "
-                  "against the pool",
-                  name);
+      log_.warn("handler ran past the blocking threshold; its worker no longer counts against the pool",
+                {{"handler", name}});
     }
     if (cap_reached) {
-      std::fprintf(stderr,
-                   "level=warn component=informer msg=\"handler executor at its cap of "
-                   "extra workers; ready handlers wait for a worker\" max_extra_threads=%zu\n",
-                   max_extra_);
+      log_.warn("handler executor at its cap of extra workers; ready handlers wait for a worker",
+                {{"max_extra_threads", std::to_string(max_extra_)}});
     }
     for (Worker& w : exited) w.thread.join();
     exited.clear();
@@ -429,10 +417,8 @@ void ExecutorState::shutdown(std::chrono::milliseconds timeout) {
     }
   }
   for (const std::string& name : stuck) {
-    log_handler("error",
-                "handler did not return within the executor's shutdown timeout; "
-                "detaching its worker",
-                name);
+    log_.error("handler did not return within the executor's shutdown timeout; detaching its worker",
+               {{"handler", name}});
   }
   for (Worker& w : finished) w.thread.join();
 }

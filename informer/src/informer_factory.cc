@@ -27,6 +27,8 @@ InformerFactory::InformerFactory(ListerWatcherFactory lister_watchers, FactoryOp
   registry_ = options_.registry ? options_.registry : std::make_shared<prometheus::Registry>();
   metrics_ = std::make_shared<Metrics>(registry_);
   budget_ = std::make_shared<ReconnectBudget>(options_.budget, options_.clock);
+  log_ = client::Logger(options_.log, "informer", {}, options_.log_rate_limit);
+  if (!options_.executor.log) options_.executor.log = log_.sink();
   executor_ = std::make_shared<HandlerExecutor>(options_.executor);
 }
 
@@ -80,6 +82,7 @@ SharedInformer& InformerFactory::informer(const client::ResourceType& type, cons
   config.resync = options.resync;
   config.handler_stop_timeout = options_.handler_stop_timeout;
   config.executor = executor_;
+  config.log = log_;
   config.metrics = std::make_shared<InformerMetrics>(
       metrics_, key.resource, key.namespace_, selector_hash(key.label_selector, key.field_selector));
   auto lw = lister_watchers_(type, key.namespace_);

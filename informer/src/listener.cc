@@ -1,6 +1,5 @@
 #include "listener.h"
 
-#include <cstdio>
 #include <thread>
 
 namespace kinformer::informer::detail {
@@ -27,10 +26,11 @@ bool Listener::SlotEq::operator()(const Probe& p, std::uint32_t i) const noexcep
 }
 
 Listener::Listener(ResourceEventHandlerPtr handler, std::string name, std::uint64_t id,
-                   std::shared_ptr<InformerMetrics> metrics, HandlerExecutorPtr executor)
+                   std::shared_ptr<InformerMetrics> metrics, HandlerExecutorPtr executor, const client::Logger& log)
     : handler_(std::move(handler)),
       name_(std::move(name)),
       id_(id),
+      log_(log.with("informer", {{"handler", name_}, {"handler_id", std::to_string(id_)}})),
       executor_(std::move(executor)),
       informer_metrics_(std::move(metrics)),
       metrics_(std::make_unique<HandlerMetrics>(*informer_metrics_, name_, id_)),
@@ -186,10 +186,7 @@ bool Listener::join(std::chrono::milliseconds timeout) {
     if (!idle && closing_others_.load() > 0) return true;  // it is blocked in close() itself
   }
   if (!idle) {
-    std::fprintf(stderr,
-                 "level=error component=informer msg=\"handler did not return within the stop "
-                 "timeout; giving up on waiting for it\" handler=%s id=%llu\n",
-                 name_.c_str(), static_cast<unsigned long long>(id_));
+    log_.error("handler did not return within the stop timeout; giving up on waiting for it");
   }
   return idle;
 }
@@ -216,13 +213,11 @@ void Listener::deliver(const Notification& n) {
   } catch (const std::exception& e) {
     exceptions_.fetch_add(1);
     metrics_->exceptions.Increment();
-    std::fprintf(stderr, "level=error component=informer msg=\"handler threw\" handler=%s error=\"%s\"\n",
-                 name_.c_str(), e.what());
+    log_.error("handler threw", {{"error", e.what()}});
   } catch (...) {
     exceptions_.fetch_add(1);
     metrics_->exceptions.Increment();
-    std::fprintf(stderr, "level=error component=informer msg=\"handler threw\" handler=%s\n",
-                 name_.c_str());
+    log_.error("handler threw");
   }
 }
 

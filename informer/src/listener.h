@@ -48,8 +48,9 @@ class Listener : public std::enable_shared_from_this<Listener> {
   /// Most notifications one turn of the strand delivers before yielding its worker.
   static constexpr std::size_t kBatch = 64;
 
+  /// `log`: the informer's logger (this listener adds handler and handler_id to its lines).
   Listener(ResourceEventHandlerPtr handler, std::string name, std::uint64_t id,
-           std::shared_ptr<InformerMetrics> metrics, HandlerExecutorPtr executor);
+           std::shared_ptr<InformerMetrics> metrics, HandlerExecutorPtr executor, const client::Logger& log);
   ~Listener();
 
   /// Creates the strand (and wakes it if notifications are already pending).
@@ -128,6 +129,7 @@ class Listener : public std::enable_shared_from_this<Listener> {
   const ResourceEventHandlerPtr handler_;
   const std::string name_;
   const std::uint64_t id_;
+  const client::Logger log_;
   const HandlerExecutorPtr executor_;
   std::shared_ptr<InformerMetrics> informer_metrics_;
   std::unique_ptr<HandlerMetrics> metrics_;

@@ -1,7 +1,6 @@
 #include "kinformer/informer/reflector.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <optional>
 #include <thread>
 #include <unordered_map>
@@ -34,16 +33,6 @@ bool is_watch_list_refusal(const client::Error& e) {
   return e.code == client::Errc::api && e.http_status >= 400 && e.http_status < 500 &&
          e.http_status != 401 && e.http_status != 404 && !e.is_too_many_requests() &&
          !is_rv_unusable(e);
-}
-
-// A logfmt value: quoted, with quotes and backslashes escaped.
-std::string quoted(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + '"';
 }
 
 // Cancels a WatchList stream whose initial events have not ended within `timeout` of `clock`, on
@@ -103,7 +92,9 @@ Reflector::Reflector(client::ListerWatcher& lister_watcher, ReflectorSink& sink,
       sink_(sink),
       options_(std::move(options)),
       backoff_(options_.backoff, options_.clock ? options_.clock : system_clock(),
-               options_.random ? options_.random : default_random()) {
+               options_.random ? options_.random : default_random()),
+      log_(options_.log.with("reflector", options_.name.empty() ? std::vector<client::LogField>{}
+                                                                : std::vector<client::LogField>{{"informer", options_.name}})) {
   if (!options_.clock) options_.clock = system_clock();
   if (!options_.random) options_.random = default_random();
 }
@@ -129,16 +120,6 @@ void Reflector::set_rv(const std::string& rv) {
 void Reflector::set_watch_list_fell_back(bool fell_back) {
   std::lock_guard lock(mu_);
   watch_list_fell_back_ = fell_back;
-}
-
-void Reflector::log(const char* level, const std::string& msg) const {
-  std::string line = "level=";
-  line += level;
-  line += " component=reflector";
-  if (!options_.name.empty()) line += " informer=" + quoted(options_.name);
-  line += ' ';
-  line += msg;
-  std::fprintf(stderr, "%s\n", line.c_str());
 }
 
 client::ListOptions Reflector::base_options() const {
@@ -250,8 +231,8 @@ client::Status Reflector::list_and_replace(std::stop_token stop) {
         // RV "0" is served from the watch cache, which (on many servers) ignores limit: the
         // whole list comes in one response, and it will be too large every time. A consistent
         // read with limit is paginated (by etcd); every list at "0" from now on is one.
-        log("warn", "msg=\"list at resourceVersion 0 too large, falling back to a paginated consistent list\" "
-                    "error=" + quoted(e.to_string()));
+        log_.warn("list at resourceVersion 0 too large, falling back to a paginated consistent list",
+                  {{"error", e.to_string()}});
         list_at_zero_too_large_ = true;
         opts = list_options();
         continue;
@@ -381,12 +362,12 @@ Reflector::WatchOutcome Reflector::watch(const client::ListOptions& opts, Phase 
 Reflector::Next Reflector::after_list(client::Status status, std::stop_token stop) {
   if (stop.stop_requested()) return {Step::stop};
   if (status.ok()) return {Step::watch};
-  log("warn", "msg=\"list failed\" error=" + quoted(status.error().to_string()));
+  log_.warn("list failed", {{"error", status.error().to_string()}});
   return {Step::sync, Wait::backoff, std::move(status).error()};
 }
 
 Reflector::Next Reflector::fall_back_to_list(const std::string& why, prometheus::Counter* counter) {
-  log("warn", "msg=\"WatchList failed, falling back to LIST for this sync\" reason=" + quoted(why));
+  log_.warn("WatchList failed, falling back to LIST for this sync", {{"reason", why}});
   set_watch_list_fell_back(true);
   if (counter != nullptr) counter->Increment();
   return {Step::list};
@@ -415,7 +396,7 @@ Reflector::Next Reflector::after_watch(WatchOutcome out) {
       return fall_back_to_list(e.to_string(), m ? &m->watch_list_fallbacks_refused : nullptr);
     }
     // Transient: back off and retry as a WatchList.
-    log("warn", "msg=\"list failed\" error=" + quoted(e.to_string()));
+    log_.warn("WatchList failed, retrying as WatchList", {{"error", e.to_string()}});
     return {Step::sync, Wait::backoff, std::move(e)};
   }
   switch (out.end) {
@@ -430,7 +411,7 @@ Reflector::Next Reflector::after_watch(WatchOutcome out) {
       // client-go's "very short watch": a server or proxy that closes watches at once would
       // otherwise be rewatched at the budget's full rate forever. Back off, then relist.
       if (m) m->restarts_error.Increment();
-      log("warn", "msg=\"watch ended at once without events, backing off and relisting\" rv=" + rv());
+      log_.warn("watch ended at once without events, backing off and relisting", {{"rv", rv()}});
       return {Step::sync, Wait::backoff};
     default:
       break;
@@ -438,17 +419,17 @@ Reflector::Next Reflector::after_watch(WatchOutcome out) {
   client::Error& e = out.error;
   if (e.is_expired()) {
     if (m) m->restarts_expired.Increment();
-    log("info", "msg=\"watch expired, relisting\" rv=" + rv());
+    log_.info("watch expired, relisting", {{"rv", rv()}});
     return {Step::sync, Wait::budget};  // at the last synced RV; a 410 on that list goes to ""
   }
   if (e.is_resource_version_too_large()) {
     if (m) m->restarts_expired.Increment();
-    log("warn", "msg=\"resource version too large, relisting at an unset resourceVersion\" rv=" + rv());
+    log_.warn("resource version too large, relisting at an unset resourceVersion", {{"rv", rv()}});
     rv_unavailable_ = true;  // the server is behind our RV: relist at ""
     return {Step::sync, Wait::budget, std::move(e)};  // after its Retry-After (1 s for this one)
   }
   if (m) m->restarts_error.Increment();
-  log("warn", "msg=\"watch failed, rewatching\" rv=" + rv() + " error=" + quoted(e.to_string()));
+  log_.warn("watch failed, rewatching", {{"rv", rv()}, {"error", e.to_string()}});
   return {Step::watch, Wait::backoff, std::move(e)};
 }
 

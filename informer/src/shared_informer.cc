@@ -33,7 +33,15 @@ SharedInformer::SharedInformer(InformerKey key, client::ResourceType type,
       store_(std::make_shared<cache::Store>()) {
   config_.reflector.metrics = config_.metrics.get();
   if (config_.reflector.name.empty()) config_.reflector.name = key_.to_string();
-  executor_ = config_.executor ? config_.executor : std::make_shared<HandlerExecutor>();
+  config_.reflector.log = config_.log;
+  if (config_.executor) {
+    executor_ = config_.executor;
+  } else {
+    HandlerExecutorOptions executor_options;
+    executor_options.log = config_.log.sink();
+    executor_ = std::make_shared<HandlerExecutor>(executor_options);
+  }
+  log_ = config_.log.with("informer", {{"informer", key_.to_string()}});
   reflector_ = std::make_unique<Reflector>(*lw_, static_cast<ReflectorSink&>(*this), config_.reflector);
 }
 
@@ -43,7 +51,7 @@ Registration SharedInformer::add_handler(ResourceEventHandlerPtr handler, Handle
   std::uint64_t id = g_next_handler_id.fetch_add(1);
   std::string name = options.name.empty() ? "handler-" + std::to_string(id) : std::move(options.name);
   auto listener = std::make_shared<detail::Listener>(std::move(handler), std::move(name), id,
-                                                     config_.metrics, executor_);
+                                                     config_.metrics, executor_, log_);
   std::lock_guard lock(dist_mu_);
   if (stopped_) {
     listener->request_stop();

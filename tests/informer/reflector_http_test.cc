@@ -24,6 +24,7 @@
 
 #include "fake_apiserver.h"
 #include "fakes.h"
+#include "log_capture.h"
 #include "kinformer/client/rate_limiter.h"
 #include "kinformer/client/rest_client.h"
 #include "kinformer/client/secret.h"
@@ -234,12 +235,17 @@ struct HttpEnv {
   std::shared_ptr<client::RestClient> rest;
   std::unique_ptr<InformerFactory> factory;
 
-  HttpEnv() {
+  /// `log`: both the client's and the factory's sink (null: stderr). `token`: sent as a bearer token.
+  explicit HttpEnv(client::LogSink log = {}, std::string token = "") {
     client::RestClientOptions ro;
     ro.rate_limit.qps = 0;  // no client-side limiting: relists must not wait in real time
     ro.request_timeout = 10s;
-    rest = std::make_shared<client::RestClient>(api.server().cluster_config(), ro);
+    ro.log = log;
+    client::ClusterConfig config = api.server().cluster_config();
+    if (!token.empty()) config.credentials = client::static_credentials(client::Credentials{token, "", "", {}});
+    rest = std::make_shared<client::RestClient>(config, ro);
     FactoryOptions o;
+    o.log = log;
     o.backoff.initial = 1ms;
     o.backoff.max = 5ms;
     o.budget.burst = 1000;
@@ -648,6 +654,71 @@ TEST(ReflectorHttpTest, LastSyncResourceVersionIsSetOnceSynced) {
     ASSERT_TRUE(inf.wait_for_sync(testing::kDeadline));
     EXPECT_EQ(inf.last_sync_resource_version(), "10") << "LIST: synced but the reflector's RV lags";
   }
+}
+
+}  // namespace
+}  // namespace kinformer::informer
+
+namespace kinformer::informer {
+namespace {
+
+// The log of the protocol failures, captured through the sinks the component passes in: each
+// record names its informer, carries the cause and the error, and none carries the bearer token
+// or a Secret's data (the objects in the failing streams hold both).
+TEST(ReflectorHttpTest, LogRecordsOfProtocolFailuresNameTheInformerAndNeverCarryATokenOrSecretData) {
+  const std::string token = "tok-5e3f9a1c0d2b47e8";
+  const std::string secret_value = "hunter2-db-password";
+  const std::string secret_b64 = "aHVudGVyMi1kYi1wYXNzd29yZA==";  // base64(secret_value)
+  auto secret_with_data = [&](const std::string& name, const std::string& rv) {
+    return R"({"kind":"Secret","apiVersion":"v1","metadata":{"name":")" + name +
+           R"(","namespace":"ns","resourceVersion":")" + rv + R"("},"type":"Opaque","data":{"password":")" +
+           secret_b64 + R"("}})";
+  };
+  testing::LogCapture capture;
+  {
+    HttpEnv env(capture.sink(), token);
+    env.api.add_list(Reply::api_status(500, "InternalError", "etcdserver: request timed out"));
+    Reply list = Reply::json(list_json({secret_with_data("a", "5")}, "10"));
+    list.headers.emplace_back("Warning", "299 - \"this API is for tests\"");
+    env.api.add_list(std::move(list));
+    auto w1 = env.api.add_watch_stream();
+    auto w2 = env.api.add_watch_stream();
+    auto& inf = env.secrets();
+    env.factory->start();
+    ASSERT_TRUE(env.api.wait_watches(1));
+    // A malformed line holding Secret data, then (on the rewatch) half of an event holding it.
+    w1->send(testing::watch_event_line("ADDED", secret_with_data("b", "11")));
+    w1->send(R"({"type":"ADDED","object":{"kind":"Secret","data":{"password":")" + secret_b64 + "\"}}} trailing\n");
+    ASSERT_TRUE(env.api.wait_watches(2));
+    std::string event = testing::watch_event_line("ADDED", secret_with_data("c", "12"));
+    w2->send(event.substr(0, event.size() - 10));
+    w2->abort();
+    ASSERT_TRUE(env.api.wait_watches(3));
+    EXPECT_EQ(store_rvs(inf), (Rvs{{"ns/a", "5"}, {"ns/b", "11"}}));
+
+    const std::string name = inf.key().to_string();
+    auto list_failed = capture.with_message("list failed");
+    ASSERT_EQ(list_failed.size(), 1u);
+    EXPECT_EQ(list_failed[0].component, "reflector");
+    EXPECT_EQ(list_failed[0].field("informer"), name);
+    EXPECT_NE(list_failed[0].field("error").find("500 InternalError"), std::string::npos) << list_failed[0].line();
+    auto watch_failed = capture.with_message("watch failed, rewatching");
+    ASSERT_EQ(watch_failed.size(), 2u) << capture.text();
+    EXPECT_EQ(watch_failed[0].field("rv"), "11");
+    EXPECT_NE(watch_failed[0].field("error").find("decode"), std::string::npos) << watch_failed[0].line();
+    EXPECT_NE(watch_failed[1].field("error").find("truncated"), std::string::npos) << watch_failed[1].line();
+    for (const auto& r : watch_failed) EXPECT_EQ(r.field("informer"), name);
+    auto warned = capture.with_message("the API server sent a warning");
+    ASSERT_EQ(warned.size(), 1u) << "the client logs a server warning once, to the component's sink";
+    EXPECT_EQ(warned[0].component, "client");
+    EXPECT_EQ(warned[0].field("warning"), "this API is for tests");
+    ASSERT_EQ(env.api.lists().size(), 2u);
+    EXPECT_EQ(env.api.lists()[0].headers.at("authorization"), "Bearer " + token) << "the token was in use";
+  }
+  std::string all = capture.text();
+  EXPECT_EQ(all.find(token), std::string::npos) << "a log record carries the bearer token";
+  EXPECT_EQ(all.find(secret_b64), std::string::npos) << "a log record carries Secret data";
+  EXPECT_EQ(all.find(secret_value), std::string::npos) << "a log record carries Secret data";
 }
 
 }  // namespace

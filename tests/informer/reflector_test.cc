@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "log_capture.h"
 #include "test_env.h"
 
 namespace kinformer::informer {
@@ -177,7 +178,10 @@ TEST(ReflectorTest, AWatchListStreamFailingAfterItsInitialEventsFollowsTheWatchR
   auto reg = inf.add_handler(h);
   env.factory->start();
   ASSERT_TRUE(env.fake->wait_watches(3));
-  ASSERT_TRUE(testing::eventually([&] { return inf.last_sync_resource_version() == "41"; }));
+  // The second sync replaced the store (the RV is set just before the replace: wait for both).
+  ASSERT_TRUE(testing::eventually([&] {
+    return inf.last_sync_resource_version() == "41" && inf.store().size() == 1 && inf.store().get("ns/d") != nullptr;
+  }));
   auto watches = env.fake->watch_calls();
   ASSERT_EQ(watches.size(), 3u);
   // The 400 after the bookmark: a rewatch from the last RV, not a LIST and not a new WatchList.
@@ -196,30 +200,38 @@ TEST(ReflectorTest, AWatchListStreamFailingAfterItsInitialEventsFollowsTheWatchR
 }
 
 // client-go names the informer on every reflector log line; so does kinformer, so that one
-// line of a component with fifty informers says which one failed.
-TEST(ReflectorTest, EveryLogLineNamesTheInformer) {
-  Env env;
+// line of a component with fifty informers says which one failed. The lines go to the
+// factory's sink, with the cause as the message and the variables as fields.
+TEST(ReflectorTest, EveryLogLineGoesToTheFactorysSinkAndNamesTheInformer) {
+  testing::LogCapture capture;
+  FactoryOptions o;
+  o.log = capture.sink();
+  Env env(o);
   env.fake->add_list(api_error(500, "InternalError"));
   env.fake->add_list({}, "10");
   env.fake->add_watch()->fail(client::Error::make(client::Errc::truncated, "stream cut mid-event"));
   env.fake->add_watch();
-  ::testing::internal::CaptureStderr();
-  env.factory->informer(testing::test_type(), testing::selector_options("app=x", "spec.nodeName=n1"));
+  auto& inf = env.factory->informer(testing::test_type(), testing::selector_options("app=x", "spec.nodeName=n1"));
   env.factory->start();
-  bool watched = env.fake->wait_watches(2);
+  ASSERT_TRUE(env.fake->wait_watches(2));
   env.factory->shutdown();
-  std::string err = ::testing::internal::GetCapturedStderr();
-  ASSERT_TRUE(watched);
-  int reflector_lines = 0;
-  std::size_t pos = 0;
-  while ((pos = err.find("component=reflector", pos)) != std::string::npos) {
-    std::size_t end = err.find('\n', pos);
-    std::string line = err.substr(pos, end - pos);
-    EXPECT_NE(line.find("informer=\"pods ns=* labels=app=x fields=spec.nodeName=n1\""), std::string::npos) << line;
-    ++reflector_lines;
-    pos = end;
+  auto records = capture.records();
+  int reflector_records = 0;
+  for (const auto& r : records) {
+    if (r.component != "reflector") continue;
+    ++reflector_records;
+    EXPECT_EQ(r.field("informer"), "pods ns=* labels=app=x fields=spec.nodeName=n1") << r.line();
+    EXPECT_EQ(r.field("informer"), inf.key().to_string());
   }
-  EXPECT_GE(reflector_lines, 2) << err;  // the list failure and the watch failure
+  EXPECT_EQ(reflector_records, 2);
+  auto list_failed = capture.with_message("list failed");
+  ASSERT_EQ(list_failed.size(), 1u);
+  EXPECT_EQ(list_failed[0].level, client::LogLevel::warn);
+  EXPECT_NE(list_failed[0].field("error").find("500"), std::string::npos) << list_failed[0].line();
+  auto watch_failed = capture.with_message("watch failed, rewatching");
+  ASSERT_EQ(watch_failed.size(), 1u);
+  EXPECT_EQ(watch_failed[0].field("rv"), "10");
+  EXPECT_NE(watch_failed[0].field("error").find("truncated"), std::string::npos) << watch_failed[0].line();
 }
 
 // A refusal falls back to LIST for that sync only (client-go's rule): the next relist tries

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kinformer/client/cluster_config.h"
+#include "kinformer/client/log.h"
 #include "kinformer/client/rate_limiter.h"
 #include "kinformer/client/resource.h"
 #include "kinformer/client/result.h"
@@ -56,8 +57,10 @@ struct RestClientOptions {
   /// timeoutSeconds, so longer silence means a dead peer).
   std::chrono::milliseconds watch_idle_timeout{0};
   /// Called once per distinct (resource, warning message) among those remembered, from the
-  /// calling thread.
+  /// calling thread. Null: each goes to `log` as a warn record (as client-go logs them).
   std::function<void(const ApiWarning&)> on_warning;
+  /// Where the client's log lines go (see log.h). Null: logfmt lines on stderr.
+  LogSink log;
   /// Distinct (resource, warning message) pairs remembered for de-duplication and warnings()
   /// (get_raw keys warnings by path, so a fixed cap keeps them from growing forever). Beyond it
   /// the oldest is forgotten, and reported again should it recur. Values below 1 count as 1.

@@ -10,6 +10,8 @@
 #include <span>
 #include <string>
 
+#include "kinformer/client/log.h"
+
 namespace kinformer::informer {
 
 namespace detail {
@@ -27,6 +29,9 @@ struct HandlerExecutorOptions {
   /// Cap on replacement workers alive at once beyond `threads`. Past it, ready work waits until a
   /// worker returns from its drain(); 0 disables compensation.
   std::size_t max_extra_threads = 64;
+  /// Where the pool's log lines go (a handler that threw or blocks, the cap reached). Null:
+  /// stderr. The factory passes FactoryOptions::log.
+  client::LogSink log;
 };
 
 /// Runs the work of many owners (strands) on a pool of O(threads) worker threads, never one

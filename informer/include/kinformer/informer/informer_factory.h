@@ -69,6 +69,11 @@ struct FactoryOptions {
   /// The pool every handler of this factory runs on (size, blocking threshold, cap on
   /// replacement workers): see HandlerExecutorOptions.
   HandlerExecutorOptions executor;
+  /// Every log line of this factory's informers, reflectors, handlers and pool goes here (one
+  /// record: level, component, message, key/value fields; see client/log.h). Null: logfmt lines
+  /// on stderr. Records are rate-limited per informer and cause by log_rate_limit.
+  client::LogSink log;
+  client::LogRateLimit log_rate_limit;
 };
 
 /// Owns every informer, reflector, thread and watch it creates: one factory per cluster per
@@ -126,6 +131,7 @@ class InformerFactory {
   std::shared_ptr<Metrics> metrics_;
   ReconnectBudgetPtr budget_;
   HandlerExecutorPtr executor_;
+  client::Logger log_;
 
   mutable std::mutex mu_;
   std::map<InformerKey, std::shared_ptr<SharedInformer>> informers_;  // guarded by mu_

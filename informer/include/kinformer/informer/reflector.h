@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "kinformer/client/log.h"
 #include "kinformer/client/watch.h"
 #include "kinformer/informer/backoff.h"
 #include "kinformer/informer/clock.h"
@@ -41,6 +42,8 @@ inline constexpr const char* kInitialEventsEndAnnotation = "k8s.io/initial-event
 struct ReflectorOptions {
   /// Names the informer on every log line (`informer="..."`); SharedInformer sets its key.
   std::string name;
+  /// Where log lines go (rate-limited per cause); the default writes to stderr.
+  client::Logger log;
   std::string label_selector;
   std::string field_selector;
   /// Use a streaming list (WatchList) instead of LIST. A refusal falls back to LIST for that
@@ -113,6 +116,8 @@ struct ReflectorOptions {
 ///
 /// Threading: run() blocks on the caller's thread (the informer's reflector thread) until `stop`
 /// is requested; a stop request cancels the open watch (WatchStream::cancel) and wakes any wait.
+/// Only `stop` ends run(): a cancellation it did not ask for (the client shut down under a
+/// running informer) is a failure like any other, retried with backoff and logged.
 /// An in-flight LIST request is not interruptible: its bound is the client's request deadline.
 /// Accessors are thread-safe.
 class Reflector {
@@ -184,7 +189,6 @@ class Reflector {
   client::ListOptions watch_list_options();
   client::ListOptions rewatch_options();
   int random_timeout_seconds();
-  void log(const char* level, const std::string& msg) const;
   void set_watch_list_fell_back(bool fell_back);
   bool set_stream(client::WatchStream* stream, std::stop_token stop);
   void set_rv(const std::string& rv);
@@ -194,6 +198,7 @@ class Reflector {
   ReflectorSink& sink_;
   ReflectorOptions options_;
   JitteredExponentialBackoff backoff_;
+  client::Logger log_;
 
   // Reflector-thread state.
   bool rv_unavailable_ = false;  // 410 on a list, or a too-large RV: next list at unset RV

@@ -53,6 +53,8 @@ struct InformerConfig {
   std::shared_ptr<InformerMetrics> metrics;  ///< required
   /// The pool that runs the handlers (the factory's). Null: the informer makes its own.
   HandlerExecutorPtr executor;
+  /// The factory's logger; the informer names itself (informer="...") on its lines.
+  client::Logger log;
 };
 
 /// A type-erased informer (objects are client::ObjectPtr). Owned by InformerFactory; users get a
@@ -141,6 +143,7 @@ class SharedInformer : public std::enable_shared_from_this<SharedInformer>, priv
   std::unique_ptr<Reflector> reflector_;
 
   HandlerExecutorPtr executor_;
+  client::Logger log_;  // component "informer", informer="<key>"
 
   // dist_mu_ serialises store writes + taking the listener list against handler registration:
   // a change is in the store before the list it goes to is taken, and a new handler's snapshot
