@@ -101,14 +101,15 @@ Options parse(int argc, char** argv) {
 // Every request the informers send, with its time and outcome.
 class RequestLog {
  public:
+  enum class Kind { list, watch, watch_list };
   struct Entry {
     std::int64_t ns;
-    bool watch;
+    Kind kind;
     bool ok;
   };
-  void add(bool watch, bool ok) {
+  void add(Kind kind, bool ok) {
     std::lock_guard lock(mu_);
-    entries_.push_back({wall_ns(), watch, ok});
+    entries_.push_back({wall_ns(), kind, ok});
   }
   std::vector<Entry> entries() {
     std::lock_guard lock(mu_);
@@ -126,12 +127,12 @@ class CountingListerWatcher final : public client::ListerWatcher {
       : real_(std::move(real)), log_(std::move(log)) {}
   client::Result<client::ObjectList> list(const client::ListOptions& options) override {
     auto r = real_->list(options);
-    log_->add(false, static_cast<bool>(r));
+    log_->add(RequestLog::Kind::list, static_cast<bool>(r));
     return r;
   }
   client::Result<client::WatchStreamPtr> watch(const client::ListOptions& options) override {
     auto r = real_->watch(options);
-    log_->add(true, static_cast<bool>(r));
+    log_->add(options.send_initial_events ? RequestLog::Kind::watch_list : RequestLog::Kind::watch, static_cast<bool>(r));
     return r;
   }
 
@@ -230,11 +231,15 @@ int main(int argc, char** argv) {
   }
   // Requests from the restart's begin until the last informer recovered (or the end).
   const std::int64_t until = last_seen != 0 && recovered == slots.size() ? last_seen : wall_ns();
-  std::size_t lists = 0, watches = 0, failed = 0;
+  std::size_t lists = 0, watches = 0, watch_lists = 0, failed = 0;
   std::map<std::int64_t, std::size_t> per_second;
   for (const auto& e : requests->entries()) {
     if (begin_ns == 0 || e.ns < begin_ns || e.ns > until) continue;
-    (e.watch ? watches : lists) += 1;
+    switch (e.kind) {
+      case RequestLog::Kind::list: ++lists; break;
+      case RequestLog::Kind::watch: ++watches; break;
+      case RequestLog::Kind::watch_list: ++watch_lists; break;
+    }
     if (!e.ok) ++failed;
     ++per_second[(e.ns - begin_ns) / 1'000'000'000];
   }
@@ -247,7 +252,7 @@ int main(int argc, char** argv) {
       << ",\"informers\":" << slots.size() << ",\"sync_s\":" << sync_s << ",\"recovered\":" << recovered
       << ",\"recover_p50_s\":" << quantile(recover_s, 0.5) << ",\"recover_max_s\":" << quantile(recover_s, 1.0)
       << ",\"downtime_s\":" << static_cast<double>(ready_ns - begin_ns) * 1e-9 << ",\"lists\":" << lists
-      << ",\"watches\":" << watches << ",\"watch_lists\":0,\"failed_requests\":" << failed
+      << ",\"watches\":" << watches << ",\"watch_lists\":" << watch_lists << ",\"failed_requests\":" << failed
       << ",\"peak_requests_per_s\":" << peak << ",\"budget_denials\":" << denials << ",\"per_second\":[";
   bool first = true;
   for (const auto& [sec, n] : per_second) {
