@@ -88,6 +88,9 @@ SharedInformer& InformerFactory::informer(const client::ResourceType& type, cons
   auto lw = lister_watchers_(type, key.namespace_);
   if (!lw) throw client::ConfigError("InformerFactory: no ListerWatcher for " + key.to_string());
   auto inf = std::make_shared<SharedInformer>(key, type, std::move(lw), std::move(config));
+  // The reconnect budget grows with the informers it serves: after an API-server restart each
+  // one needs its own rewatch and relist (ReconnectBudgetOptions).
+  budget_->add_informer();
   informers_.emplace(key, inf);
   if (started_) inf->start();
   return *inf;

@@ -1,7 +1,9 @@
 // Backoff, ReconnectBudget.
+#include <algorithm>
 #include <atomic>
 #include <latch>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -61,6 +63,78 @@ TEST(ReconnectBudgetTest, DefaultsAreDocumented) {
   ReconnectBudgetOptions o;
   EXPECT_EQ(o.burst, 10);
   EXPECT_EQ(o.per_second, 2);
+  EXPECT_EQ(o.burst_per_informer, 2);
+  EXPECT_EQ(o.per_second_per_informer, 0.5);
+}
+
+// 50 informers after an API-server restart need ~100 requests (a rewatch and a relist each):
+// the bucket of 50 informers holds 110 at once, and refills at 27/s.
+TEST(ReconnectBudgetTest, GrowsWithTheInformersItServes) {
+  auto clock = std::make_shared<testing::ManualClock>();
+  ReconnectBudget budget(ReconnectBudgetOptions{}, clock);
+  EXPECT_EQ(budget.burst(), 10);
+  for (int i = 0; i < 50; ++i) budget.add_informer();
+  EXPECT_EQ(budget.informers(), 50u);
+  EXPECT_EQ(budget.burst(), 110);
+  EXPECT_EQ(budget.per_second(), 27);
+  for (int i = 0; i < 110; ++i) ASSERT_EQ(budget.reserve(), Clock::Duration::zero()) << i;
+  EXPECT_EQ(budget.denials(), 0u);
+  EXPECT_EQ(as_ms(budget.reserve()), 37ms);  // 1/27 s
+  EXPECT_EQ(budget.denials(), 1u);
+  // Emptied, the bucket refills at the grown rate, never above the grown burst.
+  clock->advance(1h);
+  for (int i = 0; i < 110; ++i) ASSERT_TRUE(budget.try_acquire()) << i;
+  EXPECT_FALSE(budget.try_acquire());
+}
+
+// The per-informer share of the burst is there as soon as the informer is; the rate grows too.
+TEST(ReconnectBudgetTest, AnInformerAddedLaterBringsItsShareAtOnce) {
+  auto clock = std::make_shared<testing::ManualClock>();
+  ReconnectBudget budget({.burst = 1, .per_second = 1, .burst_per_informer = 3, .per_second_per_informer = 1}, clock);
+  EXPECT_EQ(budget.reserve(), Clock::Duration::zero());
+  EXPECT_EQ(as_ms(budget.reserve()), 1000ms);  // 1/s; tokens at -1
+  budget.add_informer();                          // -1 + 3: two available now, rate 2/s
+  EXPECT_EQ(budget.reserve(), Clock::Duration::zero());
+  EXPECT_EQ(budget.reserve(), Clock::Duration::zero());
+  EXPECT_EQ(as_ms(budget.reserve()), 500ms);
+}
+
+// The bound, in the worst case: N informers whose server fails every request and that retry as
+// soon as the budget lets them (no backoff at all). Simulated on the injected clock, one
+// attempt at a time in time order. In every window of w seconds there are at most
+// burst(N) + per_second(N) * w attempts (+1 for the attempt at the window's edge), and the
+// budget, not the simulation, is what limits them: over 60 s they get within N of that.
+TEST(ReconnectBudgetTest, HotLoopOfManyFailingInformersIsBoundedByBurstPlusRate) {
+  constexpr int kInformers = 50;
+  constexpr double kHorizon = 60;
+  auto clock = std::make_shared<testing::ManualClock>();
+  ReconnectBudget budget(ReconnectBudgetOptions{}, clock);
+  for (int i = 0; i < kInformers; ++i) budget.add_informer();
+  const double burst = budget.burst();
+  const double rate = budget.per_second();
+  const auto t0 = clock->now();
+  auto seconds = [&](Clock::TimePoint t) { return std::chrono::duration<double>(t - t0).count(); };
+  // Each informer's first request (its initial list, which the reflector does not charge) is
+  // at t0; every later one is a retry that reserved a token.
+  std::vector<Clock::TimePoint> next(kInformers, t0);  // each informer's next retry
+  for (auto& n : next) n += budget.reserve();
+  std::vector<double> attempts;                         // retry times, in order
+  for (;;) {
+    auto it = std::min_element(next.begin(), next.end());
+    if (seconds(*it) > kHorizon) break;
+    clock->advance(*it - clock->now());
+    attempts.push_back(seconds(clock->now()));
+    *it = clock->now() + budget.reserve();  // failed at once: the retry waits only for the budget
+  }
+  for (double w : {1.0, 5.0, 10.0, 30.0, kHorizon}) {
+    std::size_t lo = 0;
+    for (std::size_t hi = 0; hi < attempts.size(); ++hi) {
+      while (attempts[hi] - attempts[lo] > w) ++lo;
+      ASSERT_LE(static_cast<double>(hi - lo + 1), burst + rate * w + 1) << "window " << w << " s ending at " << attempts[hi];
+    }
+  }
+  EXPECT_GE(static_cast<double>(attempts.size()), burst + rate * kHorizon - kInformers);
+  EXPECT_LE(static_cast<double>(attempts.size()), burst + rate * kHorizon + 1);
 }
 
 }  // namespace

@@ -467,6 +467,69 @@ TEST(ReflectorTest, Plain504TimeoutOnTheWatchRewatchesFromTheLastRv) {
   EXPECT_EQ(env.fake->list_calls().size(), 1u);
 }
 
+// Issue 10, the restart seen by 50 informers of one factory: every open watch breaks (network),
+// each rewatch from the old resourceVersion gets 410 (the new server's watch cache starts after
+// it), and each informer relists. That is two budget reservations per informer (the retry
+// after the failure and the relist), 100 in all: the budget sized by the informers holds them
+// at once, so no informer waits for it (with the fixed burst of 10 before, 90 waited, the
+// last ~45 s). No backoff here, so the clock does not move and only the budget could delay.
+TEST(ReflectorTest, FiftyInformersRecoverFromARestartWithoutWaitingForTheBudget) {
+  constexpr int kInformers = 50;
+  FactoryOptions fo;
+  fo.backoff.initial = std::chrono::milliseconds(0);
+  Env env(fo);
+  for (int i = 0; i < kInformers; ++i) {
+    env.fake->add_watch()->fail(client::Error::make(client::Errc::network, "connection reset"));
+  }
+  for (int i = 0; i < kInformers; ++i) env.fake->add_watch_error(api_error(410, "Expired"));
+  std::vector<SharedInformer*> informers;
+  for (int i = 0; i < kInformers; ++i) {
+    InformerOptions o;
+    o.namespace_ = "storm-" + std::to_string(i);
+    informers.push_back(&env.factory->informer(testing::test_type(), o));
+  }
+  EXPECT_EQ(env.factory->reconnect_budget().informers(), static_cast<std::size_t>(kInformers));
+  env.factory->start();
+  ASSERT_TRUE(env.fake->wait_lists(2 * kInformers));  // the initial lists and one relist each
+  ASSERT_TRUE(env.fake->wait_watches(3 * kInformers));
+  double relists = 0;
+  ASSERT_TRUE(testing::eventually([&] {
+    relists = 0;
+    for (auto* inf : informers) relists += inf->metrics().relists.Value();
+    return relists == kInformers;
+  }));
+  EXPECT_EQ(env.factory->reconnect_budget().denials(), 0u);
+  double denied = 0;
+  for (auto* inf : informers) denied += inf->metrics().budget_denials.Value();
+  EXPECT_EQ(denied, 0);
+  EXPECT_TRUE(env.clock->short_sleeps().empty()) << "nobody waited";
+}
+
+// The bound for one informer whose server fails every request, with no backoff at all (the
+// worst case): its reconnects are held to its share of the budget, burst_per_informer at once
+// and then per_second_per_informer. 30 failures then take (30 - 2) / 0.5 = 56 s of the
+// injected clock, in waits of 2 s.
+TEST(ReflectorTest, AServerFailingEveryRequestGetsNoMoreThanTheInformersShareOfTheBudget) {
+  FactoryOptions fo;
+  fo.backoff.initial = std::chrono::milliseconds(0);
+  fo.budget = {.burst = 0, .per_second = 0, .burst_per_informer = 2, .per_second_per_informer = 0.5};
+  Env env(fo);
+  constexpr int kFailures = 30;
+  env.fake->add_list({}, "10");
+  for (int i = 0; i < kFailures; ++i) env.fake->add_watch_error(api_error(503, "ServiceUnavailable"));
+  auto last = env.fake->add_watch();  // the server is back: stays open
+  const auto t0 = env.clock->now();
+  env.factory->informer(testing::test_type());
+  env.factory->start();
+  ASSERT_TRUE(last->wait_reader_blocked());
+  ASSERT_EQ(env.fake->watch_calls().size(), static_cast<std::size_t>(kFailures + 1));
+  EXPECT_EQ(env.clock->now() - t0, std::chrono::seconds(56));
+  auto sleeps = env.clock->short_sleeps();
+  ASSERT_EQ(sleeps.size(), static_cast<std::size_t>(kFailures - 2));
+  for (auto d : sleeps) EXPECT_EQ(d, std::chrono::seconds(2));
+  EXPECT_EQ(env.factory->reconnect_budget().denials(), static_cast<std::uint64_t>(kFailures - 2));
+}
+
 // A watch that ends cleanly at once having delivered nothing (a proxy or aggregated API server
 // closing watches immediately) is an error: back off, then relist. Without this the reflector
 // rewatched at the reconnect budget's full rate forever.

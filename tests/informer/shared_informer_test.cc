@@ -331,6 +331,8 @@ TEST(MetricsTest, EveryMetricIsReadableFromTheRegistry) {
   fo.registry = registry;
   fo.budget.burst = 1;
   fo.budget.per_second = 0.001;
+  fo.budget.burst_per_informer = 0;  // a bucket this informer empties: denials are counted
+  fo.budget.per_second_per_informer = 0;
   Env env(fo);
   env.fake->add_list({make_object("ns", "a", "1")}, "10");
   env.fake->add_watch()

@@ -47,6 +47,7 @@ struct InformerOptions {
 
 struct FactoryOptions {
   BackoffOptions backoff;
+  /// The factory's reconnect budget; every informer it creates adds its per-informer share.
   ReconnectBudgetOptions budget;
   /// Null: system_clock().
   ClockPtr clock;

@@ -1,0 +1,197 @@
+#!/usr/bin/env bash
+# storm.sh: issue 10's reconnect-storm benchmark. kinformer (kinformer_storm_bench) side by side
+# with client-go v0.36 (clientgo-storm/), interleaved, across restarts of a real kube-apiserver.
+#
+#   tools/bench/storm.sh                       # 50 namespaces x 3 Pods, 3 rounds (~6-8 min)
+#   tools/bench/storm.sh --rounds 1 --namespaces 10
+#   tools/bench/storm.sh --kinformer-watch-list   # kinformer with use_watch_list = true
+#
+# Options: --rounds N (default 3), --namespaces N (default 50), --pods P per namespace (default 3),
+# --dir DIR (launcher state; default /tmp/kinformer-storm-e2e), --out FILE, --kinformer-watch-list,
+# --recover-timeout S (default 180). Build dir: ${KINFORMER_BUILD_DIR:-build}.
+#
+# Always uses the e2e launcher's own server (it restarts it: `restart-apiserver` needs the
+# launcher's DIR), started here unless DIR already runs one, and stopped at exit if started here.
+# Per run: start the program (N Pod informers, one per namespace); once it writes its ready file
+# (every informer synced), note the restart's begin (wall ns), run `e2e/launcher.sh
+# restart-apiserver --dir DIR` (returns when /readyz is 200: "server ready"), note that time,
+# write both into the program's times file, then `clientgo-storm mark` patches pod-0 of every
+# namespace with a marker unique to the run. Each program reports, per informer, when it saw the
+# marker (recovered) relative to server ready, and the requests it sent from the restart's begin
+# until its last informer recovered. The order of the two programs alternates per round.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+build="${KINFORMER_BUILD_DIR:-build}"
+case "$build" in /*) ;; *) build="$root/$build" ;; esac
+
+rounds=3 namespaces=50 pods=3 dir="/tmp/kinformer-storm-e2e" out="" kin_wl=0 recover_timeout=180
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --rounds) rounds="$2"; shift 2 ;;
+    --namespaces) namespaces="$2"; shift 2 ;;
+    --pods) pods="$2"; shift 2 ;;
+    --dir) dir="$2"; shift 2 ;;
+    --out) out="$2"; shift 2 ;;
+    --kinformer-watch-list) kin_wl=1; shift ;;
+    --recover-timeout) recover_timeout="$2"; shift 2 ;;
+    -h|--help) sed -n 2,22p "$0"; exit 0 ;;
+    *) echo "storm.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+[[ "$rounds" =~ ^[0-9]+$ && "$rounds" -ge 1 && "$rounds" -le 20 ]] || { echo "storm.sh: --rounds in [1, 20]" >&2; exit 2; }
+[[ "$namespaces" =~ ^[0-9]+$ && "$namespaces" -ge 1 && "$namespaces" -le 1000 ]] || { echo "storm.sh: --namespaces in [1, 1000]" >&2; exit 2; }
+
+bench_dir="$build/tools/bench"
+out="${out:-$bench_dir/storm-results.md}"
+raw="${out%.md}.jsonl"
+work="$(mktemp -d /tmp/kinformer-storm.XXXXXX)"
+log() { printf '== [%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+started_server=0
+cleanup() {
+  if [[ $started_server == 1 ]]; then
+    log "stopping the launcher's server"
+    bash "$root/e2e/launcher.sh" down --dir "$dir" >&2 || true
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# --- build -----------------------------------------------------------------------------------
+if [[ ! -f "$build/build.ninja" ]]; then
+  log "configuring $build"
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >&2
+fi
+log "building kinformer_storm_bench"
+ninja -C "$build" -j2 kinformer_storm_bench >&2
+mkdir -p "$bench_dir"
+log "building clientgo-storm"
+(cd "$root/tools/bench/clientgo-storm" && GOFLAGS="${GOFLAGS:--mod=mod}" go build -p 2 -o "$bench_dir/clientgo-storm" .) >&2
+kin="$bench_dir/kinformer_storm_bench"
+cg="$bench_dir/clientgo-storm"
+
+# --- server ----------------------------------------------------------------------------------
+if ! bash "$root/e2e/launcher.sh" status --dir "$dir" >/dev/null 2>&1; then
+  log "starting the e2e launcher's kube-apiserver in $dir"
+  bash "$root/e2e/launcher.sh" up --dir "$dir" >/dev/null
+  started_server=1
+fi
+export KUBECONFIG="$dir/kubeconfig"
+server="$(awk '$1 == "server:" { print $2; exit }' "$KUBECONFIG")"
+if ! [[ "$server" =~ ^https?://(127\.[0-9.]+|localhost|\[::1\])(:[0-9]+)?/?$ ]]; then
+  echo "storm.sh: server '$server' in $KUBECONFIG is not a loopback address; refusing" >&2
+  exit 2
+fi
+log "server $server; loading $namespaces namespaces x $pods Pods"
+timeout 300 "$cg" load -namespaces "$namespaces" -pods "$pods" >&2
+
+# --- runs ------------------------------------------------------------------------------------
+: >"$raw"
+run_one() {  # side round
+  local side="$1" round="$2" ready="$work/ready" times="$work/times" res="$work/res.json" marker
+  marker="r$round-$side-$(date +%s%N)"
+  rm -f "$ready" "$times" "$res"
+  local cmd
+  if [[ $side == kinformer ]]; then
+    cmd=("$kin" --namespaces "$namespaces" --marker "$marker" --ready-file "$ready" --times-file "$times"
+      --recover-timeout "$recover_timeout")
+    [[ $kin_wl == 1 ]] && cmd+=(--watch-list)
+  else
+    cmd=("$cg" run -namespaces "$namespaces" -marker "$marker" -ready-file "$ready" -times-file "$times"
+      -recover-timeout "$recover_timeout")
+  fi
+  local load1; load1="$(cut -d' ' -f1 /proc/loadavg)"
+  timeout --kill-after=10 "$((recover_timeout + 200))" "${cmd[@]}" >"$res" 2>"$work/err-$side-$round" &
+  local pid=$! waited=0
+  while [[ ! -e "$ready" ]] && kill -0 "$pid" 2>/dev/null && ((waited < 1500)); do
+    sleep 0.1
+    waited=$((waited + 1))
+  done
+  if [[ ! -e "$ready" ]]; then
+    log "$side did not sync"; kill "$pid" 2>/dev/null || true; wait "$pid" || true
+    tail -n 5 "$work/err-$side-$round" >&2 || true
+    return 0
+  fi
+  local begin ready_ns
+  begin="$(date +%s%N)"
+  timeout 180 bash "$root/e2e/launcher.sh" restart-apiserver --dir "$dir" >/dev/null 2>"$work/restart.log" ||
+    { log "restart-apiserver failed"; tail -n 5 "$work/restart.log" >&2; }
+  ready_ns="$(date +%s%N)"
+  echo "$begin $ready_ns" >"$times.tmp" && mv "$times.tmp" "$times"
+  timeout 60 "$cg" mark -namespaces "$namespaces" -value "$marker" >&2 || log "mark failed"
+  local rc=0
+  wait "$pid" || rc=$?
+  if [[ ! -s "$res" ]]; then
+    log "run failed: $side round=$round rc=$rc"; tail -n 5 "$work/err-$side-$round" >&2 || true
+    return 0
+  fi
+  python3 - "$res" "$round" "$load1" "$(grep -c 'level=warn' "$work/err-$side-$round" || true)" >>"$raw" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+r["round"] = int(sys.argv[2]); r["loadavg1"] = float(sys.argv[3]); r["warn_lines"] = int(sys.argv[4] or 0)
+print(json.dumps(r))
+PY
+  python3 -c 'import json,sys; r=json.loads(sys.stdin.readlines()[-1]); print("   %-9s round %d: recovered %d/%d p50 %.2fs max %.2fs downtime %.1fs lists %d watches %d watchlists %d failed %d peak/s %d load %.2f" % (r["side"], r["round"], r["recovered"], r["informers"], r["recover_p50_s"], r["recover_max_s"], r["downtime_s"], r["lists"], r["watches"], r["watch_lists"], r["failed_requests"], r["peak_requests_per_s"], r["loadavg1"]))' <"$raw" >&2
+}
+
+t_start=$(date +%s)
+for ((r = 1; r <= rounds; r++)); do
+  if ((r % 2 == 1)); then order=(kinformer client-go); else order=(client-go kinformer); fi
+  for side in "${order[@]}"; do
+    log "round $r/$rounds: $side"
+    run_one "$side" "$r"
+  done
+done
+elapsed=$(($(date +%s) - t_start))
+
+# --- table -----------------------------------------------------------------------------------
+commit="$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+python3 - "$raw" "$out" "$namespaces" "$pods" "$rounds" "$elapsed" "$commit" "$kin_wl" <<'PY'
+import json, statistics, sys, os, datetime
+raw, out, namespaces, pods, rounds, elapsed, commit, kin_wl = sys.argv[1:9]
+rows = [json.loads(l) for l in open(raw) if l.strip()]
+med = statistics.median
+def col(side, k):
+    v = [r[k] for r in rows if r["side"] == side]
+    return v
+def m(side, k):
+    v = col(side, k)
+    return med(v) if v else float("nan")
+def mx(side, k):
+    v = col(side, k)
+    return max(v) if v else float("nan")
+def f(v, d=2):
+    return "n/a" if v != v else f"{v:,.{d}f}"
+def ratio(a, b):
+    return a / b if b else float("nan")
+loads = [r["loadavg1"] for r in rows]
+L = []
+P = L.append
+P(f"Reconnect storm (issue 10): {namespaces} Pod informers (one per namespace, {pods} Pods each), kube-apiserver restarted once per run; medians of {rounds} interleaved rounds")
+P(f"date {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, commit {commit}, {os.cpu_count()} CPUs, load average (1 min, at each run's start) "
+  f"min {min(loads, default=0):.2f} / median {med(loads) if loads else 0:.2f} / max {max(loads, default=0):.2f}, runs took {elapsed} s"
+  + (", kinformer with use_watch_list" if kin_wl == "1" else ", kinformer defaults (LIST)"))
+P("")
+P("| client | recovered | time to recover p50 s | max s | worst run max s | restart (begin to ready) s | lists | watches | WatchLists | failed | requests | peak requests/s | budget denials |")
+P("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+for side in ("kinformer", "client-go"):
+    if not col(side, "recovered"):
+        continue
+    req = [r["lists"] + r["watches"] + r["watch_lists"] for r in rows if r["side"] == side]
+    P(f"| {side} | {min(col(side,'recovered'))}/{namespaces} | {f(m(side,'recover_p50_s'))} | {f(m(side,'recover_max_s'))} | {f(mx(side,'recover_max_s'))} | "
+      f"{f(m(side,'downtime_s'),1)} | {f(m(side,'lists'),0)} | {f(m(side,'watches'),0)} | {f(m(side,'watch_lists'),0)} | {f(m(side,'failed_requests'),0)} | "
+      f"{f(med(req),0)} | {f(m(side,'peak_requests_per_s'),0)} | {f(m(side,'budget_denials'),0)} |")
+P("")
+P(f"kinformer / client-go: time to recover p50 {f(ratio(m('kinformer','recover_p50_s'), m('client-go','recover_p50_s')))}x, "
+  f"max {f(ratio(m('kinformer','recover_max_s'), m('client-go','recover_max_s')))}x; "
+  f"peak requests/s {f(ratio(m('kinformer','peak_requests_per_s'), m('client-go','peak_requests_per_s')))}x")
+P("")
+P("Per run (round, client: max recover s, requests per 1 s bin from the restart's begin, bins with requests only)")
+for r in rows:
+    P(f"- round {r['round']} {r['side']}: max {r['recover_max_s']:.2f} s, " + " ".join(f"{s}:{n}" for s, n in r["per_second"]))
+text = "\n".join(L) + "\n"
+open(out, "w").write(text)
+print(text)
+PY
+log "table written to $out (raw: $raw)"
