@@ -70,7 +70,7 @@ SharedInformer& InformerFactory::informer(const client::ResourceType& type, cons
   InformerConfig config;
   config.reflector.label_selector = key.label_selector;
   config.reflector.field_selector = key.field_selector;
-  config.reflector.use_watch_list = options.use_watch_list;
+  config.reflector.use_watch_list = options.use_watch_list.value_or(options_.use_watch_list);
   config.reflector.page_size = options_.page_size;
   config.reflector.watch_list_initial_events_timeout = options_.watch_list_initial_events_timeout;
   config.reflector.min_watch_duration = options_.min_watch_duration;

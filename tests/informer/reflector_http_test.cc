@@ -246,6 +246,7 @@ struct HttpEnv {
     rest = std::make_shared<client::RestClient>(config, ro);
     FactoryOptions o;
     o.log = log;
+    o.use_watch_list = false;  // scripts are LISTs unless a test asks for WatchList
     o.backoff.initial = 1ms;
     o.backoff.max = 5ms;
     o.budget.burst = 1000;
@@ -610,6 +611,7 @@ TEST(ReflectorHttpTest, ShutdownDoesNotWaitForTheClientRateLimiter) {
   ro.request_timeout = 10s;
   auto rest = std::make_shared<client::RestClient>(api.server().cluster_config(), ro);
   FactoryOptions o;
+  o.use_watch_list = false;  // the test is about a LIST waiting for the client's limiter
   o.clock = std::make_shared<GatedClock>();
   auto factory = std::make_unique<InformerFactory>(
       [rest](const client::ResourceType& type, const std::string& ns) {

@@ -194,6 +194,7 @@ TEST(RegistrationTest, StuckHandlerIsGivenUpOnAtShutdownAfterTheStopTimeout) {
   auto fake = std::make_shared<testing::FakeListerWatcher>();
   fake->add_list({make_object("ns", "a", "1")}, "10");
   FactoryOptions o;
+  o.use_watch_list = false;  // scripted as a LIST
   o.clock = std::make_shared<testing::ManualClock>();
   o.random = [] { return 0.5; };
   o.handler_stop_timeout = 50ms;

@@ -505,7 +505,9 @@ TEST(InformerFactoryTest, ConcurrentShutdownReturnsOnlyAfterTheInformersStopped)
   InformerFactory factory([lw](const client::ResourceType&, const std::string&) {
     return std::make_unique<ForwardingLister>(lw);
   });
-  auto& inf = factory.informer(testing::test_type());
+  InformerOptions list_mode;
+  list_mode.use_watch_list = false;  // BlockingLister blocks in LIST
+  auto& inf = factory.informer(testing::test_type(), list_mode);
   factory.start();
   ASSERT_TRUE(lw->wait_entered());
   std::thread first([&] { factory.shutdown(); });

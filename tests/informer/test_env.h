@@ -31,7 +31,9 @@ struct Env {
   std::atomic<int> lister_watchers_created{0};
   std::unique_ptr<informer::InformerFactory> factory;
 
+  /// Scripts are LISTs unless a test asks for WatchList (watch_list_options()).
   explicit Env(informer::FactoryOptions o = {}) {
+    o.use_watch_list = false;
     o.clock = clock;
     o.random = [] { return 0.5; };
     o.handler_stop_timeout = std::chrono::milliseconds(2000);

@@ -4,10 +4,10 @@
 #
 #   tools/bench/storm.sh                       # 50 namespaces x 3 Pods, 3 rounds (~6-8 min)
 #   tools/bench/storm.sh --rounds 1 --namespaces 10
-#   tools/bench/storm.sh --kinformer-watch-list   # kinformer with use_watch_list = true
+#   tools/bench/storm.sh --kinformer-list   # kinformer with LIST syncs (default: WatchList)
 #
 # Options: --rounds N (default 3), --namespaces N (default 50), --pods P per namespace (default 3),
-# --dir DIR (launcher state; default /tmp/kinformer-storm-e2e), --out FILE, --kinformer-watch-list,
+# --dir DIR (launcher state; default /tmp/kinformer-storm-e2e), --out FILE, --kinformer-list,
 # --recover-timeout S (default 180). Build dir: ${KINFORMER_BUILD_DIR:-build}.
 #
 # Always uses the e2e launcher's own server (it restarts it: `restart-apiserver` needs the
@@ -25,7 +25,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="${KINFORMER_BUILD_DIR:-build}"
 case "$build" in /*) ;; *) build="$root/$build" ;; esac
 
-rounds=3 namespaces=50 pods=3 dir="/tmp/kinformer-storm-e2e" out="" kin_wl=0 recover_timeout=180
+rounds=3 namespaces=50 pods=3 dir="/tmp/kinformer-storm-e2e" out="" kin_list=0 recover_timeout=180
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --rounds) rounds="$2"; shift 2 ;;
@@ -33,7 +33,7 @@ while [[ $# -gt 0 ]]; do
     --pods) pods="$2"; shift 2 ;;
     --dir) dir="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
-    --kinformer-watch-list) kin_wl=1; shift ;;
+    --kinformer-list) kin_list=1; shift ;;
     --recover-timeout) recover_timeout="$2"; shift 2 ;;
     -h|--help) sed -n 2,22p "$0"; exit 0 ;;
     *) echo "storm.sh: unknown argument $1" >&2; exit 2 ;;
@@ -96,7 +96,7 @@ run_one() {  # side round
   if [[ $side == kinformer ]]; then
     cmd=("$kin" --namespaces "$namespaces" --marker "$marker" --ready-file "$ready" --times-file "$times"
       --recover-timeout "$recover_timeout")
-    [[ $kin_wl == 1 ]] && cmd+=(--watch-list)
+    [[ $kin_list == 1 ]] && cmd+=(--list)
   else
     cmd=("$cg" run -namespaces "$namespaces" -marker "$marker" -ready-file "$ready" -times-file "$times"
       -recover-timeout "$recover_timeout")
@@ -147,9 +147,9 @@ elapsed=$(($(date +%s) - t_start))
 
 # --- table -----------------------------------------------------------------------------------
 commit="$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
-python3 - "$raw" "$out" "$namespaces" "$pods" "$rounds" "$elapsed" "$commit" "$kin_wl" <<'PY'
+python3 - "$raw" "$out" "$namespaces" "$pods" "$rounds" "$elapsed" "$commit" "$kin_list" <<'PY'
 import json, statistics, sys, os, datetime
-raw, out, namespaces, pods, rounds, elapsed, commit, kin_wl = sys.argv[1:9]
+raw, out, namespaces, pods, rounds, elapsed, commit, kin_list = sys.argv[1:9]
 rows = [json.loads(l) for l in open(raw) if l.strip()]
 med = statistics.median
 def col(side, k):
@@ -171,7 +171,7 @@ P = L.append
 P(f"Reconnect storm (issue 10): {namespaces} Pod informers (one per namespace, {pods} Pods each), kube-apiserver restarted once per run; medians of {rounds} interleaved rounds")
 P(f"date {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, commit {commit}, {os.cpu_count()} CPUs, load average (1 min, at each run's start) "
   f"min {min(loads, default=0):.2f} / median {med(loads) if loads else 0:.2f} / max {max(loads, default=0):.2f}, runs took {elapsed} s"
-  + (", kinformer with use_watch_list" if kin_wl == "1" else ", kinformer defaults (LIST)"))
+  + (", kinformer with LIST syncs (--kinformer-list)" if kin_list == "1" else ", kinformer defaults (WatchList)"))
 P("")
 P("| client | recovered | time to recover p50 s | max s | worst run max s | restart (begin to ready) s | lists | watches | WatchLists | failed | requests | peak requests/s | budget denials |")
 P("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")

@@ -64,13 +64,13 @@ struct Options {
   std::string times_file;
   double sync_timeout_s = 120;
   double recover_timeout_s = 180;
-  bool watch_list = false;
+  bool list = false;  // --list: LIST syncs instead of the factory's default (WatchList)
 };
 
 [[noreturn]] void usage(const std::string& why) {
   std::cerr << "kinformer_storm_bench: " << why
             << "\nusage: kinformer_storm_bench --marker V --ready-file F --times-file F [--namespaces 50]"
-               " [--prefix storm-] [--kubeconfig F] [--sync-timeout S] [--recover-timeout S] [--watch-list]\n";
+               " [--prefix storm-] [--kubeconfig F] [--sync-timeout S] [--recover-timeout S] [--list]\n";
   std::exit(2);
 }
 
@@ -90,7 +90,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--times-file") o.times_file = value();
     else if (a == "--sync-timeout") o.sync_timeout_s = std::stod(value());
     else if (a == "--recover-timeout") o.recover_timeout_s = std::stod(value());
-    else if (a == "--watch-list") o.watch_list = true;
+    else if (a == "--list") o.list = true;
     else usage("unknown argument " + a);
   }
   if (o.marker.empty() || o.ready_file.empty() || o.times_file.empty()) usage("--marker, --ready-file and --times-file are required");
@@ -177,7 +177,7 @@ int main(int argc, char** argv) {
   for (std::size_t i = 0; i < opt.namespaces; ++i) {
     informer::InformerOptions io;
     io.namespace_ = opt.prefix + std::to_string(i);
-    io.use_watch_list = opt.watch_list;
+    if (opt.list) io.use_watch_list = false;
     informers.push_back(factory.informer<Pod>(io));
     slots.push_back(std::make_unique<Slot>());
     Slot* s = slots.back().get();
@@ -248,7 +248,7 @@ int main(int argc, char** argv) {
   std::ostringstream out;
   out.setf(std::ios::fixed);
   out.precision(3);
-  out << "{\"side\":\"kinformer\",\"watch_list\":" << (opt.watch_list ? "true" : "false")
+  out << "{\"side\":\"kinformer\",\"watch_list\":" << (opt.list ? "false" : "true")
       << ",\"informers\":" << slots.size() << ",\"sync_s\":" << sync_s << ",\"recovered\":" << recovered
       << ",\"recover_p50_s\":" << quantile(recover_s, 0.5) << ",\"recover_max_s\":" << quantile(recover_s, 1.0)
       << ",\"downtime_s\":" << static_cast<double>(ready_ns - begin_ns) * 1e-9 << ",\"lists\":" << lists

@@ -40,12 +40,19 @@ struct InformerOptions {
   /// Must match (by name) the transform of an existing informer with the same key.
   std::optional<cache::Transform> transform;
   std::chrono::milliseconds resync{0};
-  /// Streaming list (WatchList) instead of LIST. A refusal falls back to LIST for that sync
-  /// only; the next relist tries WatchList again (see Reflector).
-  bool use_watch_list = false;
+  /// Streaming list (WatchList) instead of LIST; unset: FactoryOptions::use_watch_list. A
+  /// refusal falls back to LIST for that sync only; the next relist tries WatchList again (see
+  /// Reflector).
+  std::optional<bool> use_watch_list;
 };
 
 struct FactoryOptions {
+  /// Informers sync through a streaming list (WatchList) unless InformerOptions says otherwise,
+  /// as client-go v0.36 does by default. A server that refuses it costs one request per sync
+  /// (the LIST fallback). Measured (docs/BENCHMARKS.md, "Reconnect storm"): after an API-server
+  /// restart 50 informers were all back in 0.35 s with WatchList, and in 6.8 s with LIST, whose
+  /// relists queue behind the client's 5 requests per second (watches do not).
+  bool use_watch_list = true;
   BackoffOptions backoff;
   /// The factory's reconnect budget; every informer it creates adds its per-informer share.
   ReconnectBudgetOptions budget;
