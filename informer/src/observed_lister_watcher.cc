@@ -9,7 +9,8 @@ client::Result<client::ObjectList> ObservedListerWatcher::list(const client::Lis
   return r;
 }
 
-client::Result<client::WatchStreamPtr> ObservedListerWatcher::watch(const client::ListOptions& options) {
+client::Result<client::WatchStreamPtr> ObservedListerWatcher::watch(
+    const client::ListOptions& options) {
   metrics_.watch_requests.Increment();
   auto r = inner_.watch(options);
   record("watch", r ? nullptr : &r.error());

@@ -15,21 +15,31 @@ std::string_view error_reason(const client::Error& e) noexcept {
       if (e.http_status >= 500) return "server_error";
       if (e.http_status >= 400) return "client_error";
       return "other";
-    case Errc::auth: return "credentials";
-    case Errc::network: return "network";
-    case Errc::tls: return "tls";
-    case Errc::timeout: return "timeout";
-    case Errc::decode: return "decode";
-    case Errc::too_large: return "too_large";
-    case Errc::truncated: return "truncated";
-    case Errc::cancelled: return "cancelled";
-    case Errc::ok: break;
+    case Errc::auth:
+      return "credentials";
+    case Errc::network:
+      return "network";
+    case Errc::tls:
+      return "tls";
+    case Errc::timeout:
+      return "timeout";
+    case Errc::decode:
+      return "decode";
+    case Errc::too_large:
+      return "too_large";
+    case Errc::truncated:
+      return "truncated";
+    case Errc::cancelled:
+      return "cancelled";
+    case Errc::ok:
+      break;
   }
   return "other";
 }
 
 std::string SyncError::to_string() const {
-  return verb + " " + reason + " (" + std::to_string(consecutive) + " in a row): " + error.to_string();
+  return verb + " " + reason + " (" + std::to_string(consecutive) +
+         " in a row): " + error.to_string();
 }
 
 }  // namespace kinformer::informer

@@ -27,7 +27,8 @@ TEST(SyncErrorTest, ReasonsAreBoundedNamesOfWhatWentWrong) {
   client::Error rv = api(504, "Timeout");
   rv.causes = {"ResourceVersionTooLarge"};
   EXPECT_EQ(error_reason(rv), "resource_version_too_large");
-  EXPECT_EQ(error_reason(client::Error::make(client::Errc::auth, "token file x cannot be read")), "credentials");
+  EXPECT_EQ(error_reason(client::Error::make(client::Errc::auth, "token file x cannot be read")),
+            "credentials");
   EXPECT_EQ(error_reason(client::Error::make(client::Errc::network, "refused")), "network");
   EXPECT_EQ(error_reason(client::Error::make(client::Errc::tls, "unknown CA")), "tls");
   EXPECT_EQ(error_reason(client::Error::make(client::Errc::timeout, "deadline")), "timeout");
