@@ -136,7 +136,22 @@ struct RestClient::Impl {
     return config.credentials->current();
   }
 
-  /// One request with rate limiting, warnings and a single retry after 401 with fresh credentials.
+  /// After a 401 with `used`: drops the provider's cached credentials (re-reads a token file,
+  /// re-runs an exec plugin) and tells whether the fresh ones differ, i.e. whether a retry can
+  /// succeed. The same credentials would get the same 401 (a static token, a token file nobody
+  /// rotated, a revoked token the plugin hands out again): retrying them would only double the
+  /// requests of a client whose credentials are rejected. A provider that now fails (unreadable
+  /// file) counts as changed: the retry reports that error.
+  bool refreshed(const Credentials& used) {
+    config.credentials->invalidate();
+    auto fresh = config.credentials->current();
+    if (!fresh) return true;
+    return fresh->token != used.token || fresh->client_cert_pem != used.client_cert_pem ||
+           fresh->client_key_pem != used.client_key_pem;
+  }
+
+  /// One request with rate limiting, warnings and a single retry after 401 with fresh credentials
+  /// (only when they differ from the rejected ones: see refreshed()).
   /// Waits for the rate limiter until a token, shutdown() or a stop request of `caller`.
   Status acquire(const std::stop_token& caller) {
     if (!caller.stop_possible()) return limiter->acquire(stop.get_token());
@@ -160,7 +175,7 @@ struct RestClient::Impl {
       if (!response) return response;
       record_warnings(resource, response->headers);
       if (response->status == 401 && attempt == 0 && config.credentials) {
-        config.credentials->invalidate();
+        if (!refreshed(creds.value())) return response;
         continue;
       }
       return response;
@@ -202,7 +217,7 @@ struct RestClient::Impl {
       auto stream = transport->watch(req, creds.value(), type.codec,
                                      [&](const detail::HttpResponse& head) { record_warnings(resource, head.headers); });
       if (!stream && stream.error().http_status == 401 && attempt == 0 && config.credentials) {
-        config.credentials->invalidate();
+        if (!refreshed(creds.value())) return stream;
         continue;
       }
       return stream;

@@ -36,6 +36,8 @@ Metrics::Metrics(std::shared_ptr<prometheus::Registry> registry)
       backoff_waits(prometheus::BuildCounter().Name("kinformer_backoff_waits_total").Help("Waits before a retry").Register(*registry_)),
       budget_denials(prometheus::BuildCounter().Name("kinformer_reconnect_budget_denials_total").Help("Reconnects delayed by the reconnect budget").Register(*registry_)),
       watch_list_fallbacks(prometheus::BuildCounter().Name("kinformer_watch_list_fallbacks_total").Help("WatchList syncs that fell back to LIST (reason=refused|initial_events_timeout)").Register(*registry_)),
+      requests(prometheus::BuildCounter().Name("kinformer_requests_total").Help("LIST pages and watch openings the reflector requested (verb=list|watch)").Register(*registry_)),
+      request_errors(prometheus::BuildCounter().Name("kinformer_request_errors_total").Help("Failed LIST pages and watch openings by verb and reason (unauthorized, forbidden, network, ...)").Register(*registry_)),
       handlers(prometheus::BuildGauge().Name("kinformer_registered_handlers").Help("Open registrations (reference count)").Register(*registry_)),
       queue_depth(prometheus::BuildGauge().Name("kinformer_handler_queue_depth").Help("Pending notifications per handler, after coalescing").Register(*registry_)),
       delivery_lag(prometheus::BuildHistogram().Name("kinformer_handler_delivery_lag_seconds").Help("Enqueue to callback start").Register(*registry_)),
@@ -64,6 +66,8 @@ InformerMetrics::InformerMetrics(std::shared_ptr<Metrics> fp, const std::string&
       watch_list_fallbacks_refused(fp->watch_list_fallbacks.Add({{"resource", resource}, {"namespace", ns}, {"selector", selector}, {"reason", "refused"}})),
       watch_list_fallbacks_timeout(fp->watch_list_fallbacks.Add({{"resource", resource}, {"namespace", ns}, {"selector", selector}, {"reason", "initial_events_timeout"}})),
       handlers(fp->handlers.Add({{"resource", resource}, {"namespace", ns}, {"selector", selector}})),
+      list_requests(fp->requests.Add({{"resource", resource}, {"namespace", ns}, {"selector", selector}, {"verb", "list"}})),
+      watch_requests(fp->requests.Add({{"resource", resource}, {"namespace", ns}, {"selector", selector}, {"verb", "watch"}})),
       keep_(std::move(fp)),
       labels_{{"resource", resource}, {"namespace", ns}, {"selector", selector}} {}
 
@@ -75,6 +79,10 @@ prometheus::Counter& InformerMetrics::restarts(WatchRestartReason reason) {
     case WatchRestartReason::shutdown: break;
   }
   return restarts_shutdown;
+}
+
+prometheus::Counter& InformerMetrics::request_errors(std::string_view verb, std::string_view reason) {
+  return keep_->request_errors.Add(with(with(labels_, "verb", std::string(verb)), "reason", std::string(reason)));
 }
 
 HandlerMetrics::HandlerMetrics(InformerMetrics& informer, const std::string& name, std::uint64_t id)

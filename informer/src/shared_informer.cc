@@ -4,6 +4,7 @@
 #include <atomic>
 
 #include "listener.h"
+#include "observed_lister_watcher.h"
 
 namespace kinformer::informer {
 namespace {
@@ -42,7 +43,8 @@ SharedInformer::SharedInformer(InformerKey key, client::ResourceType type,
     executor_ = std::make_shared<HandlerExecutor>(executor_options);
   }
   log_ = config_.log.with("informer", {{"informer", key_.to_string()}});
-  reflector_ = std::make_unique<Reflector>(*lw_, static_cast<ReflectorSink&>(*this), config_.reflector);
+  observed_ = std::make_unique<detail::ObservedListerWatcher>(*lw_, *config_.metrics);
+  reflector_ = std::make_unique<Reflector>(*observed_, static_cast<ReflectorSink&>(*this), config_.reflector);
 }
 
 SharedInformer::~SharedInformer() { stop(); }
@@ -131,6 +133,8 @@ std::optional<std::string> SharedInformer::transform_name() const {
 }
 
 bool SharedInformer::watch_list_fell_back() const { return reflector_->watch_list_fell_back(); }
+
+std::optional<SyncError> SharedInformer::last_error() const { return observed_->last_error(); }
 
 void SharedInformer::start() {
   std::lock_guard tl(thread_mu_);

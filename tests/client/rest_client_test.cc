@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <future>
@@ -389,6 +392,60 @@ TEST(RestClientWatch, Persistent401OnOpenIsRetriedExactlyOnce) {
   EXPECT_EQ(creds->generation.load(), 1);
   ASSERT_EQ(server.request_count(), 2u);
   EXPECT_EQ(server.requests()[1].header("authorization"), "Bearer token-1");
+}
+
+// A 401 with credentials that fresh ones would not change (a token file nobody rotated, a static
+// token) is not retried: the retry would get the same 401 and double the requests of a client
+// whose token was revoked. The provider is still asked again (the file is re-read).
+TEST(RestClient, Persistent401WithUnchangedTokenFileIsNotRetried) {
+  testing::TempDir dir;
+  auto path = dir.write("token", "revoked-token\n");
+  FakeApiServer server;
+  server.on("GET", "/api/v1/namespaces/ns/pods",
+            [](const Request&) { return Reply::api_status(401, "Unauthorized", "Unauthorized"); });
+  RestClient client(server.cluster_config(token_file_credentials(path)), unlimited());
+  for (int i = 1; i <= 3; ++i) {
+    auto r = client.list(kPods, "ns", {});
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().http_status, 401);
+    EXPECT_EQ(server.request_count(), static_cast<std::size_t>(i)) << "list " << i;
+  }
+}
+
+// The other half: a token file rotated in place so that its identity looks the same (same
+// inode, size and mtime) is re-read after the 401, and the request is retried with the new token.
+TEST(RestClient, List401AfterAnUnseenTokenFileRotationIsRetriedWithTheNewToken) {
+  testing::TempDir dir;
+  auto path = dir.write("token", "old-token");
+  struct stat before {};
+  ASSERT_EQ(::stat(path.c_str(), &before), 0);
+  FakeApiServer server;
+  server.on("GET", "/api/v1/namespaces/ns/pods", [](const Request& r) {
+    if (r.header("authorization") != "Bearer new-token") return Reply::api_status(401, "Unauthorized", "Unauthorized");
+    return Reply::json(R"({"kind":"PodList","metadata":{"resourceVersion":"5"},"items":[]})");
+  });
+  auto provider = token_file_credentials(path);
+  ASSERT_EQ(provider->current()->token, "old-token");
+  dir.write("token", "new-token");  // same size, same inode
+  timespec times[2] = {before.st_atim, before.st_mtim};
+  ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), times, 0), 0);  // and the same mtime: unseen
+  RestClient client(server.cluster_config(provider), unlimited());
+  auto r = client.list(kPods, "ns", {});
+  ASSERT_TRUE(r) << r.error().to_string();
+  EXPECT_EQ(server.request_count(), 2u);
+}
+
+TEST(RestClientWatch, Persistent401OnOpenWithUnchangedTokenFileIsNotRetried) {
+  testing::TempDir dir;
+  auto path = dir.write("token", "revoked-token");
+  FakeApiServer server;
+  server.on("GET", "/api/v1/pods",
+            [](const Request&) { return Reply::api_status(401, "Unauthorized", "Unauthorized"); });
+  RestClient client(server.cluster_config(token_file_credentials(path)), unlimited());
+  auto w = client.watch(kPods, "", {});
+  ASSERT_FALSE(w);
+  EXPECT_EQ(w.error().http_status, 401);
+  EXPECT_EQ(server.request_count(), 1u);
 }
 
 // An exec plugin's token was revoked: the 401 on opening the watch runs the plugin again and

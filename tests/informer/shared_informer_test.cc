@@ -386,6 +386,8 @@ TEST(MetricsTest, EveryMetricIsReadableFromTheRegistry) {
   EXPECT_EQ(metric(*registry, "kinformer_watch_list_fallbacks_total", with("reason", "refused")), 0);
   EXPECT_EQ(metric(*registry, "kinformer_watch_list_fallbacks_total", with("reason", "initial_events_timeout")), 0);
   EXPECT_EQ(metric(*registry, "kinformer_registered_handlers", l), 1);
+  EXPECT_EQ(metric(*registry, "kinformer_requests_total", with("verb", "list")), 2);
+  EXPECT_GE(metric(*registry, "kinformer_requests_total", with("verb", "watch")), 3);
   auto hl = with("handler", "mesh");
   hl["id"] = std::to_string(reg.id());
   // Once the handler has drained its queue: depth 0, not stalled (0), lag observed per delivery.
@@ -398,6 +400,90 @@ TEST(MetricsTest, EveryMetricIsReadableFromTheRegistry) {
   reg.close();
   EXPECT_EQ(metric(*registry, "kinformer_handler_exceptions_total", hl), -1) << "removed on close";
   EXPECT_EQ(metric(*registry, "kinformer_registered_handlers", l), 0);
+}
+
+// Auth faults (issue 10): while lists fail, last_error() names the failing request (verb,
+// bounded reason, the server's message, how many in a row) and the failures are counted by
+// reason; the informer stays unsynced, and the first request that succeeds clears the error.
+// Backoff waits are held on the ManualClock, so each retry happens when the test says so.
+TEST(SharedInformerTest, LastErrorNamesTheFailingRequestUntilOneSucceeds) {
+  auto registry = std::make_shared<prometheus::Registry>();
+  FactoryOptions fo;
+  fo.registry = registry;
+  fo.backoff.initial = 2 * testing::kEnvInitialEventsTimeout;  // held until advanced
+  fo.backoff.max = fo.backoff.initial;
+  fo.backoff.jitter = 0;
+  Env env(fo);
+  client::Error forbidden = testing::api_error(403, "Forbidden");
+  forbidden.message = R"(pods is forbidden: User "restricted" cannot list resource "pods" in API group "" in the namespace "ns")";
+  env.fake->add_list(forbidden);
+  auto& inf = env.factory->informer(testing::test_type());
+  EXPECT_FALSE(inf.last_error().has_value());
+  env.factory->start();
+  ASSERT_TRUE(env.clock->wait_held());  // backing off after the first failure
+  auto first = inf.last_error();
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->verb, "list");
+  EXPECT_EQ(first->reason, "forbidden");
+  EXPECT_EQ(first->consecutive, 1u);
+  EXPECT_EQ(first->error.http_status, 403);
+  EXPECT_EQ(first->to_string(), "list forbidden (1 in a row): api 403 Forbidden: " + forbidden.message);
+  EXPECT_FALSE(inf.has_synced());
+  std::map<std::string, std::string> l{{"resource", "pods"}};
+  auto with = [&](std::map<std::string, std::string> extra) {
+    auto m = l;
+    m.insert(extra.begin(), extra.end());
+    return m;
+  };
+  EXPECT_EQ(metric(*registry, "kinformer_requests_total", with({{"verb", "list"}})), 1);
+  EXPECT_EQ(metric(*registry, "kinformer_request_errors_total", with({{"verb", "list"}, {"reason", "forbidden"}})), 1);
+
+  env.fake->add_list(testing::api_error(401, "Unauthorized"));
+  env.clock->advance(fo.backoff.initial);
+  ASSERT_TRUE(env.fake->wait_lists(2));
+  ASSERT_TRUE(testing::eventually([&] {
+    auto e = inf.last_error();
+    return e && e->consecutive == 2;
+  }));
+  EXPECT_EQ(inf.last_error()->reason, "unauthorized");
+  EXPECT_FALSE(inf.has_synced());
+  EXPECT_EQ(metric(*registry, "kinformer_request_errors_total", with({{"verb", "list"}, {"reason", "unauthorized"}})), 1);
+  EXPECT_EQ(metric(*registry, "kinformer_request_errors_total", with({{"verb", "list"}, {"reason", "forbidden"}})), 1);
+
+  // The permission comes back: the next retry lists, syncs and clears the error.
+  env.fake->add_list({make_object("ns", "a", "1")}, "10");
+  auto w = env.fake->add_watch();
+  ASSERT_TRUE(testing::eventually([&] { return env.clock->sleeps().size() >= 2; }));
+  env.clock->advance(fo.backoff.initial);
+  ASSERT_TRUE(inf.wait_for_sync(std::chrono::seconds(20)));
+  ASSERT_TRUE(env.fake->wait_watches(1));
+  EXPECT_TRUE(testing::eventually([&] { return !inf.last_error().has_value(); }));
+  EXPECT_EQ(metric(*registry, "kinformer_requests_total", with({{"verb", "list"}})), 3);
+  EXPECT_TRUE(testing::eventually([&] { return metric(*registry, "kinformer_requests_total", with({{"verb", "watch"}})) == 1; }));
+}
+
+// A failing watch opening is reported too, and its count restarts after a success.
+TEST(SharedInformerTest, LastErrorReportsAFailedWatchOpeningAndCountsInARow) {
+  FactoryOptions fo;
+  fo.backoff.initial = 2 * testing::kEnvInitialEventsTimeout;
+  fo.backoff.max = fo.backoff.initial;
+  fo.backoff.jitter = 0;
+  Env env(fo);
+  env.fake->add_list({make_object("ns", "a", "1")}, "10");
+  env.fake->add_watch_error(client::Error::make(client::Errc::network, "connection refused"));
+  auto& inf = env.factory->informer(testing::test_type());
+  env.factory->start();
+  ASSERT_TRUE(env.clock->wait_held());
+  auto e = inf.last_error();
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->verb, "watch");
+  EXPECT_EQ(e->reason, "network");
+  EXPECT_EQ(e->consecutive, 1u) << "the list before it succeeded";
+  EXPECT_TRUE(inf.has_synced());
+  env.fake->add_watch();
+  env.clock->advance(fo.backoff.initial);
+  ASSERT_TRUE(env.fake->wait_watches(2));
+  EXPECT_TRUE(testing::eventually([&] { return !inf.last_error().has_value(); }));
 }
 
 TEST(MetricsTest, HandlerGaugesFollowAStuckHandlerAndInformerGaugesFollowTheCache) {

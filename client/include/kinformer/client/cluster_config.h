@@ -32,6 +32,7 @@ class CredentialsProvider {
   virtual Result<Credentials> current() = 0;
   /// The server answered 401 with the credentials last returned: drop cached credentials so the
   /// next current() obtains fresh ones (re-runs an exec plugin, re-reads a token file).
+  /// RestClient then retries the request once, and only if the fresh credentials differ.
   virtual void invalidate() noexcept {}
 };
 

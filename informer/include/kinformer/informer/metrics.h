@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
@@ -42,6 +43,8 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& backoff_waits;
   prometheus::Family<prometheus::Counter>& budget_denials;
   prometheus::Family<prometheus::Counter>& watch_list_fallbacks;  ///< + label reason
+  prometheus::Family<prometheus::Counter>& requests;              ///< + label verb=list|watch
+  prometheus::Family<prometheus::Counter>& request_errors;        ///< + labels verb, reason
   prometheus::Family<prometheus::Gauge>& handlers;
   prometheus::Family<prometheus::Gauge>& queue_depth;       ///< + label handler
   prometheus::Family<prometheus::Histogram>& delivery_lag;  ///< + label handler
@@ -79,8 +82,16 @@ class InformerMetrics {
   /// ... or no initial-events-end bookmark within watch_list_initial_events_timeout.
   prometheus::Counter& watch_list_fallbacks_timeout;
   prometheus::Gauge& handlers;             ///< the registration refcount
+  /// LIST pages the reflector asked the client for (each page once; the client's own retry of a
+  /// 401 with fresh credentials is not counted again).
+  prometheus::Counter& list_requests;
+  /// Watches the reflector asked the client to open (WatchList syncs included).
+  prometheus::Counter& watch_requests;
 
   prometheus::Counter& restarts(WatchRestartReason reason);
+  /// The counter of failed requests of `verb` ("list" or "watch") for `reason` (error_reason():
+  /// a bounded set), created at its first failure.
+  prometheus::Counter& request_errors(std::string_view verb, std::string_view reason);
   Metrics& families() { return *keep_; }
   const std::map<std::string, std::string>& labels() const { return labels_; }
 

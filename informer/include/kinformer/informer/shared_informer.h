@@ -23,11 +23,13 @@
 #include "kinformer/informer/metrics.h"
 #include "kinformer/informer/reflector.h"
 #include "kinformer/informer/registration.h"
+#include "kinformer/informer/sync_error.h"
 
 namespace kinformer::informer {
 
 namespace detail {
 struct Delta;
+class ObservedListerWatcher;
 }
 
 /// What makes two informers the same: everything that changes what the API server sends (the
@@ -109,6 +111,12 @@ class SharedInformer : public std::enable_shared_from_this<SharedInformer>, priv
   [[nodiscard]] std::optional<std::string> transform_name() const;
   /// See Reflector::watch_list_fell_back(): the latest WatchList sync attempt fell back to LIST.
   [[nodiscard]] bool watch_list_fell_back() const;
+  /// Why the informer cannot list or watch right now: the latest failed LIST page or watch
+  /// opening of its reflector, while no later request succeeded (e.g. verb "list", reason
+  /// "forbidden", the server's message naming the user, verb, resource and namespace). nullopt
+  /// once a request succeeds, and before any failed. The reflector keeps retrying with backoff
+  /// meanwhile; failures are also counted in kinformer_request_errors_total{verb,reason}.
+  [[nodiscard]] std::optional<SyncError> last_error() const;
   [[nodiscard]] InformerMetrics& metrics() const noexcept { return *config_.metrics; }
 
   /// Starts the reflector (and resync) thread. Idempotent. Called by InformerFactory.
@@ -139,6 +147,7 @@ class SharedInformer : public std::enable_shared_from_this<SharedInformer>, priv
   const client::ResourceType type_;
   client::ListerWatcherPtr lw_;
   InformerConfig config_;
+  std::unique_ptr<detail::ObservedListerWatcher> observed_;  // wraps *lw_; the reflector's
   std::shared_ptr<cache::Store> store_;
   std::unique_ptr<Reflector> reflector_;
 
