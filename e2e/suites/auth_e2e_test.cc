@@ -251,15 +251,18 @@ class TokenFileKubeconfig {
   std::string dir_;
 };
 
-// What the test saw while the fault lasted.
+// What the test saw while the fault lasted. The informers run with the defaults: each sync
+// attempt opens a WatchList (a watch request); a refusal (403) falls back to one LIST in the
+// same attempt, a 401 is not a refusal (a LIST would fail the same way) and backs off at once.
 struct FaultObservation {
-  long list_requests = 0;    // kinformer_requests_total{verb="list"} during the window
-  long list_errors = 0;      // kinformer_request_errors_total{verb="list",reason=...}
+  long attempts = 0;         // sync attempts: kinformer_requests_total{verb="watch"} (WatchLists)
+  long requests = 0;         // every request: watches and lists
+  long errors = 0;           // kinformer_request_errors_total{verb=watch|list,reason=...}
   long server_counted = -1;  // the server's own count, where it keeps one (401s)
   Clock::duration window{};  // from the factory's start to the end of the window
   bool synced_during_fault = false;
   std::optional<informer::SyncError> error;
-  [[nodiscard]] double per_minute() const { return list_requests * 60.0 / seconds(window); }
+  [[nodiscard]] double per_minute() const { return requests * 60.0 / seconds(window); }
 };
 
 // Starts the factory and watches `inf` for kFaultWindow: has_synced() must stay false the whole
@@ -276,8 +279,10 @@ FaultObservation observe_fault(InformerFactory& factory, informer::SharedInforme
     f.synced_during_fault = f.synced_during_fault || inf.has_synced();
     std::this_thread::sleep_for(100ms);  // sampling interval
   }
-  f.list_requests = static_cast<long>(inf.metrics().list_requests.Value());
-  f.list_errors = static_cast<long>(inf.metrics().request_errors("list", reason).Value());
+  auto& m = inf.metrics();
+  f.attempts = static_cast<long>(m.watch_requests.Value());
+  f.requests = f.attempts + static_cast<long>(m.list_requests.Value());
+  f.errors = static_cast<long>(m.request_errors("watch", reason).Value() + m.request_errors("list", reason).Value());
   f.window = Clock::now() - start;
   if (server_count) f.server_counted = server_count() - server_before;
   f.synced_during_fault = f.synced_during_fault || inf.has_synced();
@@ -286,29 +291,30 @@ FaultObservation observe_fault(InformerFactory& factory, informer::SharedInforme
 }
 
 // The assertions every fault shares: unsynced, the error named, requests bounded by the backoff.
-void expect_bounded_fault(const FaultObservation& f, const std::string& reason, int http_status) {
-  EXPECT_FALSE(f.synced_during_fault) << "has_synced() must stay false while every list fails";
-  ASSERT_TRUE(f.error.has_value()) << "last_error() must report the failing list";
-  EXPECT_EQ(f.error->verb, "list");
+// `verb`: the request that failed last in an attempt; `per_attempt`: requests per attempt.
+void expect_bounded_fault(const FaultObservation& f, const std::string& reason, int http_status,
+                          const std::string& verb, long per_attempt) {
+  EXPECT_FALSE(f.synced_during_fault) << "has_synced() must stay false while every sync fails";
+  ASSERT_TRUE(f.error.has_value()) << "last_error() must report the failing request";
+  EXPECT_EQ(f.error->verb, verb);
   EXPECT_EQ(f.error->reason, reason);
   EXPECT_EQ(f.error->error.http_status, http_status);
   EXPECT_GE(f.error->consecutive, 2u) << "the reflector retries";
-  EXPECT_EQ(static_cast<std::uint64_t>(f.list_errors), f.error->consecutive)
-      << "every failure counted";
-  EXPECT_GE(f.list_requests, 2) << "the reflector retries";
-  // Every list attempt failed; none may come sooner than the backoff allows.
+  EXPECT_EQ(static_cast<std::uint64_t>(f.errors), f.error->consecutive) << "every failure counted";
+  EXPECT_GE(f.attempts, 2) << "the reflector retries";
+  // Every attempt failed; none may come sooner than the backoff allows.
   const long bound = max_attempts(informer::BackoffOptions{}, f.window) + 1;  // +1: sampling slack
-  EXPECT_LE(f.list_requests, bound)
-      << "list requests in " << seconds(f.window) << " s, backoff allows " << bound;
+  EXPECT_LE(f.attempts, bound) << "sync attempts in " << seconds(f.window) << " s, backoff allows " << bound;
+  // +-1: an attempt in flight (its second request not sent yet) when the counters were read.
+  EXPECT_LE(f.requests, f.attempts * per_attempt) << "requests per attempt";
+  EXPECT_GE(f.requests, f.attempts * per_attempt - 1) << "requests per attempt";
   if (f.server_counted >= 0) {
-    // The server counts what the client really sent: one request per list attempt, no hidden
-    // retries (a 401 with an unchanged token is not retried). +-1: a request in flight while the
-    // two counters were read one after the other.
-    EXPECT_LE(f.server_counted, bound) << "failed authentications counted by the server";
-    EXPECT_LE(f.server_counted, f.list_requests + 1)
-        << "401s counted by the server vs list attempts";
-    EXPECT_GE(f.server_counted, f.list_requests - 1)
-        << "401s counted by the server vs list attempts";
+    // The server counts what the client really sent: no hidden retries (a 401 with an
+    // unchanged token is not retried). +-1: a request in flight while the two counters were
+    // read one after the other.
+    EXPECT_LE(f.server_counted, bound * per_attempt) << "failed authentications counted by the server";
+    EXPECT_LE(f.server_counted, f.requests + 1) << "401s counted by the server vs requests sent";
+    EXPECT_GE(f.server_counted, f.requests - 1) << "401s counted by the server vs requests sent";
   }
 }
 
@@ -334,9 +340,9 @@ std::string summary_line(const std::string& name, const FaultObservation& f,
   char buf[512];
   std::snprintf(
       buf, sizeof buf,
-      "case=%-22s error=\"%s\" list_requests=%ld in %.1fs (%.1f/min, backoff allows %ld)%s "
-      "recovered_after=%.1fs",
-      name.c_str(), f.error ? f.error->to_string().c_str() : "<none>", f.list_requests,
+      "case=%-22s error=\"%s\" attempts=%ld requests=%ld in %.1fs (%.1f/min; backoff allows %ld "
+      "attempts)%s recovered_after=%.1fs",
+      name.c_str(), f.error ? f.error->to_string().c_str() : "<none>", f.attempts, f.requests,
       seconds(f.window), f.per_minute(), max_attempts(informer::BackoffOptions{}, f.window) + 1,
       f.server_counted >= 0 ? (" server_401s=" + std::to_string(f.server_counted)).c_str() : "",
       recovered_after);
@@ -382,7 +388,8 @@ TEST_F(AuthE2E, ForbiddenListBacksOffReportsForbiddenAndRecoversWhenGranted) {
   auto& inf = factory.informer(secrets(), {.namespace_ = ns_});
 
   FaultObservation f = observe_fault(factory, inf, "forbidden");
-  expect_bounded_fault(f, "forbidden", 403);
+  // The WatchList is refused (403), so each attempt falls back to a LIST, which is 403 too.
+  expect_bounded_fault(f, "forbidden", 403, "list", 2);
   if (f.error) {
     EXPECT_NE(f.error->error.message.find("forbidden"), std::string::npos)
         << f.error->error.message;
@@ -423,7 +430,7 @@ TEST_F(AuthE2E, WrongTokenInTokenFileBacksOffAndRecoversWhenTheFileIsRotated) {
 
   FaultObservation f = observe_fault(factory, inf, "unauthorized",
                                      [&] { return server_failed_authentications(admin_); });
-  expect_bounded_fault(f, "unauthorized", 401);
+  expect_bounded_fault(f, "unauthorized", 401, "watch", 1);
 
   const std::string token = request_token(admin_, ns_, "reader");
   ASSERT_FALSE(token.empty());
@@ -463,7 +470,7 @@ TEST_F(AuthE2E, RevokedServiceAccountTokenBacksOffAndRecoversWithARotatedToken) 
 
   FaultObservation f = observe_fault(factory, inf, "unauthorized",
                                      [&] { return server_failed_authentications(admin_); });
-  expect_bounded_fault(f, "unauthorized", 401);
+  expect_bounded_fault(f, "unauthorized", 401, "watch", 1);
 
   create_service_account(admin_, ns_, "mesh");  // a new UID: the old token stays revoked
   const std::string fresh = request_token(admin_, ns_, "mesh");
