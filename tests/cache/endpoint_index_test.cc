@@ -189,6 +189,8 @@ TEST(EndpointIndexTest, RelabelledPodMovesBetweenSubsets) {
   EXPECT_EQ(addresses(index.snapshot(query("svc", "http", "app=a")), kC1), (std::vector<std::string>{"10.0.0.1"}));
 
   index.upsert_pod(kC1, pod("p1", {{"app", "b"}, {"tier", "x"}}));
+  ASSERT_NE(ra.last(), nullptr) << "the app=a subset was not recomputed";
+  ASSERT_NE(rb.last(), nullptr) << "the app=b subset was not recomputed";
   EXPECT_EQ(addresses(ra.last(), kC1), (std::vector<std::string>{})) << "left app=a";
   EXPECT_EQ(addresses(rb.last(), kC1), (std::vector<std::string>{"10.0.0.1", "10.0.0.2"})) << "joined app=b";
   // Still in tier=x, with its new labels.
