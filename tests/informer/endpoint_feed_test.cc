@@ -69,6 +69,15 @@ std::shared_ptr<client::Pod> pod(std::string name, std::string app, std::string 
   return p;
 }
 
+/// The fakes script LISTs: ask for LIST explicitly (main's factory default becomes WatchList).
+EndpointFeedOptions list_options(cache::EndpointSource source = cache::EndpointSource::slices) {
+  EndpointFeedOptions o;
+  o.source = source;
+  o.endpoints.use_watch_list = false;
+  o.pods.use_watch_list = false;
+  return o;
+}
+
 cache::EndpointQuery query(std::string selector = "") {
   cache::EndpointQuery q;
   q.service = {"ns", "svc"};
@@ -112,7 +121,7 @@ TEST(EndpointFeedTest, SlicesAndPodsReachSubscribersAndDeletesEmptyTheShard) {
   auto pod_watch = c1.fake("pods").add_watch();
 
   auto index = std::make_shared<cache::EndpointIndex>();
-  EndpointFeed feed(index, "c1", *c1.factory);
+  EndpointFeed feed(index, "c1", *c1.factory, list_options());
   EndpointSubscriptions subs(index, c1.factory->executor_ptr());
   Latest a, all;
   auto sa = subs.subscribe(query("app=a"), [&](const cache::EndpointSnapshotPtr& s) { a.set(s); });
@@ -153,10 +162,8 @@ TEST(EndpointFeedTest, CoreV1EndpointsForAClusterWithoutDiscoveryV1) {
   c1.fake("pods").add_list({pod("p1", "a")}, "6");
 
   auto index = std::make_shared<cache::EndpointIndex>();
-  EndpointFeedOptions options;
-  options.source = cache::EndpointSource::endpoints;
-  EndpointFeed feed(index, "c1", *c1.factory, options);
-  EXPECT_THROW(EndpointFeed(index, "c1", *c1.factory), std::invalid_argument) << "c1 is on core/v1 Endpoints";
+  EndpointFeed feed(index, "c1", *c1.factory, list_options(cache::EndpointSource::endpoints));
+  EXPECT_THROW(EndpointFeed(index, "c1", *c1.factory, list_options()), std::invalid_argument) << "c1 is on core/v1 Endpoints";
   c1.factory->start();
   ASSERT_TRUE(testing::eventually([&] {
     auto snapshot = index->snapshot(query("app=a"));  // keeps the part alive
