@@ -128,6 +128,8 @@ class InformerFactory {
   [[nodiscard]] ReconnectBudget& reconnect_budget() noexcept { return *budget_; }
   /// The pool every handler runs on (thread counts for audits and tests).
   [[nodiscard]] HandlerExecutor& executor() noexcept { return *executor_; }
+  /// The pool, shared (e.g. for EndpointSubscriptions, whose subscribers run on it).
+  [[nodiscard]] HandlerExecutorPtr executor_ptr() const noexcept { return executor_; }
   [[nodiscard]] prometheus::Registry& registry() noexcept { return *registry_; }
   /// The registry, shared (e.g. for a MetricsExposer).
   [[nodiscard]] std::shared_ptr<prometheus::Registry> registry_ptr() const noexcept { return registry_; }

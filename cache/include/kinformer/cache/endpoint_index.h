@@ -1,0 +1,224 @@
+#pragma once
+// EndpointIndex: service -> cluster shard -> endpoints, for mesh control planes (issue 11).
+// A data structure: it knows no informer. Feeding it from informers and delivering its snapshots
+// to subscribers on their own strands is informer/'s EndpointFeed.
+
+#include <compare>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kinformer/cache/label_selector.h"
+#include "kinformer/client/endpoint_slice.h"
+#include "kinformer/client/endpoints.h"
+#include "kinformer/client/object.h"
+#include "kinformer/client/pod.h"
+
+namespace kinformer::cache {
+
+/// A Service by namespace and name.
+struct ServiceRef {
+  std::string namespace_;
+  std::string name;
+  auto operator<=>(const ServiceRef&) const = default;
+  /// "namespace/name".
+  [[nodiscard]] std::string key() const { return client::make_key(namespace_, name); }
+};
+
+/// One port of an endpoint (from the slice's or the Endpoints subset's port list).
+struct EndpointPort {
+  std::string name;  ///< "" for a Service's single unnamed port
+  std::int32_t port = 0;
+  std::string protocol;
+  std::string app_protocol;
+  bool operator==(const EndpointPort&) const = default;
+};
+
+/// One endpoint of a service in one cluster, as the last computation of its shard built it.
+/// Value type.
+struct Endpoint {
+  std::string address;
+  std::vector<EndpointPort> ports;  ///< sorted by name; unique names
+  bool ready = true;        ///< unset in the slice: true (the API's rule)
+  bool serving = true;      ///< unset: as ready
+  bool terminating = false; ///< unset: false
+  std::string hostname;
+  std::string node_name;
+  std::string zone;
+  std::optional<client::ObjectReference> target_ref;
+  /// The backing Pod's labels, joined through targetRef from the same cluster's Pods; empty when
+  /// the endpoint has no Pod target or the Pod is not (yet) known to the index.
+  client::StringMap pod_labels;
+  bool pod_known = false;  ///< the Pod named by targetRef was known when this was computed
+
+  /// The port named `name`, or nullptr.
+  [[nodiscard]] const EndpointPort* port(std::string_view name) const noexcept;
+  bool operator==(const Endpoint&) const = default;
+};
+
+/// The endpoints of one subset (service, port name, selector) in one cluster. Immutable once
+/// published; shared between snapshots while the cluster's part does not change.
+struct ClusterEndpoints {
+  std::string cluster;
+  /// The index version at which this cluster's part of the subset last changed.
+  std::uint64_t version = 0;
+  /// Endpoints that have the subset's port and whose Pod labels match its selector, sorted by
+  /// address, each address once. Empty is a state: the cluster has no such endpoint.
+  std::vector<Endpoint> endpoints;
+};
+
+/// An immutable, versioned snapshot of one subset across every cluster.
+/// Thread-safety: immutable; read from any thread. `merged` points into `clusters`, which the
+/// snapshot owns: valid for as long as the snapshot (copying the snapshot keeps them valid).
+struct EndpointSnapshot {
+  ServiceRef service;
+  std::string port_name;
+  std::string selector;  ///< canonical text (LabelSelector::to_string()); "" = every endpoint
+  /// Strictly increasing per subset (index-wide counter): a newer snapshot has a larger version.
+  std::uint64_t version = 0;
+  /// Per cluster that has a shard for the service (possibly empty). A cluster absent here has
+  /// never held a slice (or Endpoints) of the service, or was removed.
+  std::map<std::string, std::shared_ptr<const ClusterEndpoints>, std::less<>> clusters;
+  struct MergedEndpoint {
+    const ClusterEndpoints* cluster = nullptr;
+    const Endpoint* endpoint = nullptr;
+  };
+  /// Every cluster's endpoints, in cluster order then address order (not deduplicated across
+  /// clusters: the same address in two clusters is two endpoints, e.g. on two networks).
+  std::vector<MergedEndpoint> merged;
+
+  /// The cluster's part, or nullptr when the cluster has no shard for the service.
+  [[nodiscard]] const ClusterEndpoints* cluster(std::string_view name) const;
+};
+
+using EndpointSnapshotPtr = std::shared_ptr<const EndpointSnapshot>;
+
+/// What a subscriber asks for: a service, a port name, and optionally a selector over the
+/// backing Pods' labels.
+struct EndpointQuery {
+  ServiceRef service;
+  std::string port_name;
+  std::optional<LabelSelector> selector;  ///< nullopt (or an empty selector): every endpoint
+};
+
+/// Where a cluster's endpoints come from: discovery.k8s.io/v1 EndpointSlices, or core/v1
+/// Endpoints for a cluster that does not serve discovery.k8s.io/v1.
+enum class EndpointSource { slices, endpoints };
+
+/// Endpoints per service and per cluster shard, and snapshots per subset.
+///
+/// Rules (each guarded by a test in tests/cache/endpoint_index_test.cc):
+/// - Full replacement: every input that touches a service's slices (or Endpoints) in a cluster
+///   recomputes that service's whole shard for that cluster from the inputs the index now
+///   holds; nothing from an earlier computation survives.
+/// - Cross-slice dedupe: an address in two slices of one service in one cluster counts once; the
+///   slice written to the index last wins (arrival order, never a resourceVersion comparison).
+/// - Empty is a state: a shard whose slices were all removed (or hold no endpoint) stays, empty,
+///   and reaches the subset's snapshot as an explicit empty ClusterEndpoints.
+/// - Pods: a Pod's labels are joined to endpoints through targetRef. A Pod change recomputes
+///   every subset of every service whose shard references the Pod, when its selector matches
+///   the old labels or the new ones; when the old labels are not known (the Pod was not in the
+///   index), every subset of those services is recomputed.
+/// - remove_cluster() removes every shard of the cluster and notifies every subset of every
+///   affected service.
+/// Subsets are tracked (and notified) while at least one Watch on them is open; snapshot()
+/// computes an untracked subset on demand.
+///
+/// Notification: after an input call changed subsets, their watches' callbacks run on the
+/// calling thread, after the index's lock is released, with the new snapshot. Callbacks of
+/// concurrent input calls may run concurrently and out of order: a receiver keeps the snapshot
+/// with the highest version. Callbacks must be fast and must not block (store the snapshot and
+/// wake a strand: EndpointFeed does); they may call back into the index.
+///
+/// Lifetime: Watches may outlive the index (closing is then a no-op). Snapshots are shared and
+/// outlive everything.
+/// Thread-safety: thread-safe; every public method may be called concurrently from any thread,
+/// including from inside a watch callback. One mutex serialises inputs and snapshot building.
+class EndpointIndex {
+  class State;  // defined in endpoint_index.cc
+
+ public:
+  /// Called with every new snapshot of a watched subset.
+  using Callback = std::function<void(const EndpointSnapshotPtr&)>;
+
+  /// The RAII handle of one watch on one subset: destroying or closing it stops that watch
+  /// (idempotent). A callback already taken by a concurrent input call may still run once after
+  /// close() returns: its captures must hold shared ownership of what it uses.
+  /// Thread-safety: close() may be called from any thread, also from inside the callback; moving
+  /// must not race with other calls on the same object.
+  class [[nodiscard]] Watch {
+   public:
+    Watch() = default;
+    Watch(Watch&& other) noexcept;
+    Watch& operator=(Watch&& other) noexcept;
+    Watch(const Watch&) = delete;
+    Watch& operator=(const Watch&) = delete;
+    ~Watch();
+    void close();
+    [[nodiscard]] bool active() const noexcept { return id_ != 0; }
+
+   private:
+    friend class EndpointIndex;
+    Watch(std::weak_ptr<State> state, std::string subset, std::uint64_t id);
+    std::weak_ptr<State> state_;
+    std::string subset_;
+    std::uint64_t id_ = 0;
+  };
+
+  EndpointIndex();
+  ~EndpointIndex();
+  EndpointIndex(const EndpointIndex&) = delete;
+  EndpointIndex& operator=(const EndpointIndex&) = delete;
+
+  /// Declares a cluster's endpoint source. Optional: the first input for a cluster declares it.
+  /// Returns false (and changes nothing) when the cluster already has the other source.
+  bool set_source(const std::string& cluster, EndpointSource source);
+
+  /// Adds or replaces an EndpointSlice (keyed by namespace/name) in `cluster` and recomputes the
+  /// shards of its service (label kubernetes.io/service-name) and, if the label changed, of its
+  /// previous service. A slice without the label is held but belongs to no service. Returns false
+  /// (ignored) when the cluster's source is core/v1 Endpoints.
+  bool upsert_slice(const std::string& cluster, std::shared_ptr<const client::EndpointSlice> slice);
+  /// Removes the slice with `key` ("namespace/name") and recomputes its service's shard (which
+  /// becomes empty, not absent, when it was the last slice). Unknown keys are a no-op.
+  void remove_slice(const std::string& cluster, std::string_view key);
+  /// Adds or replaces a core/v1 Endpoints (its namespace/name is the service's) and recomputes
+  /// that shard. Returns false (ignored) when the cluster's source is EndpointSlices.
+  bool upsert_endpoints(const std::string& cluster, std::shared_ptr<const client::Endpoints> endpoints);
+  /// Removes the Endpoints with `key`; its shard becomes empty.
+  void remove_endpoints(const std::string& cluster, std::string_view key);
+  /// Adds or replaces a Pod (for the targetRef join) and recomputes the subsets it can affect.
+  void upsert_pod(const std::string& cluster, std::shared_ptr<const client::Pod> pod);
+  /// Forgets a Pod: endpoints naming it keep no labels.
+  void remove_pod(const std::string& cluster, std::string_view key);
+  /// Forgets everything of `cluster` (slices, Endpoints, Pods, shards, its source) and notifies
+  /// every watched subset of every service that had a shard there.
+  void remove_cluster(const std::string& cluster);
+
+  /// Watches one subset: `callback` receives every later snapshot of it. Returns the handle;
+  /// `current` (if not null) receives the snapshot at registration, taken atomically with it (no
+  /// snapshot is missed between the two).
+  Watch watch(const EndpointQuery& query, Callback callback, EndpointSnapshotPtr* current = nullptr);
+  /// The current snapshot of a subset (computed on demand when nobody watches it).
+  [[nodiscard]] EndpointSnapshotPtr snapshot(const EndpointQuery& query) const;
+
+  /// Watched subsets (for audits and tests).
+  [[nodiscard]] std::size_t subset_count() const;
+  /// The clusters the index holds input for.
+  [[nodiscard]] std::vector<std::string> clusters() const;
+  /// The index-wide version counter: the version of the newest snapshot or shard computation.
+  [[nodiscard]] std::uint64_t version() const;
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+using EndpointIndexPtr = std::shared_ptr<EndpointIndex>;
+
+}  // namespace kinformer::cache

@@ -1,0 +1,67 @@
+#pragma once
+// EndpointFeed: feeds one cluster's EndpointSlice (or core/v1 Endpoints) and Pod informers into
+// an EndpointIndex (issue 11).
+
+#include <memory>
+#include <string>
+
+#include "kinformer/cache/endpoint_index.h"
+#include "kinformer/informer/informer_factory.h"
+#include "kinformer/informer/registration.h"
+
+namespace kinformer::informer {
+
+/// Which informers an EndpointFeed uses, and how they are keyed.
+struct EndpointFeedOptions {
+  /// slices: discovery.k8s.io/v1 EndpointSlices; endpoints: core/v1 Endpoints, for a cluster
+  /// that does not serve discovery.k8s.io/v1.
+  cache::EndpointSource source = cache::EndpointSource::slices;
+  /// Key of the EndpointSlice (or Endpoints) informer: namespace and selectors.
+  InformerOptions endpoints;
+  /// Key of the Pod informer (for the targetRef join of Pod labels).
+  InformerOptions pods;
+  /// Names the feed's two handlers in metrics and logs ("<name>-slices", "<name>-pods").
+  /// Empty: "endpoint-feed-<cluster>".
+  std::string name;
+};
+
+/// Registers handlers on one cluster's endpoint and Pod informers (from that cluster's
+/// InformerFactory, shared with every other component) and turns their notifications into the
+/// index's inputs: add/update -> upsert_slice / upsert_endpoints / upsert_pod, delete (including
+/// a relist's tombstone) -> remove_slice / remove_endpoints / remove_pod. The handlers run on the
+/// factory's executor; the index computes on that thread and hands snapshots to subscribers
+/// (EndpointSubscriptions) without waiting for them.
+///
+/// Closing the feed closes its two registrations (the informers keep running for the factory's
+/// other users) and, with close(true), removes the cluster from the index.
+///
+/// Lifetime: the factory must outlive the constructor call only (registrations may outlive it);
+/// the feed holds the index by shared_ptr.
+/// Thread-safety: has_synced() may be called from any thread; close() and the destructor must not
+/// race with each other.
+class EndpointFeed {
+ public:
+  /// Throws client::ConfigError as InformerFactory::informer() does, std::invalid_argument for a
+  /// null index or an empty cluster name, or when the cluster already has the other source.
+  EndpointFeed(cache::EndpointIndexPtr index, std::string cluster, InformerFactory& factory,
+               EndpointFeedOptions options = {});
+  /// close(false).
+  ~EndpointFeed();
+  EndpointFeed(const EndpointFeed&) = delete;
+  EndpointFeed& operator=(const EndpointFeed&) = delete;
+
+  /// True once both handlers received their informer's initial list.
+  [[nodiscard]] bool has_synced() const;
+  /// Closes both registrations (waiting for a running callback); then, if
+  /// `remove_cluster_from_index`, removes the cluster from the index. Idempotent.
+  void close(bool remove_cluster_from_index);
+  [[nodiscard]] const std::string& cluster() const noexcept { return cluster_; }
+
+ private:
+  cache::EndpointIndexPtr index_;
+  std::string cluster_;
+  Registration endpoints_;
+  Registration pods_;
+};
+
+}  // namespace kinformer::informer

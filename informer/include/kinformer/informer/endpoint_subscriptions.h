@@ -1,0 +1,134 @@
+#pragma once
+// EndpointSubscriptions: delivers an EndpointIndex's snapshots to subscribers, each on its own
+// serial strand of the HandlerExecutor, coalesced to the latest snapshot (issue 11).
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "kinformer/cache/endpoint_index.h"
+#include "kinformer/informer/clock.h"
+#include "kinformer/informer/handler_executor.h"
+
+namespace prometheus {
+class Registry;
+}
+
+namespace kinformer::informer {
+
+namespace detail {
+class Subscriber;
+struct SubscriberMetricFamilies;
+}  // namespace detail
+
+/// What a subscriber's delivery looks like now. "Delivered" is what the subscriber's callback
+/// returned from; "applied" is what it acknowledged with Subscription::ack() (e.g. a proxy's
+/// ACK): sent is not applied.
+struct SubscriberStats {
+  std::uint64_t latest_version = 0;     ///< newest snapshot handed to this subscriber
+  std::uint64_t delivered_version = 0;  ///< newest snapshot whose callback returned; 0: none yet
+  std::uint64_t applied_version = 0;    ///< newest version passed to ack(); 0: none
+  std::uint64_t deliveries = 0;         ///< callbacks that returned
+  std::uint64_t coalesced = 0;          ///< snapshots replaced by a newer one before delivery
+  /// How long the oldest snapshot not yet delivered (in the callback or waiting) has waited;
+  /// zero when the subscriber is up to date.
+  Clock::Duration lag{0};
+  /// When the running callback started; nullopt when none runs.
+  std::optional<Clock::TimePoint> stalled_since;
+};
+
+/// One subscriber's delivery options.
+struct SubscriberOptions {
+  /// Names the subscriber in metrics (label "subscriber") and logs. Keep it bounded (a component
+  /// or proxy-group name, not a proxy ID). Empty: "subscriber-<n>".
+  std::string name;
+  /// How long close() (and the destructor) waits for a running callback to return.
+  std::chrono::milliseconds close_timeout{5000};
+};
+
+/// The RAII handle of one subscriber: destroying or closing it stops the subscriber.
+///
+/// close() is idempotent; after it returns no callback starts, and it has waited up to
+/// close_timeout for a running one (from inside the subscriber's own callback it does not wait).
+/// Lifetime: may outlive the EndpointSubscriptions, the index and the executor (calls are then
+/// no-ops or return at once).
+/// Thread-safety: close(), ack() and stats() may be called concurrently from any thread,
+/// including from inside the callback; moving must not race with other calls on the object.
+class [[nodiscard]] Subscription {
+ public:
+  Subscription() = default;
+  Subscription(Subscription&& other) noexcept;
+  /// Closes the current subscriber first.
+  Subscription& operator=(Subscription&& other) noexcept;
+  Subscription(const Subscription&) = delete;
+  Subscription& operator=(const Subscription&) = delete;
+  ~Subscription();
+
+  /// Returns true when no callback of this subscriber runs any more (false: close_timeout passed
+  /// with the callback still running, or called from inside it).
+  bool close();
+  /// Records that the subscriber applied `version` (kept if newer than the last one acked).
+  void ack(std::uint64_t version);
+  [[nodiscard]] SubscriberStats stats() const;
+  [[nodiscard]] bool active() const;
+
+ private:
+  friend class EndpointSubscriptions;
+  explicit Subscription(std::shared_ptr<detail::Subscriber> s);
+  std::shared_ptr<detail::Subscriber> subscriber() const;  // copies subscriber_ under mu_
+
+  mutable std::mutex mu_;  // close() may run on the callback's strand and on the owner's thread
+  std::shared_ptr<detail::Subscriber> subscriber_;  // guarded by mu_
+};
+
+/// Delivers snapshots of an EndpointIndex to many subscribers. Delivery is separate from
+/// computation: the index's watch callback only stores the snapshot in the subscriber's single
+/// pending slot (replacing an older one: a slow subscriber gets the newest state, never a
+/// backlog) and wakes the subscriber's strand. Each subscriber's callback runs serially on its own
+/// strand of `executor`, so a subscriber blocked in its callback delays neither the index (whose
+/// input calls never wait for a subscriber) nor any other subscriber (the executor compensates for
+/// a blocked worker).
+///
+/// Per subscriber, the delivered and applied versions, the lag and the stalled-since time are
+/// observable (Subscription::stats(), and Prometheus gauges when a registry is given:
+/// kinformer_endpoint_subscriber_delivered_version, _applied_version, _lag_seconds (at the last
+/// delivery), _stalled_since_seconds (unix time the running callback started, 0 when none) and
+/// the counter kinformer_endpoint_subscriber_coalesced_total, label "subscriber").
+///
+/// Lifetime: holds the index and the executor by shared_ptr; Subscriptions may outlive it.
+/// Thread-safety: thread-safe; subscribe() may be called concurrently from any thread, also from
+/// inside a subscriber's callback.
+class EndpointSubscriptions {
+ public:
+  using Callback = std::function<void(const cache::EndpointSnapshotPtr&)>;
+
+  /// `clock` null: system_clock(). `registry` null: no Prometheus metrics (stats() still works).
+  /// Throws std::invalid_argument for a null index or executor.
+  EndpointSubscriptions(cache::EndpointIndexPtr index, HandlerExecutorPtr executor, ClockPtr clock = nullptr,
+                        std::shared_ptr<prometheus::Registry> registry = nullptr);
+  ~EndpointSubscriptions();
+  EndpointSubscriptions(const EndpointSubscriptions&) = delete;
+  EndpointSubscriptions& operator=(const EndpointSubscriptions&) = delete;
+
+  /// Subscribes to one subset. The first delivery is the subset's snapshot at subscription (a
+  /// service nobody has seen yet: a snapshot with no cluster); then every newer one, coalesced.
+  /// `callback` must stay valid until the Subscription is closed; an exception it throws is
+  /// caught and logged, and the next snapshot is delivered as usual.
+  Subscription subscribe(const cache::EndpointQuery& query, Callback callback, SubscriberOptions options = {});
+
+  [[nodiscard]] const cache::EndpointIndexPtr& index() const noexcept { return index_; }
+
+ private:
+  cache::EndpointIndexPtr index_;
+  HandlerExecutorPtr executor_;
+  ClockPtr clock_;
+  std::shared_ptr<detail::SubscriberMetricFamilies> families_;  // null without a registry
+  std::atomic<std::uint64_t> next_id_{0};
+};
+
+}  // namespace kinformer::informer

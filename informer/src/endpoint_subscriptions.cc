@@ -1,0 +1,306 @@
+#include "kinformer/informer/endpoint_subscriptions.h"
+
+#include <cstdio>
+#include <deque>
+#include <mutex>
+#include <stdexcept>
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
+
+namespace kinformer::informer {
+namespace detail {
+
+struct SubscriberMetricFamilies {
+  explicit SubscriberMetricFamilies(std::shared_ptr<prometheus::Registry> r)
+      : registry(std::move(r)),
+        delivered_version(prometheus::BuildGauge()
+                              .Name("kinformer_endpoint_subscriber_delivered_version")
+                              .Help("Version of the newest endpoint snapshot whose callback returned")
+                              .Register(*registry)),
+        applied_version(prometheus::BuildGauge()
+                            .Name("kinformer_endpoint_subscriber_applied_version")
+                            .Help("Version of the newest endpoint snapshot the subscriber acknowledged")
+                            .Register(*registry)),
+        lag(prometheus::BuildGauge()
+                .Name("kinformer_endpoint_subscriber_lag_seconds")
+                .Help("At the last delivery: how long the oldest undelivered snapshot had waited")
+                .Register(*registry)),
+        stalled_since(prometheus::BuildGauge()
+                          .Name("kinformer_endpoint_subscriber_stalled_since_seconds")
+                          .Help("Unix time the running callback started; 0 when none runs")
+                          .Register(*registry)),
+        coalesced(prometheus::BuildCounter()
+                      .Name("kinformer_endpoint_subscriber_coalesced_total")
+                      .Help("Snapshots replaced by a newer one before delivery")
+                      .Register(*registry)) {}
+  std::shared_ptr<prometheus::Registry> registry;
+  prometheus::Family<prometheus::Gauge>& delivered_version;
+  prometheus::Family<prometheus::Gauge>& applied_version;
+  prometheus::Family<prometheus::Gauge>& lag;
+  prometheus::Family<prometheus::Gauge>& stalled_since;
+  prometheus::Family<prometheus::Counter>& coalesced;
+};
+
+namespace {
+
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+void log_subscriber(const char* level, const char* msg, const std::string& name) {
+  std::fprintf(stderr, "level=%s component=endpoint_subscriptions msg=\"%s\" subscriber=%s\n", level, msg,
+               name.c_str());
+}
+
+}  // namespace
+
+/// One subscriber: a pending slot holding at most the latest snapshot, and a strand.
+/// Thread-safety: offer() from any thread (the index's input threads), drain() on the strand,
+/// the rest from any thread.
+class Subscriber : public std::enable_shared_from_this<Subscriber> {
+ public:
+  struct Metrics {
+    prometheus::Gauge* delivered_version = nullptr;
+    prometheus::Gauge* applied_version = nullptr;
+    prometheus::Gauge* lag = nullptr;
+    prometheus::Gauge* stalled_since = nullptr;
+    prometheus::Counter* coalesced = nullptr;
+  };
+
+  Subscriber(std::string name, EndpointSubscriptions::Callback callback, ClockPtr clock,
+             std::shared_ptr<SubscriberMetricFamilies> families, std::chrono::milliseconds close_timeout)
+      : name_(std::move(name)),
+        callback_(std::move(callback)),
+        clock_(std::move(clock)),
+        families_(std::move(families)),
+        close_timeout_(close_timeout) {
+    if (families_) {
+      const std::map<std::string, std::string> labels{{"subscriber", name_}};
+      metrics_.delivered_version = &families_->delivered_version.Add(labels);
+      metrics_.applied_version = &families_->applied_version.Add(labels);
+      metrics_.lag = &families_->lag.Add(labels);
+      metrics_.stalled_since = &families_->stalled_since.Add(labels);
+      metrics_.coalesced = &families_->coalesced.Add(labels);
+    }
+  }
+
+  ~Subscriber() {
+    if (!families_) return;
+    families_->delivered_version.Remove(metrics_.delivered_version);
+    families_->applied_version.Remove(metrics_.applied_version);
+    families_->lag.Remove(metrics_.lag);
+    families_->stalled_since.Remove(metrics_.stalled_since);
+    families_->coalesced.Remove(metrics_.coalesced);
+  }
+
+  void start(HandlerExecutor& executor, cache::EndpointIndex& index, const cache::EndpointQuery& query) {
+    std::weak_ptr<Subscriber> weak = weak_from_this();
+    strand_ = executor.make_strand(
+        [weak] {
+          auto self = weak.lock();
+          return self && self->drain();
+        },
+        name_);
+    cache::EndpointSnapshotPtr current;
+    {
+      std::lock_guard lock(watch_mu_);
+      watch_ = index.watch(
+          query,
+          [weak](const cache::EndpointSnapshotPtr& s) {
+            if (auto self = weak.lock()) self->offer(s);
+          },
+          &current);
+    }
+    offer(current);
+  }
+
+  // The index's callback: keep only the newest snapshot, wake the strand. Never waits for the
+  // subscriber's callback.
+  void offer(const cache::EndpointSnapshotPtr& s) {
+    {
+      std::lock_guard lock(mu_);
+      if (closed_ || s->version <= latest_version_) return;  // an older snapshot, arrived late
+      latest_version_ = s->version;
+      if (!pending_.empty()) {
+        ++coalesced_;
+        if (metrics_.coalesced) metrics_.coalesced->Increment();
+      } else {
+        pending_since_ = clock_->now();
+      }
+      pending_.clear();  // coalesce: the pending slot holds the latest snapshot only
+      pending_.push_back(s);
+    }
+    strand_->wake();
+  }
+
+  // One turn of the strand: deliver the pending snapshot, if any. True if another is pending.
+  bool drain() {
+    cache::EndpointSnapshotPtr s;
+    {
+      std::lock_guard lock(mu_);
+      if (closed_ || pending_.empty()) return false;
+      s = std::move(pending_.front());
+      pending_.pop_front();
+      in_flight_since_ = pending_since_;
+      running_since_ = clock_->now();
+    }
+    if (metrics_.stalled_since) metrics_.stalled_since->Set(unix_now());
+    try {
+      callback_(s);
+    } catch (...) {
+      log_subscriber("error", "endpoint subscriber callback threw", name_);
+    }
+    std::lock_guard lock(mu_);
+    Clock::TimePoint now = clock_->now();
+    if (metrics_.lag && in_flight_since_) {
+      metrics_.lag->Set(std::chrono::duration<double>(now - *in_flight_since_).count());
+    }
+    in_flight_since_.reset();
+    running_since_.reset();
+    delivered_version_ = s->version;
+    ++deliveries_;
+    if (metrics_.stalled_since) metrics_.stalled_since->Set(0);
+    if (metrics_.delivered_version) metrics_.delivered_version->Set(static_cast<double>(s->version));
+    return !pending_.empty() && !closed_;
+  }
+
+  bool close() {
+    {
+      std::lock_guard lock(mu_);
+      closed_ = true;
+      pending_.clear();
+    }
+    {
+      std::lock_guard lock(watch_mu_);
+      watch_.close();
+    }
+    if (!strand_) return true;
+    strand_->close();
+    if (strand_->running_here()) return false;
+    bool idle = strand_->wait_idle(close_timeout_);
+    if (!idle) log_subscriber("warn", "endpoint subscriber callback still running after close timeout", name_);
+    return idle;
+  }
+
+  void ack(std::uint64_t version) {
+    std::lock_guard lock(mu_);
+    if (version <= applied_version_) return;
+    applied_version_ = version;
+    if (metrics_.applied_version) metrics_.applied_version->Set(static_cast<double>(version));
+  }
+
+  SubscriberStats stats() const {
+    std::lock_guard lock(mu_);
+    SubscriberStats out;
+    out.latest_version = latest_version_;
+    out.delivered_version = delivered_version_;
+    out.applied_version = applied_version_;
+    out.deliveries = deliveries_;
+    out.coalesced = coalesced_;
+    // The oldest undelivered snapshot is the one in the callback, else the pending one.
+    std::optional<Clock::TimePoint> oldest = in_flight_since_;
+    if (!oldest && !pending_.empty()) oldest = pending_since_;
+    if (oldest) out.lag = clock_->now() - *oldest;
+    out.stalled_since = running_since_;
+    return out;
+  }
+
+ private:
+  const std::string name_;
+  const EndpointSubscriptions::Callback callback_;
+  const ClockPtr clock_;
+  const std::shared_ptr<SubscriberMetricFamilies> families_;
+  const std::chrono::milliseconds close_timeout_;
+  Metrics metrics_;
+  StrandPtr strand_;                  // set by start(), then read only
+  std::mutex watch_mu_;
+  cache::EndpointIndex::Watch watch_;  // guarded by watch_mu_
+
+  mutable std::mutex mu_;
+  std::deque<cache::EndpointSnapshotPtr> pending_;   // guarded by mu_: at most one, the latest
+  Clock::TimePoint pending_since_{};                 // guarded by mu_: when pending_ filled
+  std::optional<Clock::TimePoint> in_flight_since_;  // guarded by mu_: pending_since_ of the running one
+  std::optional<Clock::TimePoint> running_since_;    // guarded by mu_
+  std::uint64_t latest_version_ = 0;                 // guarded by mu_
+  std::uint64_t delivered_version_ = 0;              // guarded by mu_
+  std::uint64_t applied_version_ = 0;                // guarded by mu_
+  std::uint64_t deliveries_ = 0;                     // guarded by mu_
+  std::uint64_t coalesced_ = 0;                      // guarded by mu_
+  bool closed_ = false;                              // guarded by mu_
+};
+
+}  // namespace detail
+
+// ---- Subscription ----
+
+Subscription::Subscription(std::shared_ptr<detail::Subscriber> s) : subscriber_(std::move(s)) {}
+
+Subscription::Subscription(Subscription&& other) noexcept {
+  std::lock_guard lock(other.mu_);
+  subscriber_ = std::move(other.subscriber_);
+}
+
+Subscription& Subscription::operator=(Subscription&& other) noexcept {
+  if (this != &other) {
+    close();
+    std::scoped_lock lock(mu_, other.mu_);
+    subscriber_ = std::move(other.subscriber_);
+  }
+  return *this;
+}
+
+Subscription::~Subscription() { close(); }
+
+std::shared_ptr<detail::Subscriber> Subscription::subscriber() const {
+  std::lock_guard lock(mu_);
+  return subscriber_;
+}
+
+bool Subscription::close() {
+  std::shared_ptr<detail::Subscriber> s;
+  {
+    std::lock_guard lock(mu_);
+    s = std::move(subscriber_);
+  }
+  // A concurrent close() that found it already taken returns at once; Subscriber::close() is
+  // idempotent, so the order of the two does not matter.
+  return s ? s->close() : true;
+}
+
+void Subscription::ack(std::uint64_t version) {
+  if (auto s = subscriber()) s->ack(version);
+}
+
+SubscriberStats Subscription::stats() const {
+  auto s = subscriber();
+  return s ? s->stats() : SubscriberStats{};
+}
+
+bool Subscription::active() const { return subscriber() != nullptr; }
+
+// ---- EndpointSubscriptions ----
+
+EndpointSubscriptions::EndpointSubscriptions(cache::EndpointIndexPtr index, HandlerExecutorPtr executor,
+                                             ClockPtr clock, std::shared_ptr<prometheus::Registry> registry)
+    : index_(std::move(index)), executor_(std::move(executor)), clock_(clock ? std::move(clock) : system_clock()) {
+  if (!index_) throw std::invalid_argument("EndpointSubscriptions: the index is null");
+  if (!executor_) throw std::invalid_argument("EndpointSubscriptions: the executor is null");
+  if (registry) families_ = std::make_shared<detail::SubscriberMetricFamilies>(std::move(registry));
+}
+
+EndpointSubscriptions::~EndpointSubscriptions() = default;
+
+Subscription EndpointSubscriptions::subscribe(const cache::EndpointQuery& query, Callback callback,
+                                              SubscriberOptions options) {
+  std::uint64_t id = ++next_id_;
+  std::string name = options.name.empty() ? "subscriber-" + std::to_string(id) : std::move(options.name);
+  auto s = std::make_shared<detail::Subscriber>(std::move(name), std::move(callback), clock_, families_,
+                                                options.close_timeout);
+  s->start(*executor_, *index_, query);
+  return Subscription(std::move(s));
+}
+
+}  // namespace kinformer::informer

@@ -1,0 +1,176 @@
+// EndpointFeed tests: a cluster's EndpointSlice and Pod informers (scripted lister-watchers)
+// feeding an EndpointIndex, delivered through EndpointSubscriptions. Deadlines are failure
+// guards only.
+#include "kinformer/informer/endpoint_feed.h"
+
+#include <map>
+
+#include <gtest/gtest.h>
+
+#include "fakes.h"
+#include "kinformer/client/endpoint_slice.h"
+#include "kinformer/client/endpoints.h"
+#include "kinformer/client/pod.h"
+#include "kinformer/informer/endpoint_subscriptions.h"
+
+namespace kinformer::informer {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::FakeListerWatcher;
+using testing::ListerWatcherProxy;
+
+/// One InformerFactory whose lister-watchers are scripted per resource.
+struct Cluster {
+  std::map<std::string, std::shared_ptr<FakeListerWatcher>> fakes{
+      {"endpointslices", std::make_shared<FakeListerWatcher>()},
+      {"endpoints", std::make_shared<FakeListerWatcher>()},
+      {"pods", std::make_shared<FakeListerWatcher>()}};
+  std::unique_ptr<InformerFactory> factory;
+
+  Cluster() {
+    FactoryOptions o;
+    o.clock = std::make_shared<testing::ManualClock>(std::chrono::hours(1));
+    o.random = [] { return 0.5; };
+    o.handler_stop_timeout = 2000ms;
+    factory = std::make_unique<InformerFactory>(
+        [this](const client::ResourceType& type, const std::string&) {
+          return std::make_unique<ListerWatcherProxy>(fakes.at(type.gvr.resource));
+        },
+        std::move(o));
+  }
+  ~Cluster() { factory.reset(); }
+  FakeListerWatcher& fake(const std::string& resource) { return *fakes.at(resource); }
+};
+
+std::shared_ptr<client::EndpointSlice> slice(std::string name, std::vector<std::pair<std::string, std::string>> eps,
+                                             std::string rv = "1") {
+  auto s = std::make_shared<client::EndpointSlice>();
+  s->metadata.namespace_ = "ns";
+  s->metadata.name = std::move(name);
+  s->metadata.resource_version = std::move(rv);
+  s->metadata.labels = {{"kubernetes.io/service-name", "svc"}};
+  s->ports = {{"http", 80, "TCP", ""}};
+  for (auto& [address, pod] : eps) {
+    client::SliceEndpoint e;
+    e.addresses = {address};
+    e.target_ref = client::ObjectReference{"Pod", "ns", pod, ""};
+    s->endpoints.push_back(std::move(e));
+  }
+  return s;
+}
+
+std::shared_ptr<client::Pod> pod(std::string name, std::string app, std::string rv = "1") {
+  auto p = std::make_shared<client::Pod>();
+  p->metadata.namespace_ = "ns";
+  p->metadata.name = std::move(name);
+  p->metadata.resource_version = std::move(rv);
+  p->metadata.labels = {{"app", std::move(app)}};
+  return p;
+}
+
+/// The fakes script LISTs: ask for LIST explicitly (main's factory default becomes WatchList).
+EndpointFeedOptions list_options(cache::EndpointSource source = cache::EndpointSource::slices) {
+  EndpointFeedOptions o;
+  o.source = source;
+  o.endpoints.use_watch_list = false;
+  o.pods.use_watch_list = false;
+  return o;
+}
+
+cache::EndpointQuery query(std::string selector = "") {
+  cache::EndpointQuery q;
+  q.service = {"ns", "svc"};
+  q.port_name = "http";
+  if (!selector.empty()) q.selector = cache::LabelSelector::parse(selector);
+  return q;
+}
+
+/// The newest snapshot a subscriber received.
+class Latest {
+ public:
+  void set(const cache::EndpointSnapshotPtr& s) {
+    std::lock_guard lock(mu_);
+    s_ = s;
+    cv_.notify_all();
+  }
+  /// Waits until the newest snapshot's part of `cluster` holds exactly `addresses`.
+  bool wait_addresses(const std::string& cluster, std::vector<std::string> addresses) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, testing::kDeadline, [&] {
+      if (!s_) return false;
+      const auto* part = s_->cluster(cluster);
+      if (part == nullptr) return false;
+      std::vector<std::string> got;
+      for (const auto& e : part->endpoints) got.push_back(e.address);
+      return got == addresses;
+    });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  cache::EndpointSnapshotPtr s_;
+};
+
+TEST(EndpointFeedTest, SlicesAndPodsReachSubscribersAndDeletesEmptyTheShard) {
+  Cluster c1;
+  c1.fake("endpointslices").add_list({slice("s1", {{"10.0.0.1", "p1"}, {"10.0.0.2", "p2"}})}, "10");
+  auto slice_watch = c1.fake("endpointslices").add_watch();
+  c1.fake("pods").add_list({pod("p1", "a"), pod("p2", "b")}, "20");
+  auto pod_watch = c1.fake("pods").add_watch();
+
+  auto index = std::make_shared<cache::EndpointIndex>();
+  EndpointFeed feed(index, "c1", *c1.factory, list_options());
+  EndpointSubscriptions subs(index, c1.factory->executor_ptr());
+  Latest a, all;
+  auto sa = subs.subscribe(query("app=a"), [&](const cache::EndpointSnapshotPtr& s) { a.set(s); });
+  auto sall = subs.subscribe(query(), [&](const cache::EndpointSnapshotPtr& s) { all.set(s); });
+  c1.factory->start();
+  ASSERT_TRUE(a.wait_addresses("c1", {"10.0.0.1"}));
+  ASSERT_TRUE(all.wait_addresses("c1", {"10.0.0.1", "10.0.0.2"}));
+  EXPECT_TRUE(testing::eventually([&] { return feed.has_synced(); }));
+
+  // p2 relabelled to app=a: it joins the subset.
+  pod_watch->push(testing::event(client::EventType::modified, pod("p2", "a", "21")));
+  ASSERT_TRUE(a.wait_addresses("c1", {"10.0.0.1", "10.0.0.2"}));
+
+  // The slice deleted: an explicit empty set for c1, not an absent cluster.
+  slice_watch->push(testing::event(client::EventType::deleted, slice("s1", {}, "11")));
+  ASSERT_TRUE(all.wait_addresses("c1", {}));
+  ASSERT_TRUE(a.wait_addresses("c1", {}));
+
+  // Closing the feed with removal: the cluster leaves every snapshot.
+  feed.close(true);
+  EXPECT_EQ(index->snapshot(query())->cluster("c1"), nullptr);
+  EXPECT_EQ(c1.factory->informer_count(), 2u) << "the informers stay, for the factory's other users";
+  sa.close();
+  sall.close();
+}
+
+TEST(EndpointFeedTest, CoreV1EndpointsForAClusterWithoutDiscoveryV1) {
+  Cluster c1;
+  auto eps = std::make_shared<client::Endpoints>();
+  eps->metadata.namespace_ = "ns";
+  eps->metadata.name = "svc";
+  eps->metadata.resource_version = "5";
+  client::EndpointSubset subset;
+  subset.addresses = {{"10.0.0.7", "", "n1", client::ObjectReference{"Pod", "ns", "p1", ""}}};
+  subset.ports = {{"http", 80, "TCP", ""}};
+  eps->subsets = {subset};
+  c1.fake("endpoints").add_list({eps}, "5");
+  c1.fake("pods").add_list({pod("p1", "a")}, "6");
+
+  auto index = std::make_shared<cache::EndpointIndex>();
+  EndpointFeed feed(index, "c1", *c1.factory, list_options(cache::EndpointSource::endpoints));
+  EXPECT_THROW(EndpointFeed(index, "c1", *c1.factory, list_options()), std::invalid_argument) << "c1 is on core/v1 Endpoints";
+  c1.factory->start();
+  ASSERT_TRUE(testing::eventually([&] {
+    auto snapshot = index->snapshot(query("app=a"));  // keeps the part alive
+    const auto* part = snapshot->cluster("c1");
+    return part != nullptr && part->endpoints.size() == 1 && part->endpoints[0].address == "10.0.0.7";
+  }));
+}
+
+}  // namespace
+}  // namespace kinformer::informer
