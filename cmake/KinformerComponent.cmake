@@ -4,7 +4,10 @@ function(kinformer_component name)
   cmake_parse_arguments(ARG "" "" "SOURCES;PUBLIC_DEPS;PRIVATE_DEPS;PUBLIC_DEFS" ${ARGN})
   add_library(kinformer_${name} ${ARG_SOURCES})
   add_library(kinformer::${name} ALIAS kinformer_${name})
-  set_target_properties(kinformer_${name} PROPERTIES EXPORT_NAME ${name} OUTPUT_NAME kinformer_${name})
+  set_target_properties(kinformer_${name} PROPERTIES EXPORT_NAME ${name} OUTPUT_NAME kinformer_${name}
+    VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR})
+  # A consumer gets C++20 from the target: it need not set the standard itself.
+  target_compile_features(kinformer_${name} PUBLIC cxx_std_20)
   target_include_directories(kinformer_${name} PUBLIC
     $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
     $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>

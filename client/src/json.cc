@@ -5,8 +5,12 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 namespace kinformer::client::detail {
+
+// json_fwd.h declares JsonValue without RapidJSON; it must be RapidJSON's own default value type.
+static_assert(std::is_same_v<JsonValue, rapidjson::Value>, "json_fwd.h does not match rapidjson::Value");
 
 namespace {
 

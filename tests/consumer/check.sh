@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs kinformer from BUILD_DIR into BUILD_DIR/install, builds tests/consumer against it
-# out of tree, and runs it.
+# Installs kinformer from BUILD_DIR into BUILD_DIR/install, then builds tests/consumer against it
+# out of tree twice, as users' projects would: with CMake (find_package(kinformer)) and with
+# pkg-config (kinformer.pc, a plain compiler command line), and runs both.
 set -euo pipefail
 build=$1
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -9,3 +10,13 @@ rm -rf "$build/consumer"
 cmake -S "$here" -B "$build/consumer" -G Ninja -DCMAKE_PREFIX_PATH="$build/install"
 ninja -C "$build/consumer"
 "$build/consumer/consumer"
+
+command -v pkg-config >/dev/null || { echo "check.sh: pkg-config not found" >&2; exit 1; }
+pc_dir=$(dirname "$(find "$build/install" -name kinformer.pc -print -quit)")
+[ -n "$pc_dir" ] || { echo "check.sh: kinformer.pc was not installed" >&2; exit 1; }
+# The .pc's prefix is the configured install prefix; point it at this install.
+flags=$(PKG_CONFIG_PATH="$pc_dir" pkg-config --define-variable=prefix="$build/install" --cflags --libs kinformer)
+echo "pkg-config --cflags --libs kinformer: $flags"
+# shellcheck disable=SC2086  # the flags are words
+c++ "$here/main.cc" -o "$build/consumer/consumer-pkg-config" $flags
+"$build/consumer/consumer-pkg-config"

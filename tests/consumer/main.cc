@@ -9,6 +9,7 @@
 
 #include "kinformer/client/secret.h"
 #include "kinformer/informer/informer_factory.h"
+#include "kinformer/version.h"
 
 namespace {
 
@@ -49,7 +50,8 @@ class OneSecret final : public client::ListerWatcher {
 int main() {
   informer::InformerFactory factory(
       [](const client::ResourceType&, const std::string&) { return std::make_unique<OneSecret>(); });
-  auto secrets = factory.informer<client::Secret>({.namespace_ = "mesh"});
+  // OneSecret answers LISTs, not streaming lists (the factory's default).
+  auto secrets = factory.informer<client::Secret>({.namespace_ = "mesh", .use_watch_list = false});
   std::atomic<int> adds{0};
   auto registration = secrets.add_handler({.add = [&](const auto& s, bool) {
     if (s->metadata.name == "ca-root") ++adds;
@@ -67,6 +69,7 @@ int main() {
   }
   registration.close();
   factory.shutdown();
-  std::printf("consumer ok: informer synced, handler saw the secret, shutdown clean\n");
+  std::printf("consumer ok (kinformer %s): informer synced, handler saw the secret, shutdown clean\n",
+              kinformer::kVersion);
   return 0;
 }

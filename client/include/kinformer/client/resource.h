@@ -5,8 +5,7 @@
 #include <string>
 #include <string_view>
 
-#include <rapidjson/document.h>
-
+#include "kinformer/client/json_fwd.h"
 #include "kinformer/client/object.h"
 #include "kinformer/client/result.h"
 
@@ -30,8 +29,6 @@ struct GroupVersionResource {
   [[nodiscard]] std::string to_string() const;
   bool operator==(const GroupVersionResource&) const = default;
 };
-
-using JsonValue = rapidjson::Value;
 
 /// The deepest JSON nesting the client accepts (objects and arrays; the outermost value is level
 /// 1, the object of a watch event level 2). Built-in objects are shallow, but custom resources
