@@ -60,6 +60,9 @@ struct Connection {
   Clock::duration delay{};
   std::optional<std::size_t> truncate_after;  // server->client bytes still forwarded
   bool closed = false;
+  std::array<std::uint64_t, 2> bytes{};  // forwarded, per pump
+  Clock::time_point opened = Clock::now();
+  Clock::time_point last_byte = opened;
 
   // rst: the client gets a reset instead of an orderly FIN.
   void close(bool rst) {
@@ -157,6 +160,8 @@ struct TcpProxy::Impl {
         truncated = *c->truncate_after == 0;
       }
       auto [wec, wn] = co_await asio::async_write(to, asio::buffer(buf.data(), forward), kAwait);
+      c->bytes[downstream ? 1 : 0] += wn;
+      c->last_byte = Clock::now();
       if (wec || truncated) break;
     }
     c->close(false);
@@ -338,6 +343,24 @@ void TcpProxy::stop_faults() {
 
 std::uint64_t TcpProxy::faults(Fault kind) const {
   return impl_->fault_counts[static_cast<std::size_t>(kind)];
+}
+
+std::vector<std::string> TcpProxy::describe_connections() const {
+  std::vector<std::string> out;
+  impl_->run([&, impl = impl_.get()] {
+    const auto now = Clock::now();
+    auto ms = [](Clock::duration d) { return static_cast<long long>(std::chrono::duration_cast<milliseconds>(d).count()); };
+    for (const auto& c : impl->open_connections()) {
+      char line[200];
+      std::snprintf(line, sizeof line, "conn=%llu age_ms=%lld up_bytes=%llu down_bytes=%llu idle_ms=%lld%s%s%s",
+                    static_cast<unsigned long long>(c->id), ms(now - c->opened),
+                    static_cast<unsigned long long>(c->bytes[0]), static_cast<unsigned long long>(c->bytes[1]),
+                    ms(now - c->last_byte), now < c->stalled_until ? " stalled" : "",
+                    now < c->delayed_until ? " delayed" : "", c->truncate_after ? " truncating" : "");
+      out.emplace_back(line);
+    }
+  });
+  return out;
 }
 
 std::uint64_t TcpProxy::faults_total() const {

@@ -98,6 +98,9 @@ class TcpProxy {
   /// open is not injected and not counted).
   [[nodiscard]] std::uint64_t faults(Fault kind) const;
   [[nodiscard]] std::uint64_t faults_total() const;
+  /// One line per open connection (id, bytes each way, time since the last byte, faults in
+  /// effect), for a test's failure message.
+  [[nodiscard]] std::vector<std::string> describe_connections() const;
 
   struct Impl;
 
