@@ -17,6 +17,10 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <charconv>
 #include <condition_variable>
 #include <deque>
@@ -372,6 +376,36 @@ struct Transport::Impl {
     co_return results;
   }
 
+  // Connects to the first endpoint of `results` that accepts, within the stream's deadline, on a
+  // socket opened close-on-exec (Asio's own open() leaves it inheritable). A child process that
+  // inherited a connection (an exec credential plugin, or anything the embedding program runs)
+  // would keep it open after we close it: a closed watch would go on being served.
+  static awaitable<error_code> connect_close_on_exec(beast::tcp_stream& stream,
+                                                     const tcp::resolver::results_type& results) {
+    error_code last = asio::error::host_not_found;
+    for (const auto& entry : results) {
+      const tcp::endpoint ep = entry.endpoint();
+      error_code ec;
+      stream.socket().close(ec);
+      const int fd = ::socket(ep.protocol().family(), SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP);
+      if (fd < 0) {
+        last = error_code(errno, boost::system::system_category());
+        continue;
+      }
+      stream.socket().assign(ep.protocol(), fd, ec);
+      if (ec) {
+        ::close(fd);
+        last = ec;
+        continue;
+      }
+      auto [cec] = co_await stream.async_connect(ep, kTuple);
+      if (!cec) co_return cec;
+      last = cec;
+      if (cec == beast::error::timeout || cec == asio::error::operation_aborted) break;  // the deadline is for all
+    }
+    co_return last;
+  }
+
   awaitable<Result<ConnectionPtr>> connect(std::shared_ptr<ssl::context> context, std::size_t cert_id,
                                            std::chrono::steady_clock::time_point deadline) {
     auto ex = co_await asio::this_coro::executor;
@@ -381,7 +415,7 @@ struct Transport::Impl {
     auto conn = std::make_shared<Connection>(ex, context);
     conn->cert_id = std::to_string(cert_id);
     conn->lowest().expires_at(deadline);
-    auto [cec, ep] = co_await conn->lowest().async_connect(results, kTuple);
+    error_code cec = co_await connect_close_on_exec(conn->lowest(), results);
     if (cec) co_return from_ec(cec, "connect to " + url.host + ":" + url.port);
     error_code ignored;
     conn->lowest().socket().set_option(tcp::no_delay(true), ignored);

@@ -1,10 +1,14 @@
 #include "e2e_env.h"
 
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
 #include <random>
 #include <stdexcept>
 #include <thread>
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "watch_audit.h"
 
@@ -45,8 +49,24 @@ bool launcher_available() {
 int launcher(const std::string& command) {
   const std::string cmd = "bash '" KINFORMER_SOURCE_DIR "/e2e/launcher.sh' " + command +
                           " --dir '" + std::getenv("KINFORMER_E2E_DIR") + "' >&2";
-  const int rc = std::system(cmd.c_str());
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+  // Not std::system: `restart-apiserver` starts kube-apiserver as a daemon, and a child
+  // inherits every descriptor not marked close-on-exec (Asio opens sockets without it). The
+  // daemon would then hold this process's sockets open for its whole life, and a connection
+  // closed here (by a TcpProxy, or by a client) would never be closed for its peer: the chaos
+  // suite found watches that waited forever on a connection the proxy had closed. The child
+  // closes every descriptor above stderr before it runs the launcher.
+  const pid_t pid = ::fork();
+  if (pid < 0) return 128;
+  if (pid == 0) {
+    ::close_range(3, ~0U, 0);
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return 128;
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
 
 client::RestClientOptions fast_client_options() {

@@ -1,16 +1,77 @@
 #pragma once
 // TcpProxy: a loopback TCP forwarder between a client under test and a real API server, so a
-// test can cut the client off (every connection closed, new ones refused) while the server keeps
-// running for everyone else, then heal the link. TLS passes through untouched.
+// test can break the client's connections while the server keeps running for everyone else.
+// TLS passes through untouched: every fault is one the client sees on its TCP connection (a
+// refused or closed connection, silence, latency, a short read in the middle of a TLS record,
+// a reset).
+//
+// Two ways to break things:
+// - cut() / heal(): every connection closed and new ones refused, until heal().
+// - A seeded fault schedule (start_faults / stop_faults): at random gaps, one fault at a time,
+//   drawn from a std::mt19937_64 seeded with FaultSchedule::seed, so a printed seed names the
+//   sequence of fault kinds, gaps and parameters (which connection a fault hits depends on the
+//   connections open at that moment, so a rerun is similar, not identical).
+//
+// Threading contract: every public member may be called from any thread. Connection state and
+// the schedule live on the proxy's one io thread; public calls that change them post to that
+// thread and wait for the change to be made (cut(), stop_faults()), so when they return, the
+// change is in effect. Fault counts are atomics. Lifetime: the destructor ends the schedule,
+// closes every connection and joins the io thread.
 
+#include <array>
+#include <chrono>
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace kinformer::e2e {
 
-/// Thread-safety: every member may be called from any thread. Lifetime: the destructor closes
-/// every connection and joins the proxy's thread.
+/// What the fault schedule can do.
+enum class Fault {
+  cut,       ///< every connection closed, new ones refused, for a while (then healed)
+  stall,     ///< one connection stops forwarding both ways for a while, then resumes
+  truncate,  ///< one connection forwards a few more server->client bytes, then closes
+  delay,     ///< one connection waits before forwarding each chunk, for a while
+  reset,     ///< one connection closed with an RST (SO_LINGER 0) towards the client
+};
+inline constexpr std::array<Fault, 5> kAllFaults = {Fault::cut, Fault::stall, Fault::truncate,
+                                                    Fault::delay, Fault::reset};
+/// "cut", "stall", ...
+const char* to_string(Fault fault);
+
+/// The parameters of a fault schedule. Each draw is uniform in its range.
+struct FaultSchedule {
+  std::uint64_t seed = 0;
+  /// The kinds drawn from (uniformly); empty: none (the schedule only waits).
+  std::vector<Fault> kinds{kAllFaults.begin(), kAllFaults.end()};
+  /// Time between two faults.
+  std::chrono::milliseconds min_gap{300};
+  std::chrono::milliseconds max_gap{2500};
+  /// How long a cut lasts.
+  std::chrono::milliseconds min_cut{100};
+  std::chrono::milliseconds max_cut{3000};
+  /// How long a stall lasts (keep it below the client's watch idle timeout to test resumption,
+  /// or above it to test the timeout).
+  std::chrono::milliseconds min_stall{200};
+  std::chrono::milliseconds max_stall{6000};
+  /// Server->client bytes still forwarded before a truncated connection closes: a few bytes
+  /// into the next TLS record, i.e. in the middle of a watch event.
+  std::size_t min_truncate_bytes = 1;
+  std::size_t max_truncate_bytes = 4096;
+  /// Latency added to every chunk of a delayed connection, and for how long.
+  std::chrono::milliseconds min_delay{5};
+  std::chrono::milliseconds max_delay{250};
+  std::chrono::milliseconds min_delay_for{500};
+  std::chrono::milliseconds max_delay_for{8000};
+  /// Called on the io thread with one line per fault injected (kind, connection, parameters).
+  /// Keep it quick. Never sees payload bytes.
+  std::function<void(const std::string&)> log;
+};
+
+/// See the file comment for the threading contract.
 class TcpProxy {
  public:
   /// Forwards 127.0.0.1:<port()> to upstream_host:upstream_port.
@@ -22,10 +83,24 @@ class TcpProxy {
   [[nodiscard]] std::uint16_t port() const;
   /// Closes every open connection and refuses new ones (accepted, then closed at once).
   void cut();
-  /// Forwards new connections again.
+  /// Forwards new connections again (also ends a cut made by the schedule).
   void heal();
   /// Connections forwarded so far.
   [[nodiscard]] std::uint64_t connections() const;
+
+  /// Starts injecting faults by `schedule`. Precondition: no schedule is running.
+  void start_faults(FaultSchedule schedule);
+  /// Ends the schedule and undoes its lasting faults: a scheduled cut is healed, stalled
+  /// connections resume, added latency and pending truncations are dropped. Connections already
+  /// closed stay closed. Idempotent; returns once the schedule has stopped.
+  void stop_faults();
+  /// Faults the schedule injected, by kind (a per-connection fault drawn while no connection was
+  /// open is not injected and not counted).
+  [[nodiscard]] std::uint64_t faults(Fault kind) const;
+  [[nodiscard]] std::uint64_t faults_total() const;
+  /// One line per open connection (id, bytes each way, time since the last byte, faults in
+  /// effect), for a test's failure message.
+  [[nodiscard]] std::vector<std::string> describe_connections() const;
 
   struct Impl;
 

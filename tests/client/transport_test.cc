@@ -1,11 +1,16 @@
 // TLS behaviour of the transport, exercised through RestClient::get_raw against FakeApiServer.
+#include <arpa/inet.h>
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <gtest/gtest.h>
 
 #include <condition_variable>
 #include <cstring>
+#include <filesystem>
 #include <future>
 #include <mutex>
 
@@ -222,6 +227,36 @@ TEST(Transport, ConnectionRefusedIsNetworkError) {
   auto r = client.get_raw("/readyz");
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, Errc::network);
+}
+
+// The descriptors of this process's TCP sockets connected to 127.0.0.1:`port`.
+std::vector<int> sockets_connected_to(std::uint16_t port) {
+  std::vector<int> out;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    const int fd = std::stoi(entry.path().filename().string());
+    sockaddr_in peer{};
+    socklen_t len = sizeof peer;
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0 || peer.sin_family != AF_INET) continue;
+    if (ntohs(peer.sin_port) == port) out.push_back(fd);
+  }
+  return out;
+}
+
+// A child process (an exec credential plugin, or anything the embedding program runs) must not
+// inherit the client's connections: while it holds a copy, closing a watch closes nothing on
+// the wire, and the API server keeps serving the watch (the chaos suite saw watches that never
+// heard of a closed connection because a daemon started by the test had inherited them).
+TEST(Transport, ConnectionsAreCloseOnExec) {
+  auto server = tls_server();
+  RestClient client(server->cluster_config(), fast());
+  ASSERT_TRUE(client.get_raw("/readyz"));  // the connection stays open in the pool
+  const auto fds = sockets_connected_to(server->port());
+  ASSERT_FALSE(fds.empty());
+  for (int fd : fds) {
+    const int flags = ::fcntl(fd, F_GETFD);
+    ASSERT_GE(flags, 0);
+    EXPECT_TRUE(flags & FD_CLOEXEC) << "fd " << fd << " would be inherited by a child process";
+  }
 }
 
 }  // namespace
