@@ -6,6 +6,12 @@ set -euo pipefail
 build=$1
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cmake --install "$build" --prefix "$build/install"
+# The installed headers need neither Boost, OpenSSL nor RapidJSON (they are private to the
+# libraries): a consumer's own use of them stays its own.
+if grep -rnE '#include [<"](boost|openssl|rapidjson)/' "$build/install/include/kinformer"; then
+  echo "check.sh: a public header includes a private dependency (above)" >&2
+  exit 1
+fi
 rm -rf "$build/consumer"
 cmake -S "$here" -B "$build/consumer" -G Ninja -DCMAKE_PREFIX_PATH="$build/install"
 ninja -C "$build/consumer"
@@ -14,8 +20,7 @@ ninja -C "$build/consumer"
 command -v pkg-config >/dev/null || { echo "check.sh: pkg-config not found" >&2; exit 1; }
 pc_dir=$(dirname "$(find "$build/install" -name kinformer.pc -print -quit)")
 [ -n "$pc_dir" ] || { echo "check.sh: kinformer.pc was not installed" >&2; exit 1; }
-# The .pc's prefix is the configured install prefix; point it at this install.
-flags=$(PKG_CONFIG_PATH="$pc_dir" pkg-config --define-variable=prefix="$build/install" --cflags --libs kinformer)
+flags=$(PKG_CONFIG_PATH="$pc_dir" pkg-config --cflags --libs kinformer)
 echo "pkg-config --cflags --libs kinformer: $flags"
 # shellcheck disable=SC2086  # the flags are words
 c++ "$here/main.cc" -o "$build/consumer/consumer-pkg-config" $flags
