@@ -77,8 +77,15 @@ Error error_from_response(int http_status, std::string_view body, std::string_vi
     }
   }
   if (!parsed) {
-    constexpr std::size_t kMaxMessage = 1024;
-    e.message = std::string(trimmed.substr(0, kMaxMessage));
+    if (!trimmed.empty() && (trimmed.front() == '{' || trimmed.front() == '[')) {
+      // JSON that is not a Status may be an API object (a proxy passing a Secret list on with an
+      // odd status): its text would reach logs and last_error(). Only its size is kept.
+      e.message = "HTTP " + std::to_string(http_status) + " with a JSON body that is not a Status (" +
+                  std::to_string(trimmed.size()) + " bytes)";
+    } else {
+      constexpr std::size_t kMaxMessage = 1024;
+      e.message = std::string(trimmed.substr(0, kMaxMessage));  // a proxy's text or HTML page
+    }
     if (http_status == 429) e.reason = "TooManyRequests";
   }
   if (auto header = parse_seconds(retry_after_header)) e.retry_after = header;

@@ -94,7 +94,7 @@ Logger::Logger(LogSink sink, std::string component, std::vector<LogField> contex
     : sink_(sink ? std::move(sink) : stderr_log_sink()),
       component_(std::move(component)),
       context_(std::move(context)),
-      limit_(limit),
+      limit_{std::max(1.0, limit.burst), limit.refill},
       now_(now ? std::move(now) : Now([] { return std::chrono::steady_clock::now(); })),
       limits_(std::make_shared<Limits>()) {}
 
@@ -128,7 +128,12 @@ void Logger::log(LogLevel level, std::string_view message, std::initializer_list
   all.insert(all.end(), context_.begin(), context_.end());
   all.insert(all.end(), fields.begin(), fields.end());
   LogRecord record{level, component_, message, all, suppressed};
-  sink_(record);
+  try {
+    sink_(record);
+  } catch (...) {
+    // A sink must not throw (it runs inside kinformer's error paths); if one does, the record
+    // is lost rather than the thread.
+  }
 }
 
 }  // namespace kinformer::client

@@ -267,7 +267,9 @@ struct RestClient::Impl {
 RestClient::RestClient(ClusterConfig config, RestClientOptions options) : impl_(std::make_shared<Impl>()) {
   impl_->config = std::move(config);
   impl_->options = std::move(options);
-  impl_->log = Logger(impl_->options.log, "client", {{"server", impl_->config.server}});
+  // Server warnings are de-duplicated and bounded (max_remembered_warnings) before they are
+  // logged, and one that is dropped never comes back: no rate limit on top.
+  impl_->log = Logger(impl_->options.log, "client", {{"server", impl_->config.server}}, LogRateLimit{1, {}});
   impl_->limiter = impl_->options.rate_limiter ? impl_->options.rate_limiter
                                                : std::make_shared<RateLimiter>(impl_->options.rate_limit);
   detail::TransportOptions t;

@@ -80,22 +80,6 @@ struct Summary {
 };
 Summary g_summary;
 
-std::map<std::string, std::string> store_state(const informer::SharedInformer& inf) {
-  std::map<std::string, std::string> out;
-  for (const auto& o : inf.store().list()) out[o->metadata.name] = o->metadata.resource_version;
-  return out;
-}
-
-std::map<std::string, std::string> server_state(client::RestClient& c,
-                                                const client::ResourceType& t,
-                                                const std::string& ns) {
-  std::map<std::string, std::string> out;
-  auto listed = c.list_all(t, ns);
-  if (!listed) return {{"<error>", listed.error().to_string()}};
-  for (const auto& o : listed->items) out[o->metadata.name] = o->metadata.resource_version;
-  return out;
-}
-
 // Failed authentications counted by the server itself (authentication_attempts{result="error"}:
 // every 401), read from /metrics. -1 when the server does not expose it.
 long server_failed_authentications(client::RestClient& admin) {

@@ -144,4 +144,19 @@ const client::ResourceType& namespaces() {
   return t;
 }
 
+std::map<std::string, std::string> store_state(const informer::SharedInformer& inf) {
+  std::map<std::string, std::string> out;
+  for (const auto& o : inf.store().list()) out[o->metadata.name] = o->metadata.resource_version;
+  return out;
+}
+
+std::map<std::string, std::string> server_state(client::RestClient& c, const client::ResourceType& t,
+                                                const std::string& ns) {
+  std::map<std::string, std::string> out;
+  auto listed = c.list_all(t, ns);
+  if (!listed) return {{"<error>", listed.error().to_string()}};
+  for (const auto& o : listed->items) out[o->metadata.name] = o->metadata.resource_version;
+  return out;
+}
+
 }  // namespace kinformer::e2e

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -11,6 +12,7 @@
 #include "kinformer/client/cluster_config.h"
 #include "kinformer/client/dynamic_object.h"
 #include "kinformer/client/rest_client.h"
+#include "kinformer/informer/shared_informer.h"
 
 namespace kinformer::e2e {
 
@@ -58,5 +60,11 @@ const client::ResourceType& pods();
 const client::ResourceType& endpoints();
 const client::ResourceType& endpoint_slices();
 const client::ResourceType& namespaces();
+
+/// name -> resourceVersion of what an informer's store holds.
+std::map<std::string, std::string> store_state(const informer::SharedInformer& inf);
+/// name -> resourceVersion of what the server lists in `ns` (one "<error>" entry on failure).
+std::map<std::string, std::string> server_state(client::RestClient& c, const client::ResourceType& t,
+                                                const std::string& ns);
 
 }  // namespace kinformer::e2e

@@ -57,21 +57,6 @@ class Recorder : public informer::ResourceEventHandler {
   std::vector<std::pair<std::string, bool>> deletes_;
 };
 
-std::map<std::string, std::string> store_state(const informer::SharedInformer& inf) {
-  std::map<std::string, std::string> out;
-  for (const auto& o : inf.store().list()) out[o->metadata.name] = o->metadata.resource_version;
-  return out;
-}
-
-std::map<std::string, std::string> server_state(client::RestClient& c, const client::ResourceType& t,
-                                                const std::string& ns) {
-  std::map<std::string, std::string> out;
-  auto listed = c.list_all(t, ns);
-  if (!listed) return {{"<error>", listed.error().to_string()}};
-  for (const auto& o : listed->items) out[o->metadata.name] = o->metadata.resource_version;
-  return out;
-}
-
 std::string secret_json(const std::string& ns, const std::string& name, int version) {
   return R"({"apiVersion":"v1","kind":"Secret","metadata":{"name":")" + name + R"(","namespace":")" +
          ns + R"(","labels":{"v":")" + std::to_string(version) + R"("}},"data":{"k":"dg=="}})";

@@ -230,7 +230,7 @@ ExecutorState::ExecutorState(const HandlerExecutorOptions& options)
     : threads_(resolve_threads(options.threads)),
       threshold_(options.blocking_threshold),
       max_extra_(options.max_extra_threads),
-      log_(options.log, "executor") {
+      log_(options.log, "executor", {}, options.log_rate_limit) {
   if (threshold_.count() <= 0) {
     throw std::invalid_argument("HandlerExecutorOptions.blocking_threshold must be positive (got " +
                                 std::to_string(threshold_.count()) + " ms)");
@@ -354,10 +354,11 @@ void ExecutorState::run_monitor() {
     if (stopping_) break;
     std::vector<std::string> newly_blocked;
     bool cap_reached = false;
+    std::string spawn_error;  // logged below, without mu_: the sink is user code
     try {
       compensate_locked(Clock::now(), newly_blocked, cap_reached);
     } catch (const std::system_error& e) {
-      log_.error("cannot start a replacement handler worker", {{"error", e.what()}});
+      spawn_error = e.what();
     }
     // Reap replacements that left: join them without mu_ (they no longer need it).
     std::list<Worker> exited;
@@ -367,6 +368,7 @@ void ExecutorState::run_monitor() {
       it = next;
     }
     lock.unlock();
+    if (!spawn_error.empty()) log_.error("cannot start a replacement handler worker", {{"error", spawn_error}});
     for (const std::string& name : newly_blocked) {
       log_.warn("handler ran past the blocking threshold; its worker no longer counts against the pool",
                 {{"handler", name}});

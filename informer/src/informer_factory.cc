@@ -28,7 +28,10 @@ InformerFactory::InformerFactory(ListerWatcherFactory lister_watchers, FactoryOp
   metrics_ = std::make_shared<Metrics>(registry_);
   budget_ = std::make_shared<ReconnectBudget>(options_.budget, options_.clock);
   log_ = client::Logger(options_.log, "informer", {}, options_.log_rate_limit);
-  if (!options_.executor.log) options_.executor.log = log_.sink();
+  if (!options_.executor.log) {
+    options_.executor.log = log_.sink();
+    options_.executor.log_rate_limit = options_.log_rate_limit;
+  }
   executor_ = std::make_shared<HandlerExecutor>(options_.executor);
 }
 

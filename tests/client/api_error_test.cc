@@ -22,6 +22,17 @@ TEST(ApiError, Unauthorized401) {
   EXPECT_EQ(e.message, "Unauthorized");
 }
 
+// A JSON body that is not a Status (a proxy passing an API object on with an error status) may
+// hold Secret data: the error keeps its size, never its text, since errors reach logs.
+TEST(ApiError, JsonBodyThatIsNotAStatusKeepsOnlyItsSize) {
+  const std::string body = R"({"kind":"SecretList","items":[{"data":{"password":"aHVudGVyMg=="}}]})";
+  Error e = error_from_response(500, body);
+  EXPECT_EQ(e.http_status, 500);
+  EXPECT_EQ(e.message.find("aHVudGVyMg=="), std::string::npos) << e.message;
+  EXPECT_NE(e.message.find(std::to_string(body.size()) + " bytes"), std::string::npos) << e.message;
+  EXPECT_EQ(error_from_response(502, "[1,2,3]").message.find("1,2"), std::string::npos);
+}
+
 TEST(ApiError, PlainText429WithRetryAfter) {
   Error e = error_from_response(429, "Too many requests, please try again later.\n", "7");
   EXPECT_TRUE(e.is_too_many_requests());

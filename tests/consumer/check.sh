@@ -23,5 +23,5 @@ pc_dir=$(dirname "$(find "$build/install" -name kinformer.pc -print -quit)")
 flags=$(PKG_CONFIG_PATH="$pc_dir" pkg-config --cflags --libs kinformer)
 echo "pkg-config --cflags --libs kinformer: $flags"
 # shellcheck disable=SC2086  # the flags are words
-c++ "$here/main.cc" -o "$build/consumer/consumer-pkg-config" $flags
+c++ -std=c++20 "$here/main.cc" -o "$build/consumer/consumer-pkg-config" $flags
 "$build/consumer/consumer-pkg-config"

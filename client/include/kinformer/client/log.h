@@ -38,7 +38,9 @@ struct LogRecord {
 };
 
 /// Receives every record. Called from any kinformer thread, concurrently: it must be thread-safe,
-/// and it should return quickly (it runs on the reflector's and the handlers' threads).
+/// should return quickly (it runs on the reflector's and the handlers' threads) and must not
+/// throw (an exception is swallowed and the record lost). kinformer never calls it with a lock
+/// of its own held.
 using LogSink = std::function<void(const LogRecord&)>;
 
 /// `level=warn component=reflector msg="..." key=value ... [suppressed=N]` (values quoted when
@@ -48,7 +50,7 @@ using LogSink = std::function<void(const LogRecord&)>;
 [[nodiscard]] LogSink stderr_log_sink();
 
 /// Per cause (a message text), a token bucket: `burst` records at once, then one per `refill`.
-/// A zero `refill` turns the limit off.
+/// A zero `refill` turns the limit off; a burst below 1 counts as 1.
 struct LogRateLimit {
   double burst = 5;
   std::chrono::milliseconds refill{10'000};

@@ -2,6 +2,10 @@
 // The object model shared by every component: ObjectMeta, the Object base that typed models
 // (Pod, Secret, Endpoints, EndpointSlice) and DynamicObject derive from.
 
+#if __cplusplus < 202002L
+#error "kinformer needs C++20 or later (-std=c++20); the CMake targets ask for it themselves"
+#endif
+
 #include <cstdint>
 #include <memory>
 #include <optional>

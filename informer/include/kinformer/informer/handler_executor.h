@@ -32,6 +32,8 @@ struct HandlerExecutorOptions {
   /// Where the pool's log lines go (a handler that threw or blocks, the cap reached). Null:
   /// stderr. The factory passes FactoryOptions::log.
   client::LogSink log;
+  /// Per cause (the factory passes FactoryOptions::log_rate_limit).
+  client::LogRateLimit log_rate_limit;
 };
 
 /// Runs the work of many owners (strands) on a pool of O(threads) worker threads, never one
