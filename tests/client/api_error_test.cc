@@ -79,7 +79,7 @@ TEST(ApiError, HeaderWinsAndGarbageIsTolerated) {
   Error e = error_from_response(503, R"({"kind":"Status","details":{"retryAfterSeconds":3},"code":503})", "5");
   EXPECT_EQ(e.retry_after, std::chrono::seconds(5));
   Error g = error_from_response(500, "{not json", "soon");
-  EXPECT_EQ(g.message, "{not json");
+  EXPECT_EQ(g.message, "HTTP 500 with a JSON body that is not a Status (9 bytes)");
   EXPECT_FALSE(g.retry_after);
   Error empty = error_from_response(502, "");
   EXPECT_EQ(empty.message, "HTTP 502");
