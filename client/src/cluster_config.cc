@@ -320,4 +320,52 @@ ClusterConfig ClusterConfig::in_cluster(const InClusterOptions& options) {
   return config;
 }
 
+ClusterConfig ClusterConfig::load_default(const KubeconfigOptions& options, const InClusterOptions& pod) {
+  // 1. An explicit file: used as given, its errors are the caller's to see.
+  if (options.path) return from_kubeconfig(options);
+  auto env = [](const char* name) -> std::string {
+    const char* v = std::getenv(name);
+    return v ? v : "";
+  };
+  std::vector<std::string> tried{"no explicit kubeconfig path was given"};
+  // 2. KUBECONFIG, when it names at least one file (":" alone names none, like unset).
+  const std::string kubeconfig_env = options.kubeconfig_env.value_or(env("KUBECONFIG"));
+  if (kubeconfig_env.find_first_not_of(':') != std::string::npos) {
+    try {
+      return from_kubeconfig(options);
+    } catch (const ConfigError& e) {
+      throw ConfigError(std::string("KUBECONFIG is set: ") + e.what());
+    }
+  }
+  tried.emplace_back("KUBECONFIG is not set");
+  // 3. In a Pod: the service variables and the token file, as controller-runtime checks. Then
+  // in_cluster() decides, and its errors (no ca.crt) stop here rather than pick another cluster.
+  const std::string host = pod.host.value_or(env("KUBERNETES_SERVICE_HOST"));
+  const std::string port = pod.port.value_or(env("KUBERNETES_SERVICE_PORT"));
+  const std::string token_path = pod.service_account_dir + "/token";
+  std::error_code ec;
+  if (host.empty() || port.empty()) {
+    tried.emplace_back("in-cluster: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not both set");
+  } else if (!fs::exists(token_path, ec)) {
+    tried.emplace_back("in-cluster: KUBERNETES_SERVICE_HOST/PORT are set but " + token_path + " does not exist");
+  } else {
+    return in_cluster(pod);
+  }
+  // 4. ~/.kube/config.
+  const std::string home = env("HOME");
+  if (home.empty()) {
+    tried.emplace_back("~/.kube/config: HOME is not set");
+  } else if (const std::string file = home + "/.kube/config"; !fs::exists(file, ec)) {
+    tried.emplace_back(file + " does not exist");
+  } else {
+    KubeconfigOptions at_home = options;
+    at_home.path = file;
+    return from_kubeconfig(at_home);
+  }
+  std::string message = "no cluster configuration found:";
+  for (std::size_t i = 0; i < tried.size(); ++i) message += " (" + std::to_string(i + 1) + ") " + tried[i] + ";";
+  message.back() = '.';
+  throw ConfigError(message);
+}
+
 }  // namespace kinformer::client

@@ -402,5 +402,127 @@ TEST(Kubeconfig, DefaultsToHomeKubeConfigWhenKubeconfigIsUnset) {
   std::string m = message_of({});
   EXPECT_NE(m.find("kubeconfig " + home.path + "/.kube/config: cannot be read"), std::string::npos) << m;
 }
+// --- load_default: explicit path, KUBECONFIG, in-cluster, ~/.kube/config, first match wins --
+
+// Every source load_default may pick, each with its own server, so a test sees which one won.
+struct Sources {
+  TempDir home;
+  TempDir dir;
+  testing::Pki pki = testing::make_pki();
+  std::string explicit_file = dir.write("explicit", kubeconfig("    server: https://explicit.example:6443\n", ""));
+  std::string env_file = dir.write("env", kubeconfig("    server: https://env.example:6443\n", ""));
+  InClusterOptions pod;
+  testing::ScopedEnv home_env{"HOME", home.path};
+
+  Sources() {
+    home.write(".kube/config", kubeconfig("    server: https://home.example:6443\n", ""));
+    dir.write("sa/token", "TOPSECRET-sa-token");
+    dir.write("sa/ca.crt", pki.ca.cert_pem);
+    pod.service_account_dir = dir.path + "/sa";
+    pod.host = "10.96.0.1";
+    pod.port = "443";
+  }
+  KubeconfigOptions with_env() const {
+    KubeconfigOptions o;
+    o.kubeconfig_env = env_file;
+    return o;
+  }
+  static KubeconfigOptions no_env() {
+    KubeconfigOptions o;
+    o.kubeconfig_env = "";
+    return o;
+  }
+};
+
+std::string load_default_message(const KubeconfigOptions& o, const InClusterOptions& pod) {
+  try {
+    ClusterConfig::load_default(o, pod);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(LoadDefault, ExplicitPathBeatsEverything) {
+  Sources s;
+  KubeconfigOptions o = s.with_env();
+  o.path = s.explicit_file;
+  EXPECT_EQ(ClusterConfig::load_default(o, s.pod).server, "https://explicit.example:6443");
+  o.kubeconfig_env = "";  // nor does a Pod's configuration win over it
+  EXPECT_EQ(ClusterConfig::load_default(o, s.pod).server, "https://explicit.example:6443");
+}
+
+TEST(LoadDefault, KubeconfigBeatsInClusterAndHome) {
+  Sources s;
+  EXPECT_EQ(ClusterConfig::load_default(s.with_env(), s.pod).server, "https://env.example:6443");
+  // Read from the environment when the options do not override it.
+  testing::ScopedEnv k("KUBECONFIG", s.env_file);
+  EXPECT_EQ(ClusterConfig::load_default({}, s.pod).server, "https://env.example:6443");
+}
+
+TEST(LoadDefault, BrokenKubeconfigFailsInsteadOfFallingThrough) {
+  Sources s;
+  KubeconfigOptions o;
+  o.kubeconfig_env = s.dir.path + "/missing";
+  std::string m = load_default_message(o, s.pod);
+  EXPECT_NE(m.find("KUBECONFIG is set: kubeconfig: none of " + s.dir.path + "/missing exists"), std::string::npos)
+      << m;
+}
+
+TEST(LoadDefault, InClusterInAPodBeatsHome) {
+  Sources s;
+  ClusterConfig c = ClusterConfig::load_default(Sources::no_env(), s.pod);
+  EXPECT_EQ(c.server, "https://10.96.0.1:443");
+  EXPECT_EQ(c.context, "in-cluster");
+  EXPECT_EQ(c.credentials->current()->token, "TOPSECRET-sa-token");
+  // The service variables come from the environment when the options do not override them.
+  testing::ScopedEnv h("KUBERNETES_SERVICE_HOST", "10.96.0.2");
+  testing::ScopedEnv p("KUBERNETES_SERVICE_PORT", "6443");
+  InClusterOptions from_env;
+  from_env.service_account_dir = s.pod.service_account_dir;
+  EXPECT_EQ(ClusterConfig::load_default(Sources::no_env(), from_env).server, "https://10.96.0.2:6443");
+}
+
+TEST(LoadDefault, NotInAPodWithoutServiceVariablesOrTokenFile) {
+  Sources s;
+  InClusterOptions no_host = s.pod;
+  no_host.host = "";
+  EXPECT_EQ(ClusterConfig::load_default(Sources::no_env(), no_host).server, "https://home.example:6443");
+  InClusterOptions no_port = s.pod;
+  no_port.port = "";
+  EXPECT_EQ(ClusterConfig::load_default(Sources::no_env(), no_port).server, "https://home.example:6443");
+  fs::remove(s.dir.path + "/sa/token");
+  EXPECT_EQ(ClusterConfig::load_default(Sources::no_env(), s.pod).server, "https://home.example:6443");
+}
+
+TEST(LoadDefault, BrokenPodFailsInsteadOfFallingThrough) {
+  Sources s;
+  fs::remove(s.dir.path + "/sa/ca.crt");
+  std::string m = load_default_message(Sources::no_env(), s.pod);
+  EXPECT_NE(m.find("in-cluster config: " + s.dir.path + "/sa/ca.crt cannot be read"), std::string::npos) << m;
+}
+
+TEST(LoadDefault, NothingFoundSaysWhatWasTriedAndWhy) {
+  Sources s;
+  fs::remove(s.home.path + "/.kube/config");
+  InClusterOptions no_host = s.pod;  // the token file exists, but this is not a Pod
+  no_host.host = "";
+  std::string m = load_default_message(Sources::no_env(), no_host);
+  EXPECT_EQ(m,
+            "no cluster configuration found: (1) no explicit kubeconfig path was given; (2) KUBECONFIG is not set; "
+            "(3) in-cluster: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not both set; (4) " +
+                s.home.path + "/.kube/config does not exist.");
+  EXPECT_EQ(m.find("TOPSECRET"), std::string::npos) << m;
+  fs::remove(s.dir.path + "/sa/token");
+  m = load_default_message(Sources::no_env(), s.pod);
+  EXPECT_NE(m.find("(3) in-cluster: KUBERNETES_SERVICE_HOST/PORT are set but " + s.dir.path +
+                   "/sa/token does not exist; (4) " + s.home.path + "/.kube/config does not exist."),
+            std::string::npos)
+      << m;
+  EXPECT_EQ(m.find("TOPSECRET"), std::string::npos) << m;
+  testing::ScopedEnv no_home("HOME", std::nullopt);
+  m = load_default_message(Sources::no_env(), no_host);
+  EXPECT_NE(m.find("(4) ~/.kube/config: HOME is not set."), std::string::npos) << m;
+}
 }  // namespace
 }  // namespace kinformer::client

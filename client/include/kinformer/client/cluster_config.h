@@ -68,7 +68,7 @@ struct ExecConfig {
 /// the plugin does not return.
 CredentialsProviderPtr exec_credentials(ExecConfig config, Credentials base = {});
 
-/// Options for ClusterConfig::from_kubeconfig.
+/// Options for ClusterConfig::from_kubeconfig and ClusterConfig::load_default.
 struct KubeconfigOptions {
   /// An explicit kubeconfig file (kubectl --kubeconfig). Unset: the KUBECONFIG variable
   /// (':'-separated files, merged) or ~/.kube/config.
@@ -112,6 +112,18 @@ struct ClusterConfig {
   static ClusterConfig from_kubeconfig(const KubeconfigOptions& options = {});
   /// The in-cluster configuration of a pod. Throws ConfigError when not running in a cluster.
   static ClusterConfig in_cluster(const InClusterOptions& options = {});
+  /// What kubectl and controller-runtime do, first match wins:
+  ///  1. options.path (an explicit --kubeconfig);
+  ///  2. KUBECONFIG (options.kubeconfig_env in tests) when set and not empty;
+  ///  3. in-cluster, when running in a Pod: KUBERNETES_SERVICE_HOST and _PORT are set and the
+  ///     service-account token file exists (`in_cluster` names the folder, tests);
+  ///  4. ~/.kube/config.
+  /// A source that is chosen and then fails (a malformed file, a Pod without ca.crt) throws its
+  /// own ConfigError: there is no silent fall-through to another cluster. When no source
+  /// applies, the ConfigError lists each one tried and why it did not apply. Messages never
+  /// contain a token or key.
+  static ClusterConfig load_default(const KubeconfigOptions& options = {},
+                                    const InClusterOptions& in_cluster = {});
 };
 
 }  // namespace kinformer::client
