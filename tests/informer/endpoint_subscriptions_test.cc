@@ -19,28 +19,10 @@ namespace kinformer::informer {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::Gate;
 using testing::ManualClock;
 
 constexpr auto kGuard = 20s;  // failure guard only
-
-/// A one-shot event: open() once, wait() until opened or the deadline.
-class Gate {
- public:
-  void open() {
-    std::lock_guard lock(mu_);
-    open_ = true;
-    cv_.notify_all();
-  }
-  bool wait(std::chrono::milliseconds timeout = kGuard) {
-    std::unique_lock lock(mu_);
-    return cv_.wait_for(lock, timeout, [this] { return open_; });
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool open_ = false;  // guarded by mu_
-};
 
 /// Records delivered snapshots; wait_version(v) until one with version >= v arrived.
 class Deliveries {

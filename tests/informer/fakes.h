@@ -44,6 +44,31 @@ bool eventually(Pred pred) {
   return true;
 }
 
+/// A one-shot event: open() once, wait() until opened or the deadline (a failure guard, generous
+/// for TSan on a loaded machine).
+class Gate {
+ public:
+  // Notifies under the lock: a waiter that returns may destroy the gate at once.
+  void open() {
+    std::lock_guard lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+  bool wait(std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, timeout, [this] { return open_; });
+  }
+  bool is_open() const {
+    std::lock_guard lock(mu_);
+    return open_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = false;  // guarded by mu_
+};
+
 inline client::ResourceType test_type(std::string resource = "pods") {
   client::ResourceType t;
   t.gvr = {"", "v1", std::move(resource), "Pod", true};

@@ -19,34 +19,11 @@ namespace kinformer::informer {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::Gate;
 
 // Failure guard only (never a measured time): generous, since TSan on a loaded 2-core machine
 // runs these loops many times slower.
 constexpr auto kDeadline = 30s;
-
-/// A one-shot event: open() once, wait() until opened or the deadline.
-class Gate {
- public:
-  // Notifies under the lock: a waiter that returns may destroy the gate at once.
-  void open() {
-    std::lock_guard lock(mu_);
-    open_ = true;
-    cv_.notify_all();
-  }
-  bool wait(std::chrono::milliseconds timeout = kDeadline) {
-    std::unique_lock lock(mu_);
-    return cv_.wait_for(lock, timeout, [this] { return open_; });
-  }
-  bool is_open() const {
-    std::lock_guard lock(mu_);
-    return open_;
-  }
-
- private:
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool open_ = false;  // guarded by mu_
-};
 
 /// Counts arrivals; wait_for(n) until at least n arrived or the deadline.
 class Counter {
