@@ -77,7 +77,10 @@ Error error_from_response(int http_status, std::string_view body, std::string_vi
     }
   }
   if (!parsed) {
-    if (!trimmed.empty() && (trimmed.front() == '{' || trimmed.front() == '[')) {
+    std::string_view head = trimmed;  // a BOM or other blanks do not hide JSON
+    if (head.starts_with("\xEF\xBB\xBF")) head.remove_prefix(3);
+    while (!head.empty() && (head.front() == '\f' || head.front() == '\v' || head.front() == ' ')) head.remove_prefix(1);
+    if (!head.empty() && (head.front() == '{' || head.front() == '[')) {
       // JSON that is not a Status may be an API object (a proxy passing a Secret list on with an
       // odd status): its text would reach logs and last_error(). Only its size is kept.
       e.message = "HTTP " + std::to_string(http_status) + " with a JSON body that is not a Status (" +

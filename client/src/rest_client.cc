@@ -267,9 +267,11 @@ struct RestClient::Impl {
 RestClient::RestClient(ClusterConfig config, RestClientOptions options) : impl_(std::make_shared<Impl>()) {
   impl_->config = std::move(config);
   impl_->options = std::move(options);
-  // Server warnings are de-duplicated and bounded (max_remembered_warnings) before they are
-  // logged, and one that is dropped never comes back: no rate limit on top.
-  impl_->log = Logger(impl_->options.log, "client", {{"server", impl_->config.server}}, LogRateLimit{1, {}});
+  // Server warnings are de-duplicated before they are logged, but a pair forgotten past
+  // max_remembered_warnings (or get_raw's per-path keys) comes back: a generous limit keeps the
+  // distinct warnings of a start-up while bounding a flood.
+  impl_->log = Logger(impl_->options.log, "client", {{"server", impl_->config.server}},
+                      LogRateLimit{100, std::chrono::seconds(1)});
   impl_->limiter = impl_->options.rate_limiter ? impl_->options.rate_limiter
                                                : std::make_shared<RateLimiter>(impl_->options.rate_limit);
   detail::TransportOptions t;

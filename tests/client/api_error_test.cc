@@ -31,6 +31,9 @@ TEST(ApiError, JsonBodyThatIsNotAStatusKeepsOnlyItsSize) {
   EXPECT_EQ(e.message.find("aHVudGVyMg=="), std::string::npos) << e.message;
   EXPECT_NE(e.message.find(std::to_string(body.size()) + " bytes"), std::string::npos) << e.message;
   EXPECT_EQ(error_from_response(502, "[1,2,3]").message.find("1,2"), std::string::npos);
+  EXPECT_EQ(error_from_response(500, "\xEF\xBB\xBF" + body).message.find("aHVudGVyMg=="), std::string::npos)
+      << "a byte-order mark does not hide the JSON";
+  EXPECT_EQ(error_from_response(500, "\f" + body).message.find("aHVudGVyMg=="), std::string::npos);
 }
 
 TEST(ApiError, PlainText429WithRetryAfter) {

@@ -60,7 +60,7 @@ struct RestClientOptions {
   /// calling thread. Null: each goes to `log` as a warn record (as client-go logs them).
   std::function<void(const ApiWarning&)> on_warning;
   /// Where the client's log lines go (see log.h). Null: logfmt lines on stderr. Server
-  /// warnings, already de-duplicated and bounded, are not rate-limited.
+  /// warnings, already de-duplicated, are limited to 100 at once, then one per second.
   LogSink log;
   /// Distinct (resource, warning message) pairs remembered for de-duplication and warnings()
   /// (get_raw keys warnings by path, so a fixed cap keeps them from growing forever). Beyond it
