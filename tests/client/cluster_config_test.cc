@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "base64.h"
 #include "certs.h"
 #include "temp_files.h"
 
@@ -17,20 +18,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string b64(std::string_view in) {
-  static const char* t = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  unsigned v = 0;
-  int bits = 0;
-  for (unsigned char c : in) {
-    v = (v << 8) | c;
-    bits += 8;
-    while (bits >= 6) out.push_back(t[(v >> (bits -= 6)) & 63]);
-  }
-  if (bits) out.push_back(t[(v << (6 - bits)) & 63]);
-  while (out.size() % 4) out.push_back('=');
-  return out;
-}
+using testing::base64;
 
 using testing::TempDir;
 
@@ -61,7 +49,7 @@ KubeconfigOptions at(const std::string& path) {
 TEST(Kubeconfig, TokenAndCaData) {
   TempDir dir;
   auto pki = testing::make_pki();
-  auto path = dir.write("config", kubeconfig(kServer + "    certificate-authority-data: " + b64(pki.ca.cert_pem) +
+  auto path = dir.write("config", kubeconfig(kServer + "    certificate-authority-data: " + base64(pki.ca.cert_pem) +
                                                  "\n    tls-server-name: api.internal\n",
                                              "    token: s3cr3t-token\n"));
   ClusterConfig c = ClusterConfig::from_kubeconfig(at(path));
@@ -94,8 +82,8 @@ TEST(Kubeconfig, ClientCertData) {
   TempDir dir;
   auto pki = testing::make_pki();
   auto path = dir.write("config", kubeconfig(kServer + "    insecure-skip-tls-verify: true\n",
-                                             "    client-certificate-data: " + b64(pki.client.cert_pem) +
-                                                 "\n    client-key-data: " + b64(pki.client.key_pem) + "\n"));
+                                             "    client-certificate-data: " + base64(pki.client.cert_pem) +
+                                                 "\n    client-key-data: " + base64(pki.client.key_pem) + "\n"));
   ClusterConfig c = ClusterConfig::from_kubeconfig(at(path));
   EXPECT_TRUE(c.insecure_skip_tls_verify);
   EXPECT_EQ(c.credentials->current()->client_key_pem, pki.client.key_pem);
@@ -180,9 +168,9 @@ TEST(Kubeconfig, ExecPluginFailureIsAuthError) {
 
 TEST(KubeconfigData, InlineFieldsLoadFromMemory) {
   auto pki = testing::make_pki();
-  std::string yaml = kubeconfig(kServer + "    certificate-authority-data: " + b64(pki.ca.cert_pem) + "\n",
-                                "    token: s3cr3t-token\n    client-certificate-data: " + b64(pki.client.cert_pem) +
-                                    "\n    client-key-data: " + b64(pki.client.key_pem) + "\n");
+  std::string yaml = kubeconfig(kServer + "    certificate-authority-data: " + base64(pki.ca.cert_pem) + "\n",
+                                "    token: s3cr3t-token\n    client-certificate-data: " + base64(pki.client.cert_pem) +
+                                    "\n    client-key-data: " + base64(pki.client.key_pem) + "\n");
   ClusterConfig c = ClusterConfig::from_kubeconfig_data(yaml, {.origin = "secret ns/remotes, key 'west'"});
   EXPECT_EQ(c.server, "https://127.0.0.1:6443");
   EXPECT_EQ(c.ca_pem, pki.ca.cert_pem);
@@ -438,7 +426,7 @@ TEST(KubeconfigErrors, InsecureSkipTlsVerifyWithCaIsRejected) {
   TempDir dir;
   auto pki = testing::make_pki();
   dir.write("ca.crt", pki.ca.cert_pem);
-  for (const std::string& ca : {"    certificate-authority-data: " + b64(pki.ca.cert_pem) + "\n",
+  for (const std::string& ca : {"    certificate-authority-data: " + base64(pki.ca.cert_pem) + "\n",
                                std::string("    certificate-authority: ca.crt\n")}) {
     auto path = dir.write("config", kubeconfig(kServer + "    insecure-skip-tls-verify: true\n" + ca,
                                                "    token: t\n"));

@@ -16,6 +16,7 @@
 
 #include <prometheus/registry.h>
 
+#include "base64.h"
 #include "fake_apiserver.h"
 #include "log_capture.h"
 #include "kinformer/client/pod.h"
@@ -34,20 +35,7 @@ using testing::ScriptedStream;
 constexpr const char* kSecrets = "/api/v1/namespaces/mesh/secrets";
 constexpr const char* kPods = "/api/v1/pods";
 
-std::string b64(std::string_view in) {
-  static const char* t = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  unsigned v = 0;
-  int bits = 0;
-  for (unsigned char c : in) {
-    v = (v << 8) | c;
-    bits += 8;
-    while (bits >= 6) out.push_back(t[(v >> (bits -= 6)) & 63]);
-  }
-  if (bits) out.push_back(t[(v << (6 - bits)) & 63]);
-  while (out.size() % 4) out.push_back('=');
-  return out;
-}
+using testing::base64;
 
 // An API server holding collections (path -> name -> object JSON with a placeholder RV), serving
 // LIST and WATCH of each; changes go to every open watch of that path.
@@ -155,7 +143,7 @@ std::function<std::string(const std::string&)> secret(const std::string& name,
                                                       const std::map<std::string, std::string>& data) {
   return [=](const std::string& rv) {
     std::string d;
-    for (const auto& [k, v] : data) d += (d.empty() ? "" : ",") + ("\"" + k + "\":\"" + b64(v) + "\"");
+    for (const auto& [k, v] : data) d += (d.empty() ? "" : ",") + ("\"" + k + "\":\"" + base64(v) + "\"");
     return R"({"kind":"Secret","apiVersion":"v1","metadata":{"name":")" + name +
            R"(","namespace":"mesh","resourceVersion":")" + rv +
            R"(","labels":{"kinformer.io/multicluster":"true"}},"type":"Opaque","data":{)" + d + "}}";
