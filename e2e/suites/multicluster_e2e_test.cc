@@ -16,8 +16,8 @@
 #include "base64.h"
 #include "e2e_env.h"
 #include "kinformer/cache/endpoint_index.h"
+#include "kinformer/informer/cluster_endpoint_feeds.h"
 #include "kinformer/informer/cluster_registry.h"
-#include "kinformer/informer/endpoint_feed.h"
 
 namespace kinformer::e2e {
 namespace {
@@ -188,41 +188,12 @@ class MulticlusterE2E : public ::testing::Test {
     return q;
   }
 
-  // A component: one EndpointFeed per remote cluster, make-before-break on updates.
-  struct Feeds {
-    std::mutex mu;
-    std::map<std::string, std::unique_ptr<informer::EndpointFeed>> by_cluster;
-  };
-  informer::ClusterHandler feeding(Feeds& feeds, cache::EndpointIndexPtr index) {
-    auto options = [this] {
-      informer::EndpointFeedOptions o;
-      o.endpoints.namespace_ = remote_ns_;
-      o.pods.namespace_ = remote_ns_;
-      return o;
-    };
-    return informer::ClusterHandler{
-        .added =
-            [&feeds, index, options](const RemoteClusterPtr& c) {
-              std::lock_guard lock(feeds.mu);
-              feeds.by_cluster[c->id] = std::make_unique<informer::EndpointFeed>(index, c->id, *c->factory, options());
-            },
-        .updated =
-            [&feeds, index, options](const RemoteClusterPtr& now, const RemoteClusterPtr&) {
-              auto fresh = std::make_unique<informer::EndpointFeed>(index, now->id, *now->factory, options());
-              std::lock_guard lock(feeds.mu);
-              if (auto& old = feeds.by_cluster[now->id]) old->close(false);
-              fresh->prune_stale();
-              feeds.by_cluster[now->id] = std::move(fresh);
-            },
-        .removed =
-            [&feeds](const RemoteClusterPtr& c) {
-              std::lock_guard lock(feeds.mu);
-              if (auto it = feeds.by_cluster.find(c->id); it != feeds.by_cluster.end()) {
-                it->second->close(true);
-                feeds.by_cluster.erase(it);
-              }
-            },
-    };
+  // Each remote cluster's EndpointSlices and Pods of the remote namespace.
+  informer::EndpointFeedOptions feed_options() const {
+    informer::EndpointFeedOptions o;
+    o.endpoints.namespace_ = remote_ns_;
+    o.pods.namespace_ = remote_ns_;
+    return o;
   }
 
   std::shared_ptr<client::RestClient> local_;
@@ -243,8 +214,7 @@ TEST_F(MulticlusterE2E, RemoteEndpointsAppearEmptyIsExplicitAndDeletingTheSecret
   History history;
   auto watch = index->watch(query(), [&](const cache::EndpointSnapshotPtr& s) { history.add(s); });
   registry_ = std::make_unique<ClusterRegistry>(local_, factory_, registry_options());
-  Feeds feeds;
-  auto sub = registry_->subscribe(feeding(feeds, index));
+  informer::ClusterEndpointFeeds feeds(index, *registry_, feed_options(), /*include_local=*/false);
   ASSERT_TRUE(registry_->start());
   ASSERT_TRUE(history.wait("west", {"10.1.0.1", "10.1.0.2"})) << ::testing::PrintToString(history.addresses("west"));
   EXPECT_TRUE(registry_->wait_for_sync(60s));
@@ -278,8 +248,7 @@ TEST_F(MulticlusterE2E, ExecPluginAndFilePathKubeconfigsAreRefusedByClusterAndFi
   History history;
   auto watch = index->watch(query(), [&](const cache::EndpointSnapshotPtr& s) { history.add(s); });
   registry_ = std::make_unique<ClusterRegistry>(local_, factory_, registry_options());
-  Feeds feeds;
-  auto sub = registry_->subscribe(feeding(feeds, index));
+  informer::ClusterEndpointFeeds feeds(index, *registry_, feed_options(), /*include_local=*/false);
   ASSERT_TRUE(registry_->start());
   ASSERT_TRUE(history.wait("good", {"10.2.0.1"}));
   ASSERT_TRUE(registry_->wait_for_sync(60s));
@@ -332,8 +301,7 @@ TEST_F(MulticlusterE2E, NewTokenForTheSameClusterNeverShowsItsShardMissingOrEmpt
   History history;
   auto watch = index->watch(query(), [&](const cache::EndpointSnapshotPtr& s) { history.add(s); });
   registry_ = std::make_unique<ClusterRegistry>(local_, factory_, registry_options());
-  Feeds feeds;
-  auto sub = registry_->subscribe(feeding(feeds, index));
+  informer::ClusterEndpointFeeds feeds(index, *registry_, feed_options(), /*include_local=*/false);
   ASSERT_TRUE(registry_->start());
   ASSERT_TRUE(history.wait("west", {"10.3.0.1", "10.3.0.2"}));
   ASSERT_TRUE(registry_->wait_for_sync(60s));
