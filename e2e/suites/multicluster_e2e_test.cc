@@ -5,7 +5,12 @@
 
 #include <unistd.h>
 
+#include <atomic>
+#include <cinttypes>
 #include <cstdlib>
+#include <random>
+#include <set>
+#include <thread>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -16,6 +21,10 @@
 #include "base64.h"
 #include "e2e_env.h"
 #include "kinformer/cache/endpoint_index.h"
+#include "kinformer/client/endpoint_slice.h"
+#include "kinformer/client/pod.h"
+#include "kinformer/informer/endpoint_subscriptions.h"
+#include "tcp_proxy.h"
 #include "kinformer/informer/cluster_endpoint_feeds.h"
 #include "kinformer/informer/cluster_registry.h"
 
@@ -361,6 +370,228 @@ TEST_F(MulticlusterE2E, AThousandComponentBuildsLeaveOneSecretWatchAndAFailedFir
   registry.shutdown();
   restricted_factory->shutdown();
   EXPECT_EQ(wait_for_server_watches(*local_, "secrets", baseline), baseline);
+}
+
+
+// ---- convergence under churn, cut watches and compactions ----
+
+std::uint64_t convergence_seed() {
+  if (const char* s = std::getenv("KINFORMER_MULTICLUSTER_SEED"); s != nullptr && *s != '\0') return std::stoull(s);
+  return std::random_device{}();
+}
+
+std::chrono::seconds convergence_duration() {
+  if (const char* s = std::getenv("KINFORMER_MULTICLUSTER_DURATION"); s != nullptr && *s != '\0') {
+    return std::chrono::seconds(std::stol(s));
+  }
+  return 20s;
+}
+
+// Address sets per cluster of a snapshot (a cluster absent or empty: no entry).
+using Shards = std::map<std::string, std::set<std::string>>;
+Shards shards_of(const cache::EndpointSnapshot* s) {
+  Shards out;
+  if (s == nullptr) return out;
+  for (const auto& [cluster, part] : s->clusters) {
+    for (const auto& e : part->endpoints) out[cluster].insert(e.address);
+  }
+  return out;
+}
+
+// Random creates, endpoint changes, relabels and deletes of EndpointSlices (service "svc") and
+// the Pods their endpoints name, in one namespace of one cluster.
+class EndpointChurn {
+ public:
+  EndpointChurn(client::RestClient& client, std::string ns, std::string prefix, std::uint64_t seed)
+      : client_(client), ns_(std::move(ns)), prefix_(std::move(prefix)), rng_(seed) {}
+
+  void step() {
+    const int op = static_cast<int>(rng_() % 6);
+    const std::string pod = "p" + std::to_string(rng_() % 6);
+    const std::string slice = prefix_ + "-s" + std::to_string(rng_() % 4);
+    switch (op) {
+      case 0:
+      case 1: put_slice(slice); break;
+      case 2: (void)client_.delete_(endpoint_slices(), ns_, slice); break;
+      case 3:
+      case 4: put_pod(pod); break;
+      default: (void)client_.delete_(pods(), ns_, pod); break;
+    }
+    ++ops;
+  }
+  std::uint64_t ops = 0;
+
+ private:
+  void put_slice(const std::string& name) {
+    std::string eps;
+    const int n = static_cast<int>(rng_() % 4);  // 0 endpoints is a state too
+    for (int i = 0; i < n; ++i) {
+      const std::string address = "10." + std::to_string(prefix_[0] == 'l' ? 10 : 20) + ".0." + std::to_string(1 + rng_() % 12);
+      eps += (eps.empty() ? "" : ",") + (R"({"addresses":[")" + address + R"("],"targetRef":{"kind":"Pod","namespace":")" + ns_ +
+                                         R"(","name":"p)" + std::to_string(rng_() % 6) + R"("}})");
+    }
+    std::string json = R"({"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice","metadata":{"name":")" + name +
+                       R"(","namespace":")" + ns_ +
+                       R"(","labels":{"kubernetes.io/service-name":"svc"}},"addressType":"IPv4","ports":[{"name":"http","port":80,"protocol":"TCP"}],"endpoints":[)" +
+                       eps + "]}";
+    upsert(endpoint_slices(), name, json);
+  }
+  void put_pod(const std::string& name) {
+    std::string json = R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":")" + name + R"(","namespace":")" + ns_ +
+                       R"(","labels":{"app":")" + (rng_() % 2 == 0 ? "a" : "b") +
+                       R"("}},"spec":{"containers":[{"name":"c","image":"example.invalid/c"}]}})";
+    upsert(pods(), name, json);
+  }
+  void upsert(const client::ResourceType& type, const std::string& name, std::string json) {
+    auto existing = client_.get(type, ns_, name);
+    if (existing) {
+      if (&type == &pods()) {
+        // A Pod's spec is immutable: only its labels change.
+        std::string app = json.find(R"("app":"a")") != std::string::npos ? "a" : "b";
+        (void)client_.patch(type, ns_, name, client::PatchType::merge, R"({"metadata":{"labels":{"app":")" + app + R"("}}})");
+        return;
+      }
+      json.insert(json.find(R"(,"labels")"), R"(,"resourceVersion":")" + existing.value()->metadata.resource_version + "\"");
+      (void)client_.update(type, *object(ns_, name, json));
+    } else {
+      (void)client_.create(type, *object(ns_, name, json));
+    }
+  }
+  client::RestClient& client_;
+  std::string ns_;
+  std::string prefix_;
+  std::mt19937_64 rng_;
+};
+
+// What the two servers hold, through a fresh index (the same rules as the live pipeline).
+Shards server_shards(client::RestClient& local, client::RestClient& remote, const std::string& ns,
+                     const cache::EndpointQuery& query) {
+  cache::EndpointIndex fresh;
+  for (auto [cluster, client] : {std::pair<std::string, client::RestClient*>{"local", &local}, {"west", &remote}}) {
+    auto slices = client->list_all(client::ResourceTraits<client::EndpointSlice>::type(), ns);
+    auto listed_pods = client->list_all(client::ResourceTraits<client::Pod>::type(), ns);
+    if (!slices || !listed_pods) return {{"<error>", {}}};
+    for (const auto& o : listed_pods->items) fresh.upsert_pod(cluster, std::static_pointer_cast<const client::Pod>(o));
+    for (const auto& o : slices->items) fresh.upsert_slice(cluster, std::static_pointer_cast<const client::EndpointSlice>(o));
+  }
+  auto snap = fresh.snapshot(query);
+  return shards_of(snap.get());
+}
+
+TEST_F(MulticlusterE2E, SubscribersConvergeToBothServersAfterChurnCutWatchesAndCompactions) {
+  const std::uint64_t seed = convergence_seed();
+  const auto duration = convergence_duration();
+  std::printf("multicluster convergence: seed=%" PRIu64 " duration=%llds (rerun: KINFORMER_MULTICLUSTER_SEED=%" PRIu64
+              ")\n", seed, static_cast<long long>(duration.count()), seed);
+  std::fflush(stdout);
+  std::mt19937_64 seeds(seed);
+  const std::uint64_t local_churn_seed = seeds(), remote_churn_seed = seeds(), proxy_seed = seeds(), timeline_seed = seeds();
+
+  // The service's namespace must have the same name in both clusters.
+  ASSERT_TRUE(local_->create(namespaces(), *object("", remote_ns_, R"({"apiVersion":"v1","kind":"Namespace","metadata":{"name":")" +
+                                                                     remote_ns_ + R"("}})")));
+  // Both clusters are reached through fault proxies: the local client (Secrets and endpoints)
+  // and the remote kubeconfig in the Secret.
+  auto proxied = [](const std::string& server) {
+    const auto host_start = server.find("://") + 3;
+    const auto colon = server.rfind(':');
+    return std::make_unique<TcpProxy>(server.substr(host_start, colon - host_start),
+                                      static_cast<std::uint16_t>(std::stoi(server.substr(colon + 1))));
+  };
+  auto local_config = admin_config();
+  auto local_proxy = proxied(local_config.server);
+  if (local_config.tls_server_name.empty()) {
+    local_config.tls_server_name = local_config.server.substr(8, local_config.server.rfind(':') - 8);
+  }
+  local_config.server = "https://127.0.0.1:" + std::to_string(local_proxy->port());
+  auto remote_proxy = proxied(server());
+  auto local_client = std::make_shared<client::RestClient>(local_config);
+  informer::FactoryOptions fo;
+  fo.backoff.max = 5s;
+  auto factory = std::make_shared<informer::InformerFactory>(
+      [c = local_client](const client::ResourceType& t, const std::string& ns) { return c->lister_watcher(t, ns); }, fo);
+  put_secret("remotes", {{"west", inline_kubeconfig("https://127.0.0.1:" + std::to_string(remote_proxy->port()),
+                                                    admin_user_fields())}});
+  auto options = registry_options();
+  options.local_cluster_id = "local";
+  options.remote_factory.backoff.max = 5s;
+  informer::ClusterRegistry registry(local_client, factory, options);
+  auto index = std::make_shared<cache::EndpointIndex>();
+  informer::ClusterEndpointFeeds feeds(index, registry, feed_options(), /*include_local=*/true);
+  informer::EndpointSubscriptions subs(index, factory->executor_ptr());
+  cache::EndpointQuery all = query();
+  cache::EndpointQuery only_a = query();
+  only_a.selector = cache::LabelSelector::parse("app=a");
+  struct Last {
+    std::mutex mu;
+    cache::EndpointSnapshotPtr snapshot;
+  } last_all, last_a;
+  auto keep = [](Last& l) {
+    return [&l](const cache::EndpointSnapshotPtr& s) {
+      std::lock_guard lock(l.mu);
+      l.snapshot = s;
+    };
+  };
+  auto sub_all = subs.subscribe(all, keep(last_all));
+  auto sub_a = subs.subscribe(only_a, keep(last_a));
+  ASSERT_TRUE(registry.start());
+  ASSERT_TRUE(registry.wait_for_sync(60s));
+
+  FaultSchedule schedule;
+  schedule.seed = proxy_seed;
+  local_proxy->start_faults(schedule);
+  schedule.seed = proxy_seed + 1;
+  remote_proxy->start_faults(schedule);
+
+  EndpointChurn local_churn(*local_, remote_ns_, "local", local_churn_seed);
+  EndpointChurn remote_churn(remote_admin_, remote_ns_, "west", remote_churn_seed);
+  std::mt19937_64 timeline(timeline_seed);
+  const auto compact_local_at = 2s + std::chrono::milliseconds(timeline() % (duration.count() * 700));
+  const auto compact_remote_at = 2s + std::chrono::milliseconds(timeline() % (duration.count() * 700));
+  bool local_compacted = false, remote_compacted = false;
+  const auto started = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - started < duration) {
+    local_churn.step();
+    remote_churn.step();
+    const auto elapsed = std::chrono::steady_clock::now() - started;
+    if (!local_compacted && elapsed >= compact_local_at && launcher_available()) {
+      EXPECT_EQ(launcher("compact --wait=false"), 0);
+      local_compacted = true;
+    }
+    if (!remote_compacted && elapsed >= compact_remote_at) {
+      EXPECT_EQ(run_launcher("compact --wait=false"), 0);
+      remote_compacted = true;
+    }
+    std::this_thread::sleep_for(20ms);  // the churn's pace
+  }
+  local_proxy->stop_faults();
+  remote_proxy->stop_faults();
+  std::printf("multicluster convergence: %" PRIu64 " + %" PRIu64 " operations, faults local %" PRIu64 " remote %" PRIu64 ", compacted local %d remote %d\n",
+              local_churn.ops, remote_churn.ops, local_proxy->faults_total(), remote_proxy->faults_total(),
+              local_compacted, remote_compacted);
+
+  Shards want_all, want_a, got_all, got_a;
+  const bool converged = eventually([&] {
+    want_all = server_shards(*local_, remote_admin_, remote_ns_, all);
+    want_a = server_shards(*local_, remote_admin_, remote_ns_, only_a);
+    {
+      std::lock_guard lock(last_all.mu);
+      got_all = shards_of(last_all.snapshot.get());
+    }
+    {
+      std::lock_guard lock(last_a.mu);
+      got_a = shards_of(last_a.snapshot.get());
+    }
+    return want_all == got_all && want_a == got_a;
+  }, 120s);
+  EXPECT_TRUE(converged) << "seed " << seed << "\nall: server " << ::testing::PrintToString(want_all) << "\n     subscriber "
+                         << ::testing::PrintToString(got_all) << "\napp=a: server " << ::testing::PrintToString(want_a)
+                         << "\n       subscriber " << ::testing::PrintToString(got_a);
+  EXPECT_FALSE(want_all.empty()) << "the churn left no endpoint at all: the check proved little";
+  feeds.close();
+  registry.shutdown();
+  factory->shutdown();
+  (void)local_->delete_(namespaces(), "", remote_ns_);
 }
 
 }  // namespace
