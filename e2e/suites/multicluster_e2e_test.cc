@@ -3,6 +3,7 @@
 // instance started by this suite ("remote": its own etcd, certificates and ports).
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -27,6 +28,10 @@
 #include "tcp_proxy.h"
 #include "kinformer/informer/cluster_endpoint_feeds.h"
 #include "kinformer/informer/cluster_registry.h"
+
+#ifndef KWATCH_PATH
+#error "KWATCH_PATH must be defined (the kwatch binary)"
+#endif
 
 namespace kinformer::e2e {
 namespace {
@@ -372,6 +377,60 @@ TEST_F(MulticlusterE2E, AThousandComponentBuildsLeaveOneSecretWatchAndAFailedFir
   EXPECT_EQ(wait_for_server_watches(*local_, "secrets", baseline), baseline);
 }
 
+
+// kwatch clusters / kwatch endpoints as a platform engineer runs them (KUBECONFIG from the
+// environment), against the same two servers.
+struct KwatchRun {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+KwatchRun kwatch(const std::vector<std::string>& args) {
+  static int counter = 0;
+  const std::string base = "/tmp/multicluster-kwatch-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+  std::string cmd = std::string("'") + KWATCH_PATH + "'";
+  for (const auto& a : args) cmd += " '" + a + "'";
+  cmd += " >" + base + ".out 2>" + base + ".err </dev/null";
+  const int rc = std::system(cmd.c_str());
+  KwatchRun r{WIFEXITED(rc) ? WEXITSTATUS(rc) : 128, slurp(base + ".out"), slurp(base + ".err")};
+  std::remove((base + ".out").c_str());
+  std::remove((base + ".err").c_str());
+  return r;
+}
+
+TEST_F(MulticlusterE2E, KwatchClustersAndEndpointsShowBothClustersAndTheExplicitEmptyShard) {
+  put_slice("svc-a", {"10.4.0.1"});
+  put_slice("svc-b", {});
+  const std::string token = "tok-never-printed-4711";
+  std::string exec_user = "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: /bin/true\n";
+  put_secret("remotes", {{"west", inline_kubeconfig(server(), admin_user_fields())},
+                         {"sneaky", inline_kubeconfig(server(), exec_user + "    token: " + token + "\n")}});
+  const std::vector<std::string> flags = {"--secret-namespace", secrets_ns_, "--timeout", "20"};
+
+  auto with = [&](std::vector<std::string> args) {
+    args.insert(args.end(), flags.begin(), flags.end());
+    return kwatch(args);
+  };
+  KwatchRun clusters = with({"clusters", "--json"});
+  EXPECT_EQ(clusters.code, 1) << "a refused cluster: not every cluster synced\n" << clusters.out << clusters.err;
+  EXPECT_NE(clusters.out.find(R"({"id":"local","local":true,"state":"synced")"), std::string::npos) << clusters.out;
+  EXPECT_NE(clusters.out.find(R"("id":"west","local":false,"state":"synced")"), std::string::npos) << clusters.out;
+  EXPECT_NE(clusters.out.find(R"("id":"sneaky","local":false,"state":"refused")"), std::string::npos) << clusters.out;
+  EXPECT_NE(clusters.out.find("exec is refused"), std::string::npos) << clusters.out;
+  EXPECT_EQ(clusters.out.find(token), std::string::npos);
+  EXPECT_EQ(clusters.err.find(token), std::string::npos);
+
+  KwatchRun table = with({"endpoints", "svc", "-n", remote_ns_, "--port", "http"});
+  EXPECT_EQ(table.code, 0) << table.err;
+  EXPECT_NE(table.out.find("service " + remote_ns_ + "/svc  port http"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("west     10.4.0.1"), std::string::npos) << table.out;
+
+  ASSERT_TRUE(remote_admin_.delete_(endpoint_slices(), remote_ns_, "svc-a"));
+  KwatchRun empty = with({"endpoints", "svc", "-n", remote_ns_, "--port", "http", "--json"});
+  EXPECT_EQ(empty.code, 0) << empty.err;
+  EXPECT_NE(empty.out.find(R"({"cluster":"west","endpoints":[]})"), std::string::npos) << empty.out;
+}
 
 // ---- convergence under churn, cut watches and compactions ----
 
