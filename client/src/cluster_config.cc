@@ -31,6 +31,7 @@ std::optional<std::string> read_file(const std::string& path, std::string* why) 
 struct Entry {
   YAML::Node node;   // the inner cluster/user/context map
   std::string file;  // the kubeconfig file it came from (or the origin of in-memory data)
+  std::string base;  // relative paths resolve here: the file's folder; "" (the current one) for data
 };
 
 struct Merged {
@@ -78,7 +79,7 @@ class Fields {
       if (const char* home = std::getenv("HOME")) p = std::string(home) + p.substr(1);
     }
     fs::path fp(p);
-    if (fp.is_relative()) fp = fs::path(entry_.file).parent_path() / fp;
+    if (fp.is_relative()) fp = fs::path(entry_.base) / fp;
     return fp.lexically_normal().string();
   }
   std::string file_contents(const char* field) const {
@@ -91,6 +92,7 @@ class Fields {
   }
   const YAML::Node& node() const { return entry_.node; }
   const std::string& file() const { return entry_.file; }
+  const std::string& base() const { return entry_.base; }
 
  private:
   const Entry& entry_;
@@ -103,7 +105,7 @@ ConfigError invalid_yaml(const std::string& file, const YAML::Exception& e) {
                      ", column " + std::to_string(e.mark.column + 1) + ")");
 }
 
-void merge_root(const YAML::Node& root, const std::string& file, Merged& merged);
+void merge_root(const YAML::Node& root, const std::string& file, const std::string& base, Merged& merged);
 
 void merge_file(const std::string& file, Merged& merged) {
   // A folder opens like a file and then fails inside yaml-cpp with a std::ios_base::failure,
@@ -121,10 +123,10 @@ void merge_file(const std::string& file, Merged& merged) {
   } catch (const std::ios_base::failure&) {
     throw ConfigError("kubeconfig " + file + ": cannot be read: " + std::strerror(errno));
   }
-  merge_root(root, file, merged);
+  merge_root(root, file, fs::path(file).parent_path().string(), merged);
 }
 
-void merge_root(const YAML::Node& root, const std::string& file, Merged& merged) {
+void merge_root(const YAML::Node& root, const std::string& file, const std::string& base, Merged& merged) {
   merged.files.push_back(file);
   if (!root || root.IsNull()) {
     ++merged.empty_files;  // allowed in a KUBECONFIG list (kubectl); alone it is an error
@@ -145,7 +147,7 @@ void merge_root(const YAML::Node& root, const std::string& file, Merged& merged)
       if (body && !body.IsNull() && !body.IsMap()) {
         throw ConfigError(where + " '" + name.Scalar() + "': " + inner + " must be a mapping");
       }
-      into.try_emplace(name.Scalar(), Entry{body ? body : YAML::Node(YAML::NodeType::Map), file});
+      into.try_emplace(name.Scalar(), Entry{body ? body : YAML::Node(YAML::NodeType::Map), file, base});
     }
   };
   section("clusters", "cluster", merged.clusters);
@@ -183,6 +185,16 @@ void check_policy(const Fields& entry, const KubeconfigPolicy& policy) {
   if (!policy.allow_token_file && present("tokenFile")) {
     refuse("tokenFile", "it would read a file on this machine; use token (KubeconfigPolicy::allow_token_file)");
   }
+  if (!policy.allow_insecure) {
+    if (YAML::Node server = entry.node()["server"]; server && server.IsScalar() && server.Scalar().starts_with("http://")) {
+      refuse("server", "a plain http:// server would get the credentials in clear text (KubeconfigPolicy::allow_insecure)");
+    }
+    if (YAML::Node skip = entry.node()["insecure-skip-tls-verify"];
+        skip && skip.IsScalar() && (skip.Scalar() == "true" || skip.Scalar() == "True" || skip.Scalar() == "yes")) {
+      refuse("insecure-skip-tls-verify",
+             "an unverified server would get the credentials (KubeconfigPolicy::allow_insecure)");
+    }
+  }
   if (!policy.allow_file_paths) {
     for (const char* field : {"certificate-authority", "client-certificate", "client-key"}) {
       if (present(field)) {
@@ -206,7 +218,7 @@ CredentialsProviderPtr user_credentials(const Fields& user) {
   if (user.node()["auth-provider"]) user.fail("auth-provider is not supported; use an exec credential plugin");
   if (YAML::Node exec = user.node()["exec"]; exec && !exec.IsNull()) {
     if (!exec.IsMap()) user.fail("exec must be a mapping");
-    Entry e{exec, user.file()};
+    Entry e{exec, user.file(), user.base()};
     Fields f(e, "");
     ExecConfig config;
     config.origin = user.prefix().substr(0, user.prefix().size() - 2);
@@ -218,7 +230,7 @@ CredentialsProviderPtr user_credentials(const Fields& user) {
     config.command = f.str("command");
     if (config.command.empty()) user.fail("exec.command is missing");
     if (config.command.find('/') != std::string::npos && fs::path(config.command).is_relative()) {
-      config.command = (fs::path(user.file()).parent_path() / config.command).lexically_normal().string();
+      config.command = (fs::path(user.base()) / config.command).lexically_normal().string();
     }
     if (YAML::Node args = exec["args"]; args && !args.IsNull()) {
       if (!args.IsSequence()) user.fail("exec.args must be a list of strings");
@@ -299,7 +311,7 @@ ClusterConfig ClusterConfig::from_kubeconfig_data(std::string_view yaml, const K
     throw invalid_yaml(options.origin, e);
   }
   Merged merged;
-  merge_root(root, options.origin, merged);
+  merge_root(root, options.origin, "", merged);
   return from_merged(merged, options.context, &options.policy);
 }
 

@@ -29,8 +29,23 @@ ClusterEndpointFeeds::ClusterEndpointFeeds(cache::EndpointIndexPtr index, Cluste
             std::lock_guard lock(s->mu);
             if (s->closed) return;
             if (auto& old = s->feeds[now->id]) old->close(false);
-            fresh->prune_stale();
+            // Prune what only the old client saw once the new one's stores are complete: now
+            // when it synced before the switch, else at its `synced` (after a sync timeout the
+            // old entries stay meanwhile, never an empty shard).
+            if (now->factory->has_synced()) {
+              fresh->prune_stale();
+            } else {
+              s->prune_at[now->id] = now->generation;
+            }
             s->feeds[now->id] = std::move(fresh);
+          },
+      .synced =
+          [s](const RemoteClusterPtr& c) {
+            std::lock_guard lock(s->mu);
+            auto at = s->prune_at.find(c->id);
+            if (at == s->prune_at.end() || at->second != c->generation) return;
+            s->prune_at.erase(at);
+            if (auto it = s->feeds.find(c->id); it != s->feeds.end()) it->second->prune_stale();
           },
       .removed =
           [s](const RemoteClusterPtr& c) {
@@ -41,6 +56,7 @@ ClusterEndpointFeeds::ClusterEndpointFeeds(cache::EndpointIndexPtr index, Cluste
                 feed = std::move(it->second);
                 s->feeds.erase(it);
               }
+              s->prune_at.erase(c->id);
             }
             if (feed) feed->close(true);
           },

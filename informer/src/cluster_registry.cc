@@ -6,6 +6,8 @@
 #include <prometheus/registry.h>
 
 #include <algorithm>
+#include <set>
+#include <stdexcept>
 #include <utility>
 
 #include "kinformer/cache/label_selector.h"
@@ -14,6 +16,12 @@
 namespace kinformer::informer {
 
 using SteadyClock = std::chrono::steady_clock;
+
+namespace {
+// The prober's GET /version for a remote client that has no informer yet.
+constexpr std::chrono::milliseconds kProbeTimeout{5000};
+constexpr std::chrono::milliseconds kProbeRetry{5000};
+}  // namespace
 
 std::string_view to_string(ClusterState state) noexcept {
   switch (state) {
@@ -38,21 +46,27 @@ struct ClusterSubscription::State {
   std::thread::id runner;     // guarded by mu
   bool needs_replay = true;   // guarded by the registry's mu_
 
-  // Runs one call unless closed; close() waits for it (except from inside it).
-  void call(const std::function<void(const ClusterHandler&)>& fn) {
+  // Runs one call unless closed; close() waits for it (except from inside it). Returns what an
+  // exception said ("" when none): a component's exception must not stop the registry.
+  std::string call(const std::function<void(const ClusterHandler&)>& fn) {
     {
       std::lock_guard lock(mu);
-      if (closed) return;
+      if (closed) return {};
       running = true;
       runner = std::this_thread::get_id();
     }
+    std::string thrown;
     try {
       fn(handler);
-    } catch (...) {  // a component's exception must not stop the registry
+    } catch (const std::exception& e) {
+      thrown = e.what()[0] != '\0' ? e.what() : "exception";
+    } catch (...) {
+      thrown = "non-standard exception";
     }
     std::lock_guard lock(mu);
     running = false;
     cv.notify_all();
+    return thrown;
   }
 };
 
@@ -86,7 +100,14 @@ struct ClusterRegistry::Entry {
   SteadyClock::time_point pending_since{};
   bool timed_out = false;    // active did not sync within sync_timeout
   bool settled = false;      // sticky: active synced or timed out, or refused
-  std::string refused;       // why the kubeconfig was refused; empty otherwise
+  std::uint64_t synced_told = 0;  // the generation whose `synced` subscribers got
+  std::string refused;       // why the latest kubeconfig was refused; empty otherwise
+  // Reachability of the active client while it has no informer (a GET /version by the prober).
+  std::uint64_t probed = 0;  // generation the result is for
+  bool probe_ok = false;
+  std::string probe_error;
+  bool probe_queued = false;
+  SteadyClock::time_point next_probe{};
 };
 
 struct ClusterRegistry::Metrics {
@@ -133,11 +154,13 @@ ClusterRegistry::ClusterRegistry(std::shared_ptr<client::RestClient> local_clien
     metrics_->clusters.Add({{"state", std::string(to_string(s))}}).Set(0);
   }
   worker_ = std::thread([this] { run(); });
+  worker_id_ = worker_.get_id();  // read by shutdown(), which happens after construction
+  prober_ = std::thread([this] { probe_loop(); });
   reaper_ = std::thread([this] {
     std::unique_lock lock(mu_);
     for (;;) {
-      cv_.wait(lock, [&] { return stopping_ || !retiring_.empty(); });
-      if (retiring_.empty()) return;  // stopping_, nothing left
+      cv_.wait(lock, [&] { return reaper_done_ || !retiring_.empty(); });
+      if (retiring_.empty()) return;  // shutdown() joined the worker: nothing more comes
       auto cluster = std::move(retiring_.front());
       retiring_.erase(retiring_.begin());
       lock.unlock();
@@ -180,7 +203,13 @@ client::Status ClusterRegistry::start_once() {
     handler->update = [this](const client::ObjectPtr&, const client::ObjectPtr& o) { on_secret(o, false); };
     handler->del = [this](const client::ObjectPtr& o, bool) { on_secret(o, true); };
     Registration registration = secrets_->add_handler(handler, {.name = "cluster-registry"});
-    std::lock_guard lock(mu_);
+    std::unique_lock lock(mu_);
+    if (stopping_) {
+      lock.unlock();
+      registration.close();
+      secrets_ = nullptr;
+      return client::Error{.code = client::Errc::cancelled, .message = "ClusterRegistry: shut down"};
+    }
     secret_handler_ = std::move(registration);
     secrets_registered_ = true;
   }
@@ -237,11 +266,14 @@ void ClusterRegistry::run() {
 SteadyClock::time_point ClusterRegistry::next_deadline() const {
   // Syncing clusters are looked at every 50 ms (has_synced() has no callback); settled ones
   // wait for the next Secret event.
+  auto wait = std::chrono::milliseconds(5000);
+  // The Secret handler has not yet seen the initial list: has_synced() waits for the next look.
+  if (secrets_registered_ && !reconciled_after_sync_) wait = std::chrono::milliseconds(20);
   for (const auto& [id, entry] : entries_) {
-    if (entry->pending || (entry->active && !entry->settled)) return SteadyClock::now() + std::chrono::milliseconds(50);
-    if (entry->active && !entry->active->factory->has_synced()) return SteadyClock::now() + std::chrono::milliseconds(500);
+    if (entry->pending || (entry->active && !entry->settled)) wait = std::min(wait, std::chrono::milliseconds(50));
+    if (entry->active && entry->synced_told != entry->active->generation) wait = std::min(wait, std::chrono::milliseconds(500));
   }
-  return SteadyClock::now() + std::chrono::seconds(5);
+  return SteadyClock::now() + wait;
 }
 
 void ClusterRegistry::notify(const std::function<void(const ClusterHandler&)>& call,
@@ -251,8 +283,12 @@ void ClusterRegistry::notify(const std::function<void(const ClusterHandler&)>& c
     if (!s->needs_replay) targets.push_back(s);
   }
   lock.unlock();
-  for (const auto& s : targets) s->call(call);
+  for (const auto& s : targets) report(s->call(call));
   lock.lock();
+}
+
+void ClusterRegistry::report(const std::string& thrown) const {
+  if (!thrown.empty()) log_.error("a cluster subscriber threw; the registry goes on", {{"error", thrown}});
 }
 
 void ClusterRegistry::retire(RemoteClusterPtr cluster) {
@@ -267,15 +303,19 @@ void ClusterRegistry::reconcile(std::unique_lock<std::mutex>& lock) {
     std::lock_guard l(s->mu);
     return s->closed;
   });
+  // A copy: the lock is released around each call, and subscribe() may grow subscribers_.
+  std::vector<std::shared_ptr<ClusterSubscription::State>> fresh;
   for (const auto& s : subscribers_) {
-    if (!s->needs_replay) continue;
+    if (s->needs_replay) fresh.push_back(s);
+  }
+  for (const auto& s : fresh) {
     s->needs_replay = false;
     std::vector<RemoteClusterPtr> known;
     for (const auto& [id, entry] : entries_) {
       if (entry->active) known.push_back(entry->active);
     }
     lock.unlock();
-    for (const auto& c : known) s->call([&](const ClusterHandler& h) { if (h.added) h.added(c); });
+    for (const auto& c : known) report(s->call([&](const ClusterHandler& h) { if (h.added) h.added(c); }));
     lock.lock();
     if (stopping_) return;
   }
@@ -285,19 +325,24 @@ void ClusterRegistry::reconcile(std::unique_lock<std::mutex>& lock) {
   // What the Secrets say now: cluster ID -> (secret, kubeconfig); the first Secret (by
   // namespace/name) wins an ID that two Secrets hold.
   std::map<std::string, Desired> desired;
+  std::set<std::string> ignored;  // "id\nsecret" ignored now; each is logged when it starts
   for (const auto& [secret, ids] : secrets_seen_) {
     for (const auto& [id, kubeconfig] : ids) {
       if (id == options_.local_cluster_id) {
-        log_.warn("ignoring a remote kubeconfig named like the local cluster", {{"cluster", id}, {"secret", secret}});
+        if (ignored.insert(id + "\n" + secret).second && !ignored_.contains(id + "\n" + secret)) {
+          log_.warn("ignoring a remote kubeconfig named like the local cluster", {{"cluster", id}, {"secret", secret}});
+        }
         continue;
       }
       auto [it, inserted] = desired.try_emplace(id, Desired{secret, kubeconfig});
-      if (!inserted) {
+      if (!inserted && ignored.insert(id + "\n" + secret).second && !ignored_.contains(id + "\n" + secret)) {
         log_.warn("ignoring a cluster ID held by two Secrets",
                   {{"cluster", id}, {"secret", secret}, {"kept", it->second.secret}});
       }
     }
   }
+
+  ignored_ = std::move(ignored);
 
   // Removed IDs.
   for (auto it = entries_.begin(); it != entries_.end();) {
@@ -325,7 +370,8 @@ void ClusterRegistry::reconcile(std::unique_lock<std::mutex>& lock) {
     auto it = entries_.find(id);
     if (it == entries_.end()) it = entries_.emplace(id, std::make_unique<Entry>()).first;
     Entry& entry = *it->second;
-    if (entry.kubeconfig != want.kubeconfig || entry.secret != want.secret) build(id, entry, want, lock);
+    entry.secret = want.secret;  // an ID moved to another Secret with the same content: no rebuild
+    if (entry.kubeconfig != want.kubeconfig) build(id, entry, want, lock);
     if (stopping_) return;
   }
   for (auto& [id, entry] : entries_) {
@@ -379,15 +425,12 @@ void ClusterRegistry::build(const std::string& id, Entry& entry, const Desired& 
   if (!built) {
     log_.warn("remote kubeconfig refused", {{"cluster", id}, {"secret", want.secret}, {"field", field}, {"error", refused}});
     metrics_->refusals.Add({{"field", field}}).Increment();
+    // A working cluster whose kubeconfig is edited into something refused keeps its current
+    // client (a typo must not become an outage); only deleting the key removes it. A new
+    // client still syncing for an earlier edit is dropped.
     entry.refused = refused;
-    entry.settled = true;
+    if (!entry.active) entry.settled = true;
     retire(std::exchange(entry.pending, nullptr));
-    if (RemoteClusterPtr before = std::exchange(entry.active, nullptr)) {
-      // The Secret is the source of truth: a kubeconfig that is now refused stops the cluster.
-      metrics_->changes.Add({{"kind", "removed"}}).Increment();
-      notify([&](const ClusterHandler& h) { if (h.removed) h.removed(before); }, lock);
-      retire(before);
-    }
     return;
   }
 
@@ -420,9 +463,33 @@ void ClusterRegistry::build(const std::string& id, Entry& entry, const Desired& 
   notify([&](const ClusterHandler& h) { if (h.added) h.added(built); }, lock);
 }
 
+bool ClusterRegistry::synced(const Entry& entry, const RemoteCluster& cluster) const {
+  // With no informer there is nothing to sync; the prober's GET /version says it is reachable.
+  if (cluster.factory->informer_count() == 0) return entry.probed == cluster.generation && entry.probe_ok;
+  return cluster.factory->has_synced();
+}
+
+void ClusterRegistry::copy_informers(const std::string& id, const RemoteCluster& from, const RemoteCluster& to) {
+  for (const InformerSpec& spec : from.factory->informer_specs()) {
+    try {
+      (void)to.factory->informer(spec.type, spec.options);  // an existing key is returned as is
+    } catch (const std::exception& e) {
+      log_.warn("cannot recreate an informer on the new client", {{"cluster", id}, {"error", e.what()}});
+    }
+  }
+}
+
 void ClusterRegistry::settle(const std::string& id, Entry& entry, std::unique_lock<std::mutex>& lock) {
   const auto now = SteadyClock::now();
+  if (entry.active && entry.active->factory->informer_count() == 0 && !entry.probe_queued &&
+      (entry.probed != entry.active->generation || (!entry.probe_ok && now >= entry.next_probe))) {
+    entry.probe_queued = true;
+    probes_.push_back(entry.active);
+    cv_.notify_all();
+  }
   if (entry.pending) {
+    // Informers a component created on the active client since the rebuild join the new one.
+    copy_informers(id, *entry.active, *entry.pending);
     bool synced = entry.pending->factory->has_synced();
     if (synced || now - entry.pending_since >= options_.sync_timeout) {
       if (!synced) {
@@ -442,11 +509,17 @@ void ClusterRegistry::settle(const std::string& id, Entry& entry, std::unique_lo
     }
     return;
   }
-  if (!entry.active || entry.settled) return;
-  if (entry.active->factory->has_synced()) {
+  if (!entry.active) return;
+  if (entry.synced_told != entry.active->generation && synced(entry, *entry.active)) {
+    entry.synced_told = entry.active->generation;
     entry.settled = true;
-    log_.info("remote cluster synced", {{"cluster", id}});
-  } else if (now - entry.active_since >= options_.sync_timeout) {
+    log_.info("remote cluster synced", {{"cluster", id}, {"generation", std::to_string(entry.active->generation)}});
+    RemoteClusterPtr c = entry.active;
+    notify([&](const ClusterHandler& h) { if (h.synced) h.synced(c); }, lock);
+    return;
+  }
+  if (entry.settled) return;
+  if (now - entry.active_since >= options_.sync_timeout) {
     entry.settled = true;
     entry.timed_out = true;
     metrics_->sync_timeouts.Add({{"cluster", id}}).Increment();
@@ -468,16 +541,23 @@ ClusterStatus ClusterRegistry::status_of(const std::string& id, const Entry& ent
   }
   const InformerFactory& f = *entry.active->factory;
   s.informers = f.informer_count();
-  auto error = f.last_error();
-  if (f.has_synced()) {
+  std::optional<std::string> error;
+  if (auto e = f.last_error()) error = e->to_string();
+  if (s.informers == 0 && entry.probed == entry.active->generation && !entry.probe_ok) error = entry.probe_error;
+  if (synced(entry, *entry.active)) {
     s.state = error ? ClusterState::unreachable : ClusterState::synced;
   } else if (entry.timed_out) {
     s.state = ClusterState::timed_out;
   } else {
     s.state = error ? ClusterState::unreachable : ClusterState::syncing;
   }
-  if (error) s.reason = error->to_string();
-  if (entry.pending) s.reason += std::string(s.reason.empty() ? "" : "; ") + "a new kubeconfig is syncing";
+  if (error) s.reason = *error;
+  auto also = [&](const std::string& why) { s.reason += (s.reason.empty() ? "" : "; ") + why; };
+  if (entry.pending) also("a new kubeconfig is syncing");
+  if (!entry.refused.empty()) {
+    s.state = ClusterState::refused;
+    also(entry.refused + " (still using the previous kubeconfig)");
+  }
   return s;
 }
 
@@ -529,13 +609,18 @@ bool ClusterRegistry::wait_for_sync(std::chrono::milliseconds timeout) const {
 }
 
 void ClusterRegistry::shutdown() {
+  if (std::this_thread::get_id() == worker_id_) {
+    throw std::logic_error("ClusterRegistry::shutdown() called from a ClusterHandler (the registry's own thread)");
+  }
+  std::lock_guard serial(shutdown_mu_);  // a second caller waits for the first, then returns
   {
     std::lock_guard lock(mu_);
-    if (stopping_ && !worker_.joinable()) return;
+    if (shut_down_) return;
     stopping_ = true;
     cv_.notify_all();
   }
-  if (worker_.joinable() && worker_.get_id() != std::this_thread::get_id()) worker_.join();
+  if (worker_.joinable()) worker_.join();
+  if (prober_.joinable()) prober_.join();
   secret_handler_.close();
   std::vector<RemoteClusterPtr> left;
   {
@@ -545,10 +630,53 @@ void ClusterRegistry::shutdown() {
       if (entry->active) left.push_back(std::move(entry->active));
     }
     entries_.clear();
+    probes_.clear();
+    reaper_done_ = true;  // the worker is joined: whatever it retired is in retiring_
     cv_.notify_all();
   }
-  if (reaper_.joinable()) reaper_.join();  // shuts down what was already retired
+  if (reaper_.joinable()) reaper_.join();  // drains retiring_ first
   for (auto& c : left) c->factory->shutdown();
+  std::lock_guard lock(mu_);
+  shut_down_ = true;
+}
+
+void ClusterRegistry::probe_loop() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stopping_ || !probes_.empty(); });
+    if (stopping_) return;
+    RemoteClusterPtr cluster = std::move(probes_.front());
+    probes_.erase(probes_.begin());
+    lock.unlock();
+    // Its own client with a short deadline: a blackholed server delays the next probe (and
+    // shutdown) by at most probe_timeout, never the clusters' informers.
+    client::RestClientOptions o = options_.remote_client;
+    o.request_timeout = std::min(o.request_timeout, kProbeTimeout);
+    std::string error;
+    try {
+      client::RestClient probe(cluster->client->config(), o);
+      auto r = probe.get_raw("/version");
+      if (!r) {
+        error = r.error().to_string();
+      } else if (r->status == 401 || r->status == 403) {
+        error = "GET /version: HTTP " + std::to_string(r->status) + " (credentials rejected)";
+      }
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    lock.lock();
+    auto it = entries_.find(cluster->id);
+    if (it == entries_.end()) continue;
+    Entry& entry = *it->second;
+    entry.probe_queued = false;
+    if (!entry.active || entry.active->generation != cluster->generation) continue;
+    entry.probed = cluster->generation;
+    entry.probe_ok = error.empty();
+    entry.probe_error = error;
+    entry.next_probe = SteadyClock::now() + kProbeRetry;
+    ++changes_;
+    cv_.notify_all();
+  }
 }
 
 }  // namespace kinformer::informer

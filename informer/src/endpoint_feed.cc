@@ -65,28 +65,29 @@ EndpointFeed::~EndpointFeed() { close(false); }
 bool EndpointFeed::has_synced() const { return endpoints_.has_synced() && pods_.has_synced(); }
 
 std::size_t EndpointFeed::prune_stale() {
-  // Safe against this feed's own handlers running meanwhile: the store changes before its
-  // handlers hear of it, so a key missing from the store is deleted or was never ours; a key
-  // added later is not in the index's list taken here.
+  // The store changes before its handlers hear of it, so a key missing from a synced store was
+  // deleted or was never this client's. One race is left: the key arrives between the check and
+  // the removal (its handler may upsert before the removal lands); checking the store again
+  // afterwards and putting the object back closes it.
   cache::EndpointIndex::ClusterKeys keys = index_->keys(cluster_);
   std::size_t removed = 0;
   for (const auto& k : keys.slices) {
-    if (!endpoints_store_->get(k)) {
-      index_->remove_slice(cluster_, k);
-      ++removed;
-    }
+    if (endpoints_store_->get(k)) continue;
+    index_->remove_slice(cluster_, k);
+    ++removed;
+    if (auto back = endpoints_store_->get(k)) index_->upsert_slice(cluster_, std::static_pointer_cast<const client::EndpointSlice>(back));
   }
   for (const auto& k : keys.endpoints) {
-    if (!endpoints_store_->get(k)) {
-      index_->remove_endpoints(cluster_, k);
-      ++removed;
-    }
+    if (endpoints_store_->get(k)) continue;
+    index_->remove_endpoints(cluster_, k);
+    ++removed;
+    if (auto back = endpoints_store_->get(k)) index_->upsert_endpoints(cluster_, std::static_pointer_cast<const client::Endpoints>(back));
   }
   for (const auto& k : keys.pods) {
-    if (!pods_store_->get(k)) {
-      index_->remove_pod(cluster_, k);
-      ++removed;
-    }
+    if (pods_store_->get(k)) continue;
+    index_->remove_pod(cluster_, k);
+    ++removed;
+    if (auto back = pods_store_->get(k)) index_->upsert_pod(cluster_, std::static_pointer_cast<const client::Pod>(back));
   }
   return removed;
 }

@@ -218,12 +218,27 @@ INSTANTIATE_TEST_SUITE_P(
         RefusedCase{"", "    client-certificate: /etc/secret-cert-path\n    client-key-data: a2V5\n",
                     "client-certificate", "/etc/secret-cert-path"},
         RefusedCase{"", "    client-certificate-data: Y2VydA==\n    client-key: /etc/secret-key-path\n", "client-key",
-                    "/etc/secret-key-path"}),
+                    "/etc/secret-key-path"},
+        RefusedCase{"    insecure-skip-tls-verify: true\n", "", "insecure-skip-tls-verify", "t0k3n"}),
     [](const auto& info) {
       std::string n = info.param.field;
       std::erase(n, '-');
       return n;
     });
+
+TEST(KubeconfigData, PlainHttpServerIsRefusedUnlessAllowed) {
+  std::string yaml = kubeconfig("    server: http://10.0.0.1:8080\n", "    token: t0k3n\n");
+  try {
+    ClusterConfig::from_kubeconfig_data(yaml);
+    FAIL() << "accepted http://";
+  } catch (const KubeconfigRefused& e) {
+    EXPECT_EQ(e.field(), "server");
+    EXPECT_EQ(std::string(e.what()).find("t0k3n"), std::string::npos);
+  }
+  KubeconfigDataOptions o;
+  o.policy.allow_insecure = true;
+  EXPECT_EQ(ClusterConfig::from_kubeconfig_data(yaml, o).server, "http://10.0.0.1:8080");
+}
 
 TEST(KubeconfigData, PolicyOpensWhatAnOperatorAllows) {
   TempDir dir;

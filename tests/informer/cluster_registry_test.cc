@@ -18,8 +18,10 @@
 
 #include "base64.h"
 #include "fake_apiserver.h"
+#include "fakes.h"
 #include "log_capture.h"
 #include "kinformer/client/pod.h"
+#include "kinformer/informer/cluster_endpoint_feeds.h"
 #include "kinformer/client/rest_client.h"
 #include "kinformer/client/secret.h"
 
@@ -34,6 +36,7 @@ using testing::ScriptedStream;
 
 constexpr const char* kSecrets = "/api/v1/namespaces/mesh/secrets";
 constexpr const char* kPods = "/api/v1/pods";
+constexpr const char* kSlices = "/apis/discovery.k8s.io/v1/endpointslices";
 
 using testing::base64;
 
@@ -221,6 +224,7 @@ struct Fixture {
     o.sync_timeout = sync_timeout;
     o.start_timeout = 10s;
     o.remote_factory.use_watch_list = false;
+    o.kubeconfig_policy.allow_insecure = true;  // the scripted servers speak plain HTTP
     o.log = capture.sink();
     registry = std::make_unique<ClusterRegistry>(local_client, local_factory, o);
   }
@@ -467,6 +471,135 @@ TEST(ClusterRegistryTest, BuildingAndClosingComponentsStopsNothingAndKeepsOneSec
   EXPECT_EQ(f.registry->factory("west")->informer_count(), 1u);  // one Pod informer for all of them
   ASSERT_TRUE(west.wait_watch_requests(kPods, 1));  // the informer lists first, then watches
   EXPECT_EQ(west.watch_requests(kPods), 1u);
+}
+
+std::function<std::string(const std::string&)> slice(const std::string& name, const std::vector<std::string>& addresses) {
+  return [=](const std::string& rv) {
+    std::string eps;
+    for (const auto& a : addresses) eps += (eps.empty() ? "" : ",") + (R"({"addresses":[")" + a + R"("]})");
+    return R"({"kind":"EndpointSlice","apiVersion":"discovery.k8s.io/v1","metadata":{"name":")" + name +
+           R"(","namespace":"app","resourceVersion":")" + rv +
+           R"(","labels":{"kubernetes.io/service-name":"svc"}},"addressType":"IPv4","ports":[{"name":"http","port":80}],"endpoints":[)" +
+           eps + "]}";
+  };
+}
+
+void serve_version(FakeApiServer& server, int status = 200) {
+  server.on("GET", "/version", [status](const Request&) {
+    return status == 200 ? Reply::json(R"({"major":"1","minor":"36"})") : Reply::api_status(status, "Unauthorized", "no");
+  });
+}
+
+TEST(ClusterRegistryTest, ARemoteWithoutInformersIsProbedNeverAssumedSynced) {
+  MiniCluster west;
+  serve_version(west.server);
+  MiniCluster revoked;
+  serve_version(revoked.server, 401);
+  std::string dead_server;
+  {
+    FakeApiServer gone;
+    dead_server = kubeconfig_for(gone, "t");
+  }
+  Fixture f(300ms);
+  f.local.put(kSecrets, "remotes", secret("remotes", {{"west", kubeconfig_for(west.server, "t")},
+                                                      {"revoked", kubeconfig_for(revoked.server, "t")},
+                                                      {"dead", dead_server}}));
+  ASSERT_TRUE(f.registry->start());  // no subscriber: nobody creates an informer there
+  ASSERT_TRUE(f.registry->wait_for_sync(10s));
+  EXPECT_EQ(status(*f.registry, "west").state, ClusterState::synced) << status(*f.registry, "west").reason;
+  for (const char* id : {"dead", "revoked"}) {
+    auto s = status(*f.registry, id);
+    EXPECT_EQ(s.state, ClusterState::timed_out) << id << ": " << s.reason;
+    EXPECT_FALSE(s.reason.empty()) << id;
+  }
+  EXPECT_NE(status(*f.registry, "revoked").reason.find("HTTP 401"), std::string::npos) << status(*f.registry, "revoked").reason;
+  EXPECT_NE(status(*f.registry, "dead").reason.find("network"), std::string::npos) << status(*f.registry, "dead").reason;
+  EXPECT_EQ(f.metric("kinformer_cluster_sync_timeouts_total"), 2);
+}
+
+TEST(ClusterRegistryTest, SubscribingFromInsideAHandlerIsSafe) {
+  MiniCluster west;
+  west.serve(kPods, "PodList");
+  Fixture f;
+  f.local.put(kSecrets, "remotes", secret("remotes", {{"west", kubeconfig_for(west.server, "t")}}));
+  std::vector<ClusterSubscription> inner;  // touched only on the registry's thread
+  std::vector<std::unique_ptr<Journal>> journals;
+  for (int i = 0; i < 16; ++i) journals.push_back(std::make_unique<Journal>());
+  auto outer = f.registry->subscribe(ClusterHandler{.added = [&](const RemoteClusterPtr&) {
+    for (auto& j : journals) inner.push_back(f.registry->subscribe(j->handler()));  // grows subscribers_ meanwhile
+  }});
+  ASSERT_TRUE(f.registry->start());
+  for (auto& j : journals) {
+    ASSERT_TRUE(j->wait_for(1));
+    EXPECT_EQ(j->lines(), std::vector<std::string>{"added west 1"});
+  }
+  f.registry->shutdown();  // before `inner` and the journals go
+}
+
+TEST(ClusterRegistryTest, AKubeconfigEditedIntoARefusedOneKeepsTheWorkingClient) {
+  MiniCluster west;
+  west.serve(kPods, "PodList");
+  Fixture f;
+  f.local.put(kSecrets, "remotes", secret("remotes", {{"west", kubeconfig_for(west.server, "tok-1")}}));
+  Journal journal;
+  auto sub = f.registry->subscribe(journal.handler(uses_pods()));
+  ASSERT_TRUE(f.registry->start());
+  ASSERT_TRUE(f.registry->wait_for_sync(10s));
+  auto working = f.registry->cluster("west");
+  std::string exec_config = kubeconfig_for(west.server, "tok-1");
+  exec_config.replace(exec_config.find("    token: tok-1"), std::string("    token: tok-1").size(),
+                      "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: /bin/sh");
+  f.local.put(kSecrets, "remotes", secret("remotes", {{"west", exec_config}}));
+  ASSERT_TRUE(testing::eventually([&] { return status(*f.registry, "west").state == ClusterState::refused; }));
+  auto s = status(*f.registry, "west");
+  EXPECT_NE(s.reason.find("exec is refused"), std::string::npos) << s.reason;
+  EXPECT_NE(s.reason.find("still using the previous kubeconfig"), std::string::npos) << s.reason;
+  EXPECT_EQ(f.registry->cluster("west"), working);
+  EXPECT_EQ(journal.lines(), std::vector<std::string>{"added west 1"});  // no "removed"
+}
+
+// A rotated kubeconfig whose client never syncs (its server answers 404 to everything): after the
+// sync timeout the registry switches, and the shard keeps what the old client knew instead of
+// being pruned against empty stores. Rotating to a working client later prunes and converges.
+TEST(ClusterRegistryTest, ASwitchAfterASyncTimeoutNeverEmptiesTheShard) {
+  MiniCluster west;
+  west.serve(kPods, "PodList");
+  west.serve(kSlices, "EndpointSliceList");
+  west.put(kSlices, "s1", slice("s1", {"10.0.0.1", "10.0.0.2"}));
+  MiniCluster broken;  // no handlers: every request is a 404
+  Fixture f(300ms);
+  f.local.put(kSecrets, "remotes", secret("remotes", {{"west", kubeconfig_for(west.server, "tok-1")}}));
+  auto index = std::make_shared<cache::EndpointIndex>();
+  cache::EndpointQuery q;
+  q.service = {"app", "svc"};
+  q.port_name = "http";
+  auto addresses = [&] {
+    std::vector<std::string> out;
+    const cache::EndpointSnapshotPtr snap = index->snapshot(q);  // owns what cluster() points into
+    if (const auto* part = snap->cluster("west")) {
+      for (const auto& e : part->endpoints) out.push_back(e.address);
+    } else {
+      out.push_back("<absent>");
+    }
+    return out;
+  };
+  ClusterEndpointFeeds feeds(index, *f.registry, {}, /*include_local=*/false);
+  ASSERT_TRUE(f.registry->start());
+  ASSERT_TRUE(testing::eventually([&] { return addresses() == std::vector<std::string>{"10.0.0.1", "10.0.0.2"}; }));
+
+  f.local.put(kSecrets, "remotes", secret("remotes", {{"west", kubeconfig_for(broken.server, "tok-2")}}));
+  ASSERT_TRUE(testing::eventually([&] {
+    auto c = f.registry->cluster("west");
+    return c && c->generation == 2;
+  }));
+  EXPECT_EQ(addresses(), (std::vector<std::string>{"10.0.0.1", "10.0.0.2"}));
+  EXPECT_EQ(status(*f.registry, "west").state, ClusterState::timed_out);
+
+  // Meanwhile s1 lost an endpoint; a working client again: synced, pruned, converged.
+  west.put(kSlices, "s1", slice("s1", {"10.0.0.2"}));
+  f.local.put(kSecrets, "remotes", secret("remotes", {{"west", kubeconfig_for(west.server, "tok-3")}}));
+  ASSERT_TRUE(testing::eventually([&] { return addresses() == std::vector<std::string>{"10.0.0.2"}; }));
+  feeds.close();
 }
 
 }  // namespace

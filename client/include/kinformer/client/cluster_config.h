@@ -82,16 +82,20 @@ struct KubeconfigOptions {
 };
 
 /// What a kubeconfig from untrusted input (a Secret written by anyone allowed to write Secrets
-/// in a namespace) may use. The default refuses everything that reaches the local machine:
-/// only inline `*-data` fields, `token`, `server` and TLS flags are accepted.
+/// in a namespace) may use. The default refuses everything that reaches the local machine or
+/// sends the credentials unprotected: only inline `*-data` fields, `token`, an https:// `server`
+/// and `tls-server-name` are accepted.
 struct KubeconfigPolicy {
   bool allow_exec = false;           ///< users[].user.exec: runs a program here
   bool allow_auth_provider = false;  ///< users[].user.auth-provider (unsupported even if allowed)
   bool allow_token_file = false;     ///< users[].user.tokenFile: reads a local file
   /// certificate-authority, client-certificate, client-key: read local files.
   bool allow_file_paths = false;
+  /// An http:// server or insecure-skip-tls-verify: the credentials would reach whoever
+  /// answers.
+  bool allow_insecure = false;
   /// Every field allowed: what a kubeconfig file of one's own may use.
-  static KubeconfigPolicy allow_all() { return {true, true, true, true}; }
+  static KubeconfigPolicy allow_all() { return {true, true, true, true, true}; }
 };
 
 /// A kubeconfig field refused by KubeconfigPolicy. field(): the kubeconfig field ("exec",

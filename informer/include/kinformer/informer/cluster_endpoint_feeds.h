@@ -1,6 +1,7 @@
 #pragma once
 // ClusterEndpointFeeds: one EndpointFeed per cluster of a ClusterRegistry (issue 11).
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -16,8 +17,9 @@ namespace kinformer::informer {
 /// Keeps an EndpointIndex fed from the local cluster and every remote cluster of a registry:
 /// - added: an EndpointFeed on the cluster's factory (its shared informers);
 /// - updated (make-before-break): a feed on the new factory first, then the old feed closed
-///   without removing anything, then prune_stale() — the cluster's shard is never absent or
-///   empty in between;
+///   without removing anything, then prune_stale() once the new client has synced (at once, or
+///   at its `synced` after a sync timeout) — the cluster's shard is never absent or emptied by
+///   the switch;
 /// - removed: the feed closed and the cluster removed from the index (its subscribers get a
 ///   snapshot without it).
 /// Every feed uses the same options (`options.name` empty: "endpoint-feed-<cluster>").
@@ -46,6 +48,7 @@ class ClusterEndpointFeeds {
     EndpointFeedOptions options;
     mutable std::mutex mu;
     std::map<std::string, std::unique_ptr<EndpointFeed>> feeds;  // guarded by mu
+    std::map<std::string, std::uint64_t> prune_at;  // guarded by mu: cluster -> generation to prune at `synced`
     bool closed = false;                                          // guarded by mu
   };
   std::shared_ptr<State> state_;

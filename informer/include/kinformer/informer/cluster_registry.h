@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -28,11 +29,13 @@ class Registry;
 
 namespace kinformer::informer {
 
-/// syncing: the client is built, its informers have not all synced, no error yet.
+/// syncing: the client is built, its informers have not all synced (with no informer: the
+/// GET /version probe has not answered yet), no error yet.
 /// unreachable: not synced and the last attempt failed (connection, TLS, 401/403): retried with
 /// the informers' backoff. timed_out: not synced within sync_timeout (still retried; counts as
 /// settled for has_synced()). refused: the kubeconfig was refused or is malformed; nothing is
-/// built until the Secret changes.
+/// built until the Secret changes (a cluster that had a working kubeconfig keeps using it and
+/// shows refused with both reasons).
 enum class ClusterState { syncing, synced, timed_out, refused, unreachable };
 [[nodiscard]] std::string_view to_string(ClusterState state) noexcept;
 
@@ -55,11 +58,17 @@ using RemoteClusterPtr = std::shared_ptr<const RemoteCluster>;
 /// - updated: make-before-break. `now` is a new client for the same ID, whose factory already
 ///   runs — and has synced, or hit sync_timeout — every informer `before`'s factory had. Move
 ///   registrations to now->factory; after the call returns, before's factory is shut down.
-/// - removed: the ID is gone (key or Secret deleted, or its kubeconfig now refused); after the
-///   call returns, its factory is shut down.
+///   After a sync timeout `now` may not have synced yet: wait for `synced` before trusting its
+///   caches to be complete (ClusterEndpointFeeds prunes only then).
+/// - removed: the ID is gone (its key or Secret deleted); after the call returns, its factory
+///   is shut down. A kubeconfig edited into something refused keeps the current client.
+/// - synced: the cluster's current client (this generation) has synced every informer it has —
+///   or, with none, answered GET /version — for the first time. Follows added or updated.
+/// Handlers must not call shutdown() (it throws std::logic_error there).
 struct ClusterHandler {
   std::function<void(const RemoteClusterPtr& cluster)> added;
   std::function<void(const RemoteClusterPtr& now, const RemoteClusterPtr& before)> updated;
+  std::function<void(const RemoteClusterPtr& cluster)> synced;
   std::function<void(const RemoteClusterPtr& before)> removed;
 };
 
@@ -155,7 +164,9 @@ class ClusterRegistry {
   ClusterSubscription subscribe(ClusterHandler handler);
 
   /// The factory for a cluster ID: the local factory for local_cluster_id, the active factory of
-  /// a remote, null for an unknown or refused ID.
+  /// a remote, null for an unknown or refused ID. A remote factory is shut down when its
+  /// cluster is updated or removed: components that create informers should do so from a
+  /// ClusterHandler (subscribe()), which is told when to move.
   [[nodiscard]] std::shared_ptr<InformerFactory> factory(std::string_view id) const;
   [[nodiscard]] RemoteClusterPtr cluster(std::string_view id) const;
   /// Local first, then remotes by ID.
@@ -168,8 +179,9 @@ class ClusterRegistry {
   [[nodiscard]] const std::string& local_cluster_id() const noexcept { return options_.local_cluster_id; }
 
   /// Stops the worker, tells subscribers nothing more, shuts every remote factory down (bounded
-  /// as InformerFactory::shutdown is) and closes the Secret handler. The local factory is not
-  /// shut down (it is not the registry's). Idempotent.
+  /// as InformerFactory::shutdown is, plus a probe in flight: 5 s) and closes the Secret
+  /// handler. The local factory is not shut down (it is not the registry's). Idempotent;
+  /// concurrent calls wait for the first. Throws std::logic_error from a ClusterHandler.
   void shutdown();
 
  private:
@@ -187,6 +199,10 @@ class ClusterRegistry {
   void build(const std::string& id, Entry& entry, const Desired& desired, std::unique_lock<std::mutex>& lock);
   void settle(const std::string& id, Entry& entry, std::unique_lock<std::mutex>& lock);
   void notify(const std::function<void(const ClusterHandler&)>& call, std::unique_lock<std::mutex>& lock);
+  void report(const std::string& thrown) const;
+  [[nodiscard]] bool synced(const Entry& entry, const RemoteCluster& cluster) const;
+  void copy_informers(const std::string& id, const RemoteCluster& from, const RemoteCluster& to);
+  void probe_loop();
   void retire(RemoteClusterPtr cluster);
   [[nodiscard]] ClusterStatus status_of(const std::string& id, const Entry& entry) const;
   [[nodiscard]] std::chrono::steady_clock::time_point next_deadline() const;
@@ -209,9 +225,16 @@ class ClusterRegistry {
   bool stopping_ = false;       // guarded by mu_
   bool secrets_registered_ = false;    // guarded by mu_: secret_handler_ is assigned
   bool reconciled_after_sync_ = false;  // guarded by mu_
+  bool reaper_done_ = false;            // guarded by mu_: the worker is joined
+  bool shut_down_ = false;              // guarded by mu_
+  std::set<std::string> ignored_;       // guarded by mu_: ignored keys already logged
+  std::vector<RemoteClusterPtr> probes_;  // guarded by mu_: clients to GET /version
+  std::thread::id worker_id_;             // set once by the worker before it takes work
+  std::mutex shutdown_mu_;
   std::vector<RemoteClusterPtr> retiring_;  // guarded by mu_: factories to shut down
   Registration secret_handler_;
   std::thread worker_;
+  std::thread prober_;
   std::thread reaper_;
 };
 

@@ -57,8 +57,9 @@ class EndpointFeed {
   void close(bool remove_cluster_from_index);
   [[nodiscard]] const std::string& cluster() const noexcept { return cluster_; }
   /// Make-before-break (a cluster's client replaced, ClusterRegistry's `updated`): create the
-  /// new feed on the new factory, close the old feed with close(false), then call prune_stale()
-  /// on the new one. It removes from the index every slice, Endpoints and Pod of this cluster
+  /// new feed on the new factory, close the old feed with close(false), then — once the new
+  /// factory's informers have synced (`synced`), never before: an unsynced store would look
+  /// empty — call prune_stale() on the new one. It removes from the index every slice, Endpoints and Pod of this cluster
   /// that this feed's informers do not hold (what only the old client saw, e.g. deleted while
   /// its token was already revoked). Only removals: the shard is never absent or emptied in
   /// between. Returns how many inputs it removed.
