@@ -80,9 +80,10 @@ inline std::string frame(std::string_view payload) {
   return out.append(payload);
 }
 
-/// One watch frame: envelope(WatchEvent{type, object = RawExtension{raw = object_envelope}}).
+/// One watch frame: a bare WatchEvent{type, object = RawExtension{raw = object_envelope}}, as
+/// the API server's raw stream serializer writes it (no k8s\0, no envelope around the event).
 inline std::string watch_frame(std::string_view type, const std::string& object_envelope) {
-  return frame(envelope("v1", "WatchEvent", Msg().str(1, type).msg(2, Msg().bytes(1, object_envelope))));
+  return frame(Msg().str(1, type).msg(2, Msg().bytes(1, object_envelope)).data());
 }
 
 }  // namespace kinformer::client::testing

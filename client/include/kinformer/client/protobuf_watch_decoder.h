@@ -17,10 +17,10 @@
 
 namespace kinformer::client {
 
-/// Decodes length-delimited frames (a 4-byte big-endian length, then that many bytes) each
-/// holding kProtobufMagic + runtime.Unknown{raw = meta.v1.WatchEvent{type = 1, object = 2
-/// RawExtension{raw = 1}}}, where the RawExtension's raw is itself kProtobufMagic +
-/// runtime.Unknown around the object. Only complete frames are decoded, so a half-decoded
+/// Decodes length-delimited frames (a 4-byte big-endian length, then that many bytes), each a
+/// bare meta.v1.WatchEvent message {type = 1, object = 2 RawExtension{raw = 1}} (no magic, no
+/// envelope: the API server frames events with its raw protobuf serializer), whose object.raw
+/// is kProtobufMagic + runtime.Unknown around the object (or a Status for ERROR). Only complete frames are decoded, so a half-decoded
 /// object is never produced; a frame that arrives whole in one feed() is decoded in place,
 /// without a copy. Memory is bounded by the largest frame.
 /// Thread-safety: not thread-safe; one decoder per stream, used by one thread at a time.
@@ -38,8 +38,9 @@ class ProtobufWatchDecoder {
   /// Consumes `bytes`, appending every event completed by them to `out`. On failure, events
   /// decoded before the failing frame are still in `out` and the error is returned:
   ///  - an ERROR event: Errc::api with the Status code/reason/message/retry-after;
-  ///  - a malformed frame (no k8s\0 prefix, not protobuf, a known field of the wrong wire type,
-  ///    an unknown event type, no object, an empty frame): Errc::decode naming the byte offset;
+  ///  - a malformed frame (not protobuf, a known field of the wrong wire type, an object without
+  ///    the k8s\0 prefix or of another kind, an unknown event type, no object, an empty frame):
+  ///    Errc::decode naming the byte offset;
   ///  - a frame longer than max_event_bytes: Errc::too_large.
   /// After a failure the decoder is finished: later calls return the same error.
   Status feed(std::string_view bytes, std::vector<WatchEvent>& out);
