@@ -10,6 +10,7 @@
 
 #include "detail/json.h"
 #include "kinformer/client/api_error.h"
+#include "protobuf/negotiation.h"
 #include "transport.h"
 
 namespace kinformer::client {
@@ -206,9 +207,15 @@ struct RestClient::Impl {
     return decode_object(type, r.value());
   }
 
+  // The protobuf codec when lists and watches of `type` ask for protobuf (nullptr: JSON only).
+  ProtobufCodecPtr protobuf_for(const ResourceType& type) const {
+    return options.protobuf ? protobuf_codec(type) : nullptr;
+  }
+
   Result<WatchStreamPtr> open_watch(const ResourceType& type, std::string_view ns, const ListOptions& options) {
     detail::HttpRequest req;
     req.target = type.gvr.path(ns) + "?" + list_query(options, true);
+    if (protobuf_for(type)) req.accept = detail::pb::kWatchAccept;  // decoded by Content-Type
     std::string resource = type.gvr.to_string();
     for (int attempt = 0;; ++attempt) {
       if (stop.stop_requested()) return shut_down();
@@ -228,8 +235,17 @@ struct RestClient::Impl {
     detail::HttpRequest req;
     std::string q = list_query(options, false);
     req.target = type.gvr.path(ns) + (q.empty() ? "" : "?" + q);
+    ProtobufCodecPtr protobuf = protobuf_for(type);
+    if (protobuf) req.accept = detail::pb::kListAccept;
     auto r = send(req, type.gvr.to_string(), true, options.stop);
     if (!r) return std::move(r).error();
+    if (protobuf) {
+      // The server chose: protobuf, or JSON (then decoded below, as without protobuf).
+      if (r->status != 200) {
+        return error_from_protobuf_response(r->status, r->body, find_header(r->headers, "Retry-After"));
+      }
+      if (detail::pb::is_protobuf(find_header(r->headers, "Content-Type"))) return decode_protobuf_list(*protobuf, r->body);
+    }
     if (r->status != 200) return to_error(r.value());
     rapidjson::Document doc;
     if (auto e = detail::parse_insitu(doc, r->body.data(), r->body.size())) {

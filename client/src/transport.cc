@@ -32,6 +32,7 @@
 
 #include "kinformer/client/api_error.h"
 #include "kinformer/client/watch_decoder.h"
+#include "protobuf/negotiation.h"
 
 namespace kinformer::client::detail {
 
@@ -535,7 +536,10 @@ struct Transport::Impl {
   awaitable<void> stream_body(std::shared_ptr<WatchState> st, Stream& stream, http::response_parser<http::buffer_body>& parser,
                               std::shared_ptr<const Codec> codec, std::chrono::milliseconds idle_timeout) {
     Connection& conn = *st->conn;
-    WatchDecoder decoder(std::move(codec), WatchDecoder::Options{options.max_watch_event_bytes});
+    // JSON lines or protobuf frames, as the server chose (protobuf/negotiation.h).
+    const auto content_type = parser.get()[http::field::content_type];
+    detail::pb::WatchBodyDecoder decoder(std::move(codec), std::string_view(content_type.data(), content_type.size()),
+                                         options.max_watch_event_bytes);
     std::vector<char> chunk(64 * 1024);
     std::vector<WatchEvent> events;
     std::optional<Error> failure;
@@ -553,10 +557,10 @@ struct Transport::Impl {
       if (ec == http::error::need_buffer) ec = {};
       std::size_t got = chunk.size() - parser.get().body().size;
       Status fed = Ok{};
-      std::uint64_t complete_before = decoder.complete_line_bytes();
+      std::uint64_t complete_before = decoder.complete_bytes();
       if (got > 0) fed = decoder.feed(std::string_view(chunk.data(), got), events);
       // The lines completed by this read, shared out among its events (the last takes the rest).
-      auto batch_bytes = static_cast<std::size_t>(decoder.complete_line_bytes() - complete_before);
+      auto batch_bytes = static_cast<std::size_t>(decoder.complete_bytes() - complete_before);
       bool cancelled;
       {
         std::lock_guard lock(st->mu);
@@ -651,7 +655,7 @@ struct Transport::Impl {
         if (rec && rec != http::error::need_buffer) break;
       }
       conn.close();
-      Error e = error_from_response(head.status, body, header_value(head, "Retry-After"));
+      Error e = error_from_protobuf_response(head.status, body, header_value(head, "Retry-After"));
       {
         std::lock_guard lock(st->mu);
         st->head = std::move(head);

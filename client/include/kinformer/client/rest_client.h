@@ -66,6 +66,12 @@ struct RestClientOptions {
   /// (get_raw keys warnings by path, so a fixed cap keeps them from growing forever). Beyond it
   /// the oldest is forgotten, and reported again should it recur. Values below 1 count as 1.
   std::size_t max_remembered_warnings = 1024;
+  /// Lists and watches of the built-in typed resources (Pod, Secret, Endpoints, EndpointSlice)
+  /// ask for Kubernetes' protobuf encoding first and JSON second, and decode the response by
+  /// its Content-Type (a server or proxy answering JSON is understood as well). false: they ask
+  /// for JSON only. Dynamic objects and custom resources (JSON only on the server), get() and
+  /// writes always use JSON. docs/protobuf.md.
+  bool protobuf = true;
 };
 
 /// A raw HTTP response (get_raw).
