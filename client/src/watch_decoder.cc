@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "detail/event_type.h"
 #include "detail/json.h"
 #include "kinformer/client/api_error.h"
 
@@ -78,18 +79,9 @@ Status WatchDecoder::decode_line(char* line, std::size_t size, std::uint64_t lin
   std::string_view type = detail::get_string(doc, "type");
   const JsonValue* object = detail::member(doc, "object");
   if (!object || !object->IsObject()) return detail::decode_error(where() + ": missing \"object\"");
-  EventType event_type;
-  if (type == "ADDED") {
-    event_type = EventType::added;
-  } else if (type == "MODIFIED") {
-    event_type = EventType::modified;
-  } else if (type == "DELETED") {
-    event_type = EventType::deleted;
-  } else if (type == "BOOKMARK") {
-    event_type = EventType::bookmark;
-  } else if (type == "ERROR") {
-    return error_from_status(*object);
-  } else {
+  if (type == "ERROR") return error_from_status(*object);
+  const std::optional<EventType> event_type = detail::event_type_of(type);
+  if (!event_type) {
     return detail::decode_error(where() + ": unknown event type \"" + std::string(type.substr(0, 32)) + "\"");
   }
   auto decoded = codec_->decode(*object);
@@ -98,7 +90,7 @@ Status WatchDecoder::decode_line(char* line, std::size_t size, std::uint64_t lin
     e.message = where() + ": " + e.message;
     return e;
   }
-  out.push_back(WatchEvent{event_type, std::move(decoded).value()});
+  out.push_back(WatchEvent{*event_type, std::move(decoded).value()});
   ++events_;
   return Ok{};
 }

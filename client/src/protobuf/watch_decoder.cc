@@ -12,6 +12,7 @@
 // pkg/apis/meta/v1/generated.proto and pkg/runtime/generated.proto.
 #include "kinformer/client/protobuf_watch_decoder.h"
 
+#include "detail/event_type.h"
 #include "protobuf/wire.h"
 
 namespace kinformer::client {
@@ -125,16 +126,8 @@ Status ProtobufWatchDecoder::decode_frame(std::string_view frame, std::uint64_t 
     }
   }
   if (!object) return Error::make(Errc::decode, where + ": missing \"object\"");
-  EventType event_type;
-  if (type == "ADDED") {
-    event_type = EventType::added;
-  } else if (type == "MODIFIED") {
-    event_type = EventType::modified;
-  } else if (type == "DELETED") {
-    event_type = EventType::deleted;
-  } else if (type == "BOOKMARK") {
-    event_type = EventType::bookmark;
-  } else if (type == "ERROR") {
+  const std::optional<EventType> event_type = detail::event_type_of(type);
+  if (type == "ERROR") {
     const std::string status_where = where + ": ERROR object";
     auto inner = detail::pb::parse_envelope(*object, status_where);
     if (!inner) return std::move(inner).error();
@@ -147,7 +140,8 @@ Status ProtobufWatchDecoder::decode_frame(std::string_view frame, std::uint64_t 
     }
     if (e.message.empty()) e.message = "watch ERROR event";
     return e;
-  } else {
+  }
+  if (!event_type) {
     return Error::make(Errc::decode, where + ": unknown event type \"" + std::string(type.substr(0, 32)) + "\"");
   }
   const std::string object_where = where + ": object";
@@ -160,7 +154,7 @@ Status ProtobufWatchDecoder::decode_frame(std::string_view frame, std::uint64_t 
     e.message = where + ": " + e.message;
     return e;
   }
-  out.push_back(WatchEvent{event_type, std::move(decoded).value()});
+  out.push_back(WatchEvent{*event_type, std::move(decoded).value()});
   ++events_;
   return Ok{};
 }
