@@ -3,7 +3,9 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
+#include <fstream>
 #include <random>
+#include <sstream>
 #include <stdexcept>
 #include <thread>
 
@@ -95,6 +97,13 @@ long server_watches(client::RestClient& client, const std::string& resource) {
   if (metrics->status != 200)
     throw std::runtime_error("GET /metrics: HTTP " + std::to_string(metrics->status));
   return tools::audit_watches(metrics->body).count(resource);
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
 }
 
 bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {

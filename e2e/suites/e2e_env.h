@@ -40,6 +40,9 @@ std::string create_namespace(client::RestClient& client, const std::string& pref
 /// "discovery.k8s.io/v1/endpointslices"), read from /metrics.
 long server_watches(client::RestClient& client, const std::string& resource);
 
+/// The whole file ("" when it cannot be read).
+std::string slurp(const std::string& path);
+
 /// Polls `condition` every 50 ms until it holds or `timeout` passes; returns its last value.
 bool eventually(const std::function<bool()>& condition,
                 std::chrono::milliseconds timeout = std::chrono::seconds(30));

@@ -65,12 +65,6 @@ class Program {
   }
 
  private:
-  static std::string slurp(const std::string& path) {
-    std::ifstream in(path);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
   std::string base_;
   pid_t pid_ = -1;
   int code_ = -1;

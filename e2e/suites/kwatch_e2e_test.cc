@@ -36,13 +36,6 @@ std::string quote(const std::string& s) {
   return q + "'";
 }
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // Runs kwatch with `args` (KUBECONFIG from the environment); captures stdout and stderr.
 Run kwatch(const std::vector<std::string>& args) {
   static int counter = 0;

@@ -41,13 +41,6 @@ using informer::ClusterRegistry;
 using informer::ClusterState;
 using informer::RemoteClusterPtr;
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 std::string remote_dir() { return "/tmp/kinformer-e2e-remote-" + std::to_string(::getpid()); }
 
 int run_launcher(const std::string& args) {
