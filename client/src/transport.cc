@@ -51,7 +51,6 @@ struct ServerUrl {
   std::string host;
   std::string port;
   std::string prefix;  // path prefix without trailing '/'
-  bool host_is_ip = false;
 };
 
 ServerUrl parse_server(const std::string& server) {
@@ -81,9 +80,6 @@ ServerUrl parse_server(const std::string& server) {
   }
   if (url.host.empty()) throw ConfigError("server '" + server + "': missing host");
   if (url.port.empty()) url.port = url.tls ? "443" : "80";
-  error_code ec;
-  asio::ip::make_address(url.host, ec);
-  url.host_is_ip = !ec;
   return url;
 }
 

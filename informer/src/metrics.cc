@@ -71,16 +71,6 @@ InformerMetrics::InformerMetrics(std::shared_ptr<Metrics> fp, const std::string&
       keep_(std::move(fp)),
       labels_{{"resource", resource}, {"namespace", ns}, {"selector", selector}} {}
 
-prometheus::Counter& InformerMetrics::restarts(WatchRestartReason reason) {
-  switch (reason) {
-    case WatchRestartReason::timeout: return restarts_timeout;
-    case WatchRestartReason::expired: return restarts_expired;
-    case WatchRestartReason::error: return restarts_error;
-    case WatchRestartReason::shutdown: break;
-  }
-  return restarts_shutdown;
-}
-
 prometheus::Counter& InformerMetrics::request_errors(std::string_view verb, std::string_view reason) {
   return keep_->request_errors.Add(with(with(labels_, "verb", std::string(verb)), "reason", std::string(reason)));
 }

@@ -262,7 +262,11 @@ Reflector::WatchOutcome Reflector::watch(const client::ListOptions& opts, Phase 
   out.phase = phase;
   auto fail = [&](client::Error e) {
     // A cancellation that stop() did not ask for is a failure like any other: retried.
-    out.end = stop.stop_requested() ? WatchEnd::stopped : WatchEnd::failed;
+    if (stop.stop_requested()) {
+      out.end = WatchRestartReason::shutdown;
+    } else {
+      out.end = is_rv_unusable(e) ? WatchRestartReason::expired : WatchRestartReason::error;
+    }
     out.error = std::move(e);
     return out;
   };
@@ -279,7 +283,7 @@ Reflector::WatchOutcome Reflector::watch(const client::ListOptions& opts, Phase 
     ~Detach() { r->set_stream(nullptr, stop); }
   } detach{this, stop};
   if (!set_stream(stream.get(), stop)) {
-    out.end = WatchEnd::stopped;
+    out.end = WatchRestartReason::shutdown;
     return out;
   }
   // The initial-events phase: the events build the new state, and the bookmark that ends them
@@ -296,17 +300,17 @@ Reflector::WatchOutcome Reflector::watch(const client::ListOptions& opts, Phase 
     if (!next || !next.value().has_value()) {
       bool timer_fired = timer && timer->fired();
       if (stop.stop_requested()) {
-        out.end = WatchEnd::stopped;
+        out.end = WatchRestartReason::shutdown;
       } else if (timer_fired) {
-        out.end = WatchEnd::initial_events_timeout;  // the timer cancelled the stream
+        out.end = WatchRestartReason::initial_events_timeout;  // the timer cancelled the stream
       } else if (!next) {
         return fail(std::move(next).error());
       } else if (out.phase == Phase::initial_events) {
-        out.end = WatchEnd::no_initial_events_end;  // the server ignores sendInitialEvents
+        out.end = WatchRestartReason::no_initial_events_end;  // the server ignores sendInitialEvents
       } else if (!delivered && options_.clock->now() - opened_at < options_.min_watch_duration) {
-        out.end = WatchEnd::too_short;
+        out.end = WatchRestartReason::too_short;
       } else {
-        out.end = WatchEnd::clean;
+        out.end = WatchRestartReason::timeout;
       }
       return out;
     }
@@ -324,7 +328,7 @@ Reflector::WatchOutcome Reflector::watch(const client::ListOptions& opts, Phase 
         }
       } else if (is_initial_events_end(*ev.object)) {
         if (timer && !timer->disarm()) {
-          out.end = WatchEnd::initial_events_timeout;  // it fired meanwhile: the stream is cancelled
+          out.end = WatchRestartReason::initial_events_timeout;  // it fired meanwhile: the stream is cancelled
           return out;
         }
         timer.reset();
@@ -378,13 +382,13 @@ Reflector::Next Reflector::after_watch(WatchOutcome out) {
   if (out.phase == Phase::initial_events) {
     // A WatchList sync attempt that did not complete.
     switch (out.end) {
-      case WatchEnd::stopped:
+      case WatchRestartReason::shutdown:
         return {Step::stop};
-      case WatchEnd::initial_events_timeout:
+      case WatchRestartReason::initial_events_timeout:
         return fall_back_to_list("no " + std::string(kInitialEventsEndAnnotation) + " bookmark within " +
                                      std::to_string(options_.watch_list_initial_events_timeout.count()) + " ms",
                                  m ? &m->watch_list_fallbacks_timeout : nullptr);
-      case WatchEnd::no_initial_events_end:
+      case WatchRestartReason::no_initial_events_end:
         return fall_back_to_list("stream ended before the initial-events-end bookmark",
                                  m ? &m->watch_list_fallbacks_refused : nullptr);
       default:
@@ -400,14 +404,14 @@ Reflector::Next Reflector::after_watch(WatchOutcome out) {
     return {Step::sync, Wait::backoff, std::move(e)};
   }
   switch (out.end) {
-    case WatchEnd::stopped:
+    case WatchRestartReason::shutdown:
       if (m) m->restarts_shutdown.Increment();
       return {Step::stop};
-    case WatchEnd::clean:
+    case WatchRestartReason::timeout:
       // Rewatch from the last RV without relisting; reconnects still spend budget.
       if (m) m->restarts_timeout.Increment();
       return {Step::watch, Wait::budget};
-    case WatchEnd::too_short:
+    case WatchRestartReason::too_short:
       // client-go's "very short watch": a server or proxy that closes watches at once would
       // otherwise be rewatched at the budget's full rate forever. Back off, then relist.
       if (m) m->restarts_error.Increment();

@@ -17,9 +17,6 @@
 
 namespace kinformer::informer {
 
-/// Why a watch was (re)started.
-enum class WatchRestartReason { timeout, expired, error, shutdown };
-
 /// The metric families. Thread-safe (prometheus-cpp metrics are).
 class Metrics {
  public:
@@ -88,7 +85,6 @@ class InformerMetrics {
   /// Watches the reflector asked the client to open (WatchList syncs included).
   prometheus::Counter& watch_requests;
 
-  prometheus::Counter& restarts(WatchRestartReason reason);
   /// The counter of failed requests of `verb` ("list" or "watch") for `reason` (error_reason():
   /// a bounded set), created at its first failure.
   prometheus::Counter& request_errors(std::string_view verb, std::string_view reason);

@@ -36,6 +36,22 @@ class ReflectorSink {
   virtual void on_resource_version(const std::string& resource_version) = 0;
 };
 
+/// Why a watch stream ended: what the Reflector decides its next step by, and (for the first four)
+/// the `reason` label of kinformer_watch_restarts_total.
+enum class WatchRestartReason {
+  timeout,   ///< the server ended the stream cleanly (its timeoutSeconds): rewatch, no relist
+  expired,   ///< the resourceVersion is unusable: 410 Expired / Gone, or too large (504)
+  error,     ///< opening or reading the stream failed otherwise (network, decode, 429, 5xx ...)
+  shutdown,  ///< the reflector was stopped
+  /// Ended cleanly within min_watch_duration having delivered nothing (client-go's "very short
+  /// watch"): counted as `error`.
+  too_short,
+  /// A WatchList stream ended cleanly before its initial-events-end bookmark (a refusal).
+  no_initial_events_end,
+  /// No initial-events-end bookmark within watch_list_initial_events_timeout.
+  initial_events_timeout,
+};
+
 /// Annotation on the BOOKMARK that ends a WatchList's initial events.
 inline constexpr const char* kInitialEventsEndAnnotation = "k8s.io/initial-events-end";
 
@@ -159,18 +175,10 @@ class Reflector {
     initial_events,  // a WatchList stream before its initial-events-end bookmark
     steady,          // events go to the sink as they come
   };
-  enum class WatchEnd {
-    stopped,
-    clean,                   // the server ended the stream
-    too_short,               // ended cleanly within min_watch_duration, having delivered nothing
-    failed,                  // opening or reading the stream failed: `error`
-    no_initial_events_end,   // initial phase: ended cleanly before the bookmark
-    initial_events_timeout,  // initial phase: no bookmark within watch_list_initial_events_timeout
-  };
   struct WatchOutcome {
-    WatchEnd end = WatchEnd::clean;
+    WatchRestartReason end = WatchRestartReason::timeout;
     Phase phase = Phase::steady;  // the phase the stream ended in
-    client::Error error;
+    client::Error error;          // expired, error: the failure
   };
 
   /// Opens a watch with `opts` and reads it to its end, starting in `phase`.
