@@ -5,6 +5,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "kinformer/client/error.h"
 #include "kinformer/informer/metrics.h"
 
 namespace kinformer::informer {
@@ -91,12 +92,16 @@ Reflector::Reflector(client::ListerWatcher& lister_watcher, ReflectorSink& sink,
     : lw_(lister_watcher),
       sink_(sink),
       options_(std::move(options)),
-      backoff_(options_.backoff, options_.clock ? options_.clock : system_clock(),
-               options_.random ? options_.random : default_random()),
       log_(options_.log.with("reflector", options_.name.empty() ? std::vector<client::LogField>{}
                                                                 : std::vector<client::LogField>{{"informer", options_.name}})) {
   if (!options_.clock) options_.clock = system_clock();
   if (!options_.random) options_.random = default_random();
+  backoff_ = options_.make_backoff
+                 ? options_.make_backoff()
+                 : std::make_unique<JitteredExponentialBackoff>(options_.backoff, options_.clock, options_.random);
+  if (!backoff_) {
+    throw client::ConfigError("Reflector " + options_.name + ": ReflectorOptions::make_backoff returned null");
+  }
 }
 
 std::string Reflector::last_sync_resource_version() const { return rv(); }
@@ -147,7 +152,7 @@ bool Reflector::set_stream(client::WatchStream* stream, std::stop_token stop) {
 bool Reflector::wait(const Next& next, std::stop_token stop) {
   if (next.wait == Wait::none) return !stop.stop_requested();
   const client::Error* error = next.error ? &*next.error : nullptr;
-  Clock::Duration wait = next.wait == Wait::backoff ? backoff_.next() : Clock::Duration::zero();
+  Clock::Duration wait = next.wait == Wait::backoff ? backoff_->next() : Clock::Duration::zero();
   if (error != nullptr && error->retry_after) {
     wait = std::max<Clock::Duration>(wait, *error->retry_after);
   }

@@ -326,6 +326,45 @@ TEST(ReflectorTest, InitialListFailuresBackOffHonourRetryAfterAndRetry) {
   EXPECT_NE(inf.store().get("ns/a"), nullptr);
 }
 
+// The backoff is injected (FactoryOptions::make_backoff, one per reflector, as Envoy injects its
+// backoff strategy): each failure waits what that backoff says, not the default's 1.2 s, 2.4 s.
+TEST(ReflectorTest, AnInjectedBackoffDecidesTheWaitAfterEachFailure) {
+  struct RecordingBackoff : Backoff {
+    std::shared_ptr<std::atomic<int>> calls;
+    Clock::Duration next() override { return std::chrono::seconds(3) * ++*calls; }  // 3 s, 6 s, ...
+    void reset() override {}
+  };
+  auto calls = std::make_shared<std::atomic<int>>(0);
+  auto made = std::make_shared<std::atomic<int>>(0);
+  FactoryOptions o;
+  o.make_backoff = [calls, made] {
+    ++*made;
+    auto b = std::make_unique<RecordingBackoff>();
+    b->calls = calls;
+    return b;
+  };
+  Env env(o);
+  env.fake->add_list(api_error(500, "InternalError"));
+  env.fake->add_list(client::Error::make(client::Errc::network, "connection reset"));
+  env.fake->add_list({make_object("ns", "a", "3")}, "10");
+  auto& inf = env.factory->informer(testing::test_type());
+  env.factory->start();
+  ASSERT_TRUE(inf.wait_for_sync(testing::kDeadline));
+  EXPECT_EQ(made->load(), 1);
+  EXPECT_EQ(calls->load(), 2);
+  auto sleeps = env.clock->sleeps();
+  ASSERT_GE(sleeps.size(), 2u);
+  EXPECT_EQ(sleeps[0], std::chrono::seconds(3));
+  EXPECT_EQ(sleeps[1], std::chrono::seconds(6));
+}
+
+TEST(ReflectorTest, ABackoffFactoryReturningNullIsAConfigurationError) {
+  FactoryOptions o;
+  o.make_backoff = [] { return BackoffPtr{}; };
+  Env env(o);
+  EXPECT_THROW(env.factory->informer(testing::test_type()), client::ConfigError);
+}
+
 // A transient failure of a WatchList (429, network, timeout) is retried as a WatchList: only a
 // refusal falls back to LIST.
 TEST(ReflectorTest, WatchListTransientFailuresAreRetriedAsWatchListNotFallenBack) {

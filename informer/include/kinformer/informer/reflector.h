@@ -78,6 +78,10 @@ struct ReflectorOptions {
   std::chrono::milliseconds min_watch_duration{1'000};
   /// LIST page size.
   std::int64_t page_size = 500;
+  /// The wait before retrying a failure (see Reflector). Null: a JitteredExponentialBackoff
+  /// with `backoff`, `clock` and `random`.
+  BackoffFactory make_backoff;
+  /// The default backoff's settings (unused when make_backoff is set).
   BackoffOptions backoff;
   /// Null: system_clock().
   ClockPtr clock;
@@ -138,7 +142,8 @@ struct ReflectorOptions {
 /// Accessors are thread-safe.
 class Reflector {
  public:
-  /// `lister_watcher` and `sink` must outlive the reflector.
+  /// `lister_watcher` and `sink` must outlive the reflector. Throws client::ConfigError if
+  /// options.make_backoff returns null.
   Reflector(client::ListerWatcher& lister_watcher, ReflectorSink& sink, ReflectorOptions options);
   Reflector(const Reflector&) = delete;
   Reflector& operator=(const Reflector&) = delete;
@@ -205,7 +210,7 @@ class Reflector {
   client::ListerWatcher& lw_;
   ReflectorSink& sink_;
   ReflectorOptions options_;
-  JitteredExponentialBackoff backoff_;
+  BackoffPtr backoff_;  // reflector thread
   client::Logger log_;
 
   // Reflector-thread state.
