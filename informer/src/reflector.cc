@@ -6,7 +6,6 @@
 #include <unordered_map>
 
 #include "kinformer/client/error.h"
-#include "kinformer/informer/metrics.h"
 
 namespace kinformer::informer {
 namespace {
@@ -70,32 +69,48 @@ class InitialEventsTimer {
   std::jthread thread_;    // last: starts after, and is joined before, the fields above go
 };
 
-// Counts an open watch for as long as it lives.
-class OpenWatchGauge {
+// Reports an open watch for as long as it lives.
+class OpenWatch {
  public:
-  explicit OpenWatchGauge(InformerMetrics* m) : m_(m) {
-    if (m_ != nullptr) m_->open_watches.Increment();
-  }
-  ~OpenWatchGauge() {
-    if (m_ != nullptr) m_->open_watches.Decrement();
-  }
-  OpenWatchGauge(const OpenWatchGauge&) = delete;
-  OpenWatchGauge& operator=(const OpenWatchGauge&) = delete;
+  explicit OpenWatch(ReflectorMetrics& m) : m_(m) { m_.watch_opened(); }
+  ~OpenWatch() { m_.watch_closed(); }
+  OpenWatch(const OpenWatch&) = delete;
+  OpenWatch& operator=(const OpenWatch&) = delete;
 
  private:
-  InformerMetrics* m_;
+  ReflectorMetrics& m_;
+};
+
+class NullReflectorMetrics final : public ReflectorMetrics {
+ public:
+  void watch_opened() override {}
+  void watch_closed() override {}
+  void watch_ended(WatchRestartReason) override {}
+  void event(client::EventType) override {}
+  void synced(bool, double) override {}
+  void backoff_waited() override {}
+  void budget_denied() override {}
+  void watch_list_fell_back(WatchListFallback) override {}
 };
 
 }  // namespace
+
+ReflectorMetrics& ReflectorMetrics::null() {
+  static NullReflectorMetrics metrics;
+  return metrics;
+}
 
 Reflector::Reflector(client::ListerWatcher& lister_watcher, ReflectorSink& sink, ReflectorOptions options)
     : lw_(lister_watcher),
       sink_(sink),
       options_(std::move(options)),
+      metrics_(options_.metrics != nullptr ? *options_.metrics : ReflectorMetrics::null()),
       log_(options_.log.with("reflector", options_.name.empty() ? std::vector<client::LogField>{}
                                                                 : std::vector<client::LogField>{{"informer", options_.name}})) {
-  if (!options_.clock) options_.clock = system_clock();
-  if (!options_.random) options_.random = default_random();
+  if (!options_.clock || !options_.random) {
+    throw client::ConfigError("Reflector " + options_.name +
+                              ": ReflectorOptions::clock and ::random are required (InformerFactory sets them)");
+  }
   backoff_ = options_.make_backoff
                  ? options_.make_backoff()
                  : std::make_unique<JitteredExponentialBackoff>(options_.backoff, options_.clock, options_.random);
@@ -159,12 +174,12 @@ bool Reflector::wait(const Next& next, std::stop_token stop) {
   if (options_.budget) {
     auto budget_wait = options_.budget->reserve();
     if (budget_wait > Clock::Duration::zero()) {
-      if (options_.metrics) options_.metrics->budget_denials.Increment();
+      metrics_.budget_denied();
       wait = std::max(wait, budget_wait);
     }
   }
   if (wait > Clock::Duration::zero()) {
-    if (options_.metrics) options_.metrics->backoff_waits.Increment();
+    metrics_.backoff_waited();
     return options_.clock->sleep_for(wait, stop);
   }
   return !stop.stop_requested();
@@ -176,10 +191,7 @@ void Reflector::synced(const std::string& resource_version, std::vector<client::
   // The RV first: on_replace publishes "synced", and a waiter woken by it reads the RV.
   set_rv(resource_version);
   sink_.on_replace(std::move(items), resource_version);
-  if (options_.metrics) {
-    (listed_once_ ? options_.metrics->relists : options_.metrics->initial_lists).Increment();
-    options_.metrics->list_duration.Observe(seconds_since(started, *options_.clock));
-  }
+  metrics_.synced(!listed_once_, seconds_since(started, *options_.clock));
   listed_once_ = true;
 }
 
@@ -279,9 +291,7 @@ Reflector::WatchOutcome Reflector::watch(const client::ListOptions& opts, Phase 
   auto opened = lw_.watch(opts);
   if (!opened) return fail(std::move(opened).error());
   client::WatchStreamPtr stream = std::move(opened).value();
-  InformerMetrics* m = options_.metrics;
-  if (m) m->watch_starts.Increment();
-  OpenWatchGauge gauge(m);
+  OpenWatch open(metrics_);
   struct Detach {  // the stream is not cancellable by stop() once it is gone
     Reflector* r;
     std::stop_token stop;
@@ -323,7 +333,7 @@ Reflector::WatchOutcome Reflector::watch(const client::ListOptions& opts, Phase 
     if (!ev.object) continue;
     delivered = true;
     std::string ev_rv = ev.object->metadata.resource_version;
-    if (ev.type == client::EventType::bookmark && m) m->events_bookmark.Increment();
+    if (ev.type == client::EventType::bookmark || out.phase == Phase::steady) metrics_.event(ev.type);
     if (out.phase == Phase::initial_events) {
       if (ev.type != client::EventType::bookmark) {
         if (ev.type == client::EventType::deleted) {
@@ -347,22 +357,10 @@ Reflector::WatchOutcome Reflector::watch(const client::ListOptions& opts, Phase 
       }
       continue;
     }
-    switch (ev.type) {
-      case client::EventType::bookmark:
-        sink_.on_resource_version(ev_rv);
-        break;
-      case client::EventType::added:
-        if (m) m->events_added.Increment();
-        sink_.on_event(ev.type, std::move(ev.object));
-        break;
-      case client::EventType::modified:
-        if (m) m->events_modified.Increment();
-        sink_.on_event(ev.type, std::move(ev.object));
-        break;
-      case client::EventType::deleted:
-        if (m) m->events_deleted.Increment();
-        sink_.on_event(ev.type, std::move(ev.object));
-        break;
+    if (ev.type == client::EventType::bookmark) {
+      sink_.on_resource_version(ev_rv);
+    } else {
+      sink_.on_event(ev.type, std::move(ev.object));
     }
     set_rv(ev_rv);
   }
@@ -375,15 +373,14 @@ Reflector::Next Reflector::after_list(client::Status status, std::stop_token sto
   return {Step::sync, Wait::backoff, std::move(status).error()};
 }
 
-Reflector::Next Reflector::fall_back_to_list(const std::string& why, prometheus::Counter* counter) {
+Reflector::Next Reflector::fall_back_to_list(const std::string& why, WatchListFallback reason) {
   log_.warn("WatchList failed, falling back to LIST for this sync", {{"reason", why}});
   set_watch_list_fell_back(true);
-  if (counter != nullptr) counter->Increment();
+  metrics_.watch_list_fell_back(reason);
   return {Step::list};
 }
 
 Reflector::Next Reflector::after_watch(WatchOutcome out) {
-  InformerMetrics* m = options_.metrics;
   if (out.phase == Phase::initial_events) {
     // A WatchList sync attempt that did not complete.
     switch (out.end) {
@@ -392,34 +389,31 @@ Reflector::Next Reflector::after_watch(WatchOutcome out) {
       case WatchRestartReason::initial_events_timeout:
         return fall_back_to_list("no " + std::string(kInitialEventsEndAnnotation) + " bookmark within " +
                                      std::to_string(options_.watch_list_initial_events_timeout.count()) + " ms",
-                                 m ? &m->watch_list_fallbacks_timeout : nullptr);
+                                 WatchListFallback::initial_events_timeout);
       case WatchRestartReason::no_initial_events_end:
-        return fall_back_to_list("stream ended before the initial-events-end bookmark",
-                                 m ? &m->watch_list_fallbacks_refused : nullptr);
+        return fall_back_to_list("stream ended before the initial-events-end bookmark", WatchListFallback::refused);
       default:
         break;
     }
     client::Error& e = out.error;
     if (is_rv_unusable(e)) rv_unavailable_ = true;
     if (is_watch_list_refusal(e)) {
-      return fall_back_to_list(e.to_string(), m ? &m->watch_list_fallbacks_refused : nullptr);
+      return fall_back_to_list(e.to_string(), WatchListFallback::refused);
     }
     // Transient: back off and retry as a WatchList.
     log_.warn("WatchList failed, retrying as WatchList", {{"error", e.to_string()}});
     return {Step::sync, Wait::backoff, std::move(e)};
   }
+  metrics_.watch_ended(out.end);
   switch (out.end) {
     case WatchRestartReason::shutdown:
-      if (m) m->restarts_shutdown.Increment();
       return {Step::stop};
     case WatchRestartReason::timeout:
       // Rewatch from the last RV without relisting; reconnects still spend budget.
-      if (m) m->restarts_timeout.Increment();
       return {Step::watch, Wait::budget};
     case WatchRestartReason::too_short:
       // client-go's "very short watch": a server or proxy that closes watches at once would
       // otherwise be rewatched at the budget's full rate forever. Back off, then relist.
-      if (m) m->restarts_error.Increment();
       log_.warn("watch ended at once without events, backing off and relisting", {{"rv", rv()}});
       return {Step::sync, Wait::backoff};
     default:
@@ -427,17 +421,14 @@ Reflector::Next Reflector::after_watch(WatchOutcome out) {
   }
   client::Error& e = out.error;
   if (e.is_expired()) {
-    if (m) m->restarts_expired.Increment();
     log_.info("watch expired, relisting", {{"rv", rv()}});
     return {Step::sync, Wait::budget};  // at the last synced RV; a 410 on that list goes to ""
   }
   if (e.is_resource_version_too_large()) {
-    if (m) m->restarts_expired.Increment();
     log_.warn("resource version too large, relisting at an unset resourceVersion", {{"rv", rv()}});
     rv_unavailable_ = true;  // the server is behind our RV: relist at ""
     return {Step::sync, Wait::budget, std::move(e)};  // after its Retry-After (1 s for this one)
   }
-  if (m) m->restarts_error.Increment();
   log_.warn("watch failed, rewatching", {{"rv", rv()}, {"error", e.to_string()}});
   return {Step::watch, Wait::backoff, std::move(e)};
 }

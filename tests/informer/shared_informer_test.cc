@@ -540,6 +540,53 @@ TEST(MetricsTest, HandlerGaugesFollowAStuckHandlerAndInformerGaugesFollowTheCach
             1);
 }
 
+// Delivery lag is measured on the factory's clock, at enqueueing and at delivery: on the
+// ManualClock, a notification that waited while 5 s passed reports exactly those 5 s, and the
+// one delivered at once reports none (real time would give neither).
+TEST(MetricsTest, HandlerDeliveryLagIsMeasuredOnTheInjectedClock) {
+  auto registry = std::make_shared<prometheus::Registry>();
+  FactoryOptions fo;
+  fo.registry = registry;
+  Env env(fo);
+  env.fake->add_list({make_object("ns", "a", "1")}, "10");
+  auto watch = env.fake->add_watch();
+  auto& inf = env.factory->informer(testing::test_type());
+  std::latch entered(1);
+  std::latch release(1);
+  auto h = std::make_shared<RecordingHandler>();
+  std::atomic<bool> first{true};
+  h->hook = [&](const std::string&) {
+    if (first.exchange(false)) {
+      entered.count_down();
+      release.wait();
+    }
+  };
+  HandlerOptions ho;
+  ho.name = "lagging";
+  auto reg = inf.add_handler(h, ho);
+  env.factory->start();
+  entered.wait();  // delivering ns/a, enqueued and taken at the same manual instant
+  ASSERT_TRUE(env.fake->wait_watches(1));
+  watch->push(event(EventType::added, make_object("ns", "b", "11")));
+  ASSERT_TRUE(testing::eventually([&] { return inf.store().size() == 2; }));
+  env.clock->advance(std::chrono::seconds(5));
+  release.count_down();
+  ASSERT_TRUE(h->wait_count(2));
+  auto lag = [&] {
+    for (const auto& fam : registry->Collect()) {
+      if (fam.name != "kinformer_handler_delivery_lag_seconds") continue;
+      for (const auto& m : fam.metric) {
+        for (const auto& lp : m.label) {
+          if (lp.name == "handler" && lp.value == "lagging") return m.histogram;
+        }
+      }
+    }
+    return prometheus::ClientMetric::Histogram{};
+  };
+  ASSERT_TRUE(testing::eventually([&] { return lag().sample_count == 2; }));
+  EXPECT_DOUBLE_EQ(lag().sample_sum, 5.0);
+}
+
 // A list that blocks until released (a LIST is not interruptible by a stop request).
 class BlockingLister : public client::ListerWatcher {
  public:

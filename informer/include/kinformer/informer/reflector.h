@@ -15,14 +15,9 @@
 #include "kinformer/informer/backoff.h"
 #include "kinformer/informer/clock.h"
 #include "kinformer/informer/reconnect_budget.h"
-
-namespace prometheus {
-class Counter;
-}
+#include "kinformer/informer/reflector_metrics.h"
 
 namespace kinformer::informer {
-
-class InformerMetrics;
 
 /// Where a Reflector delivers what it learns. Called only from the reflector's thread.
 class ReflectorSink {
@@ -34,22 +29,6 @@ class ReflectorSink {
   virtual void on_event(client::EventType type, client::ObjectPtr object) = 0;
   /// The resourceVersion advanced without a change (bookmark).
   virtual void on_resource_version(const std::string& resource_version) = 0;
-};
-
-/// Why a watch stream ended: what the Reflector decides its next step by, and (for the first four)
-/// the `reason` label of kinformer_watch_restarts_total.
-enum class WatchRestartReason {
-  timeout,   ///< the server ended the stream cleanly (its timeoutSeconds): rewatch, no relist
-  expired,   ///< the resourceVersion is unusable: 410 Expired / Gone, or too large (504)
-  error,     ///< opening or reading the stream failed otherwise (network, decode, 429, 5xx ...)
-  shutdown,  ///< the reflector was stopped
-  /// Ended cleanly within min_watch_duration having delivered nothing (client-go's "very short
-  /// watch"): counted as `error`.
-  too_short,
-  /// A WatchList stream ended cleanly before its initial-events-end bookmark (a refusal).
-  no_initial_events_end,
-  /// No initial-events-end bookmark within watch_list_initial_events_timeout.
-  initial_events_timeout,
 };
 
 /// Annotation on the BOOKMARK that ends a WatchList's initial events.
@@ -83,14 +62,16 @@ struct ReflectorOptions {
   BackoffFactory make_backoff;
   /// The default backoff's settings (unused when make_backoff is set).
   BackoffOptions backoff;
-  /// Null: system_clock().
+  /// Required: every wait and duration of the reflector (InformerFactory sets its own, by default
+  /// system_clock()).
   ClockPtr clock;
-  /// Null: default_random(). Used for backoff jitter and watch timeouts.
+  /// Required: backoff jitter and watch timeouts (InformerFactory sets its own, by default
+  /// default_random()).
   RandomSource random;
   /// Optional: shared by every reflector of a client; taken before each relist and reconnect.
   ReconnectBudgetPtr budget;
-  /// Optional; must outlive the reflector.
-  InformerMetrics* metrics = nullptr;
+  /// Where the reflector reports; must outlive it. Null: ReflectorMetrics::null().
+  ReflectorMetrics* metrics = nullptr;
 };
 
 /// Lists then watches one resource and feeds a ReflectorSink, until stopped.
@@ -142,8 +123,8 @@ struct ReflectorOptions {
 /// Accessors are thread-safe.
 class Reflector {
  public:
-  /// `lister_watcher` and `sink` must outlive the reflector. Throws client::ConfigError if
-  /// options.make_backoff returns null.
+  /// `lister_watcher` and `sink` must outlive the reflector. Throws client::ConfigError without
+  /// a clock or random source, or if options.make_backoff returns null.
   Reflector(client::ListerWatcher& lister_watcher, ReflectorSink& sink, ReflectorOptions options);
   Reflector(const Reflector&) = delete;
   Reflector& operator=(const Reflector&) = delete;
@@ -191,7 +172,7 @@ class Reflector {
   client::Status list_and_replace(std::stop_token stop);
   Next after_list(client::Status status, std::stop_token stop);
   Next after_watch(WatchOutcome out);
-  Next fall_back_to_list(const std::string& why, prometheus::Counter* counter);
+  Next fall_back_to_list(const std::string& why, WatchListFallback reason);
   /// Waits as `next` says; false when stopped.
   bool wait(const Next& next, std::stop_token stop);
   /// The sink now holds the complete state at `resource_version` (a sync that began at `started`).
@@ -210,6 +191,7 @@ class Reflector {
   client::ListerWatcher& lw_;
   ReflectorSink& sink_;
   ReflectorOptions options_;
+  ReflectorMetrics& metrics_;
   BackoffPtr backoff_;  // reflector thread
   client::Logger log_;
 
