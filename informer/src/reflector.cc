@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "kinformer/client/error.h"
+#include "kinformer/client/pager.h"
 
 namespace kinformer::informer {
 namespace {
@@ -233,44 +234,38 @@ client::ListOptions Reflector::rewatch_options() {
 
 client::Status Reflector::list_and_replace(std::stop_token stop) {
   auto start = options_.clock->now();
-  client::ListOptions opts = list_options();
-  std::vector<client::ObjectPtr> items;
-  std::string list_rv;
-  for (;;) {
-    if (stop.stop_requested()) return client::Error::make(client::Errc::cancelled, "stopped");
-    opts.stop = stop;  // stop() does not wait for the client's rate limiter
-    auto page = lw_.list(opts);
-    if (!page) {
-      client::Error e = std::move(page).error();
-      if (e.is_resource_version_too_large()) rv_unavailable_ = true;  // the server is behind us
-      if (e.is_expired()) rv_unavailable_ = true;  // expired RV or continue token: from scratch
-      if (e.code == client::Errc::too_large && opts.continue_token.empty() && opts.resource_version == "0") {
-        // RV "0" is served from the watch cache, which (on many servers) ignores limit: the
-        // whole list comes in one response, and it will be too large every time. A consistent
-        // read with limit is paginated (by etcd); every list at "0" from now on is one.
-        log_.warn("list at resourceVersion 0 too large, falling back to a paginated consistent list",
-                  {{"error", e.to_string()}});
-        list_at_zero_too_large_ = true;
-        opts = list_options();
-        continue;
-      }
-      return e;
+  client::ListPagerOptions paging;
+  // An expired continue token is a 410 like any other on a list: returned, so that the next
+  // sync relists at an unset resourceVersion after backoff and a budget token (after_list).
+  paging.restarts_on_expired_continue = 0;
+  paging.restart = [this](const client::Error& e, const client::ListOptions& page) -> std::optional<client::ListOptions> {
+    if (e.code == client::Errc::too_large && page.continue_token.empty() && page.resource_version == "0") {
+      // RV "0" is served from the watch cache, which (on many servers) ignores limit: the
+      // whole list comes in one response, and it will be too large every time. A consistent
+      // read with limit is paginated (by etcd); every list at "0" from now on is one.
+      log_.warn("list at resourceVersion 0 too large, falling back to a paginated consistent list",
+                {{"error", e.to_string()}});
+      list_at_zero_too_large_ = true;
+      return list_options();
     }
-    auto& list = page.value();
-    if (items.empty()) {
-      items = std::move(list.items);
-    } else {
-      items.insert(items.end(), std::make_move_iterator(list.items.begin()),
-                   std::make_move_iterator(list.items.end()));
-    }
-    list_rv = list.resource_version;
-    if (list.continue_token.empty()) break;
-    opts.continue_token = list.continue_token;
-    // A resourceVersion or resourceVersionMatch together with continue is a 400.
-    opts.resource_version.reset();
-    opts.resource_version_match.clear();
+    return std::nullopt;
+  };
+  client::ListPager pager(
+      [&](const client::ListOptions& page) -> client::Result<client::ObjectList> {
+        if (stop.stop_requested()) return client::Error::make(client::Errc::cancelled, "stopped");
+        client::ListOptions opts = page;
+        opts.stop = stop;  // stop() does not wait for the client's rate limiter
+        return lw_.list(opts);
+      },
+      std::move(paging));
+  auto list = pager.list(list_options());
+  if (!list) {
+    client::Error e = std::move(list).error();
+    if (e.is_resource_version_too_large()) rv_unavailable_ = true;  // the server is behind us
+    if (e.is_expired()) rv_unavailable_ = true;  // expired RV or continue token: from scratch
+    return e;
   }
-  synced(list_rv, std::move(items), start);
+  synced(list.value().resource_version, std::move(list.value().items), start);
   return client::Ok{};
 }
 
