@@ -536,6 +536,17 @@ std::vector<std::string> EndpointIndex::clusters() const {
   return out;
 }
 
+EndpointIndex::ClusterKeys EndpointIndex::keys(const std::string& cluster) const {
+  std::lock_guard lock(state_->mu);
+  ClusterKeys out;
+  auto c = state_->clusters.find(cluster);
+  if (c == state_->clusters.end()) return out;
+  for (const auto& [key, slice] : c->second.slices) out.slices.push_back(key);
+  for (const auto& [key, e] : c->second.endpoints) out.endpoints.push_back(key);
+  for (const auto& [key, pod] : c->second.pods) out.pods.push_back(key);
+  return out;
+}
+
 std::uint64_t EndpointIndex::version() const {
   std::lock_guard lock(state_->mu);
   return state_->version;

@@ -30,7 +30,7 @@ std::optional<std::string> read_file(const std::string& path, std::string* why) 
 
 struct Entry {
   YAML::Node node;   // the inner cluster/user/context map
-  std::string file;  // the kubeconfig file it came from
+  std::string file;  // the kubeconfig file it came from (or the origin of in-memory data)
 };
 
 struct Merged {
@@ -97,6 +97,14 @@ class Fields {
   std::string what_;
 };
 
+// yaml-cpp messages carry line/column and a reason, never the document's values.
+ConfigError invalid_yaml(const std::string& file, const YAML::Exception& e) {
+  return ConfigError("kubeconfig " + file + ": invalid YAML: " + e.msg + " (line " + std::to_string(e.mark.line + 1) +
+                     ", column " + std::to_string(e.mark.column + 1) + ")");
+}
+
+void merge_root(const YAML::Node& root, const std::string& file, Merged& merged);
+
 void merge_file(const std::string& file, Merged& merged) {
   // A folder opens like a file and then fails inside yaml-cpp with a std::ios_base::failure,
   // not a YAML exception: name it here instead.
@@ -109,12 +117,14 @@ void merge_file(const std::string& file, Merged& merged) {
   } catch (const YAML::BadFile&) {
     throw ConfigError("kubeconfig " + file + ": cannot be read: " + std::strerror(errno));
   } catch (const YAML::Exception& e) {
-    // yaml-cpp messages carry line/column and a reason, never the document's values.
-    throw ConfigError("kubeconfig " + file + ": invalid YAML: " + e.msg + " (line " + std::to_string(e.mark.line + 1) +
-                      ", column " + std::to_string(e.mark.column + 1) + ")");
+    throw invalid_yaml(file, e);
   } catch (const std::ios_base::failure&) {
     throw ConfigError("kubeconfig " + file + ": cannot be read: " + std::strerror(errno));
   }
+  merge_root(root, file, merged);
+}
+
+void merge_root(const YAML::Node& root, const std::string& file, Merged& merged) {
   merged.files.push_back(file);
   if (!root || root.IsNull()) {
     ++merged.empty_files;  // allowed in a KUBECONFIG list (kubectl); alone it is an error
@@ -152,6 +162,35 @@ std::string join(const std::vector<std::string>& files) {
   std::string out;
   for (const auto& f : files) out += (out.empty() ? "" : ":") + f;
   return out;
+}
+
+// Refuses, before anything is read or run, each field `policy` does not allow (present at all,
+// even where kubectl would prefer an inline -data field).
+void check_policy(const Fields& entry, const KubeconfigPolicy& policy) {
+  auto present = [&](const char* field) {
+    YAML::Node n = entry.node()[field];
+    return n && !n.IsNull() && !(n.IsScalar() && n.Scalar().empty());
+  };
+  auto refuse = [&](const char* field, const char* why) {
+    throw KubeconfigRefused(entry.prefix() + field + " is refused: " + why, field);
+  };
+  if (!policy.allow_exec && present("exec")) {
+    refuse("exec", "an exec credential plugin would run a program on this machine (KubeconfigPolicy::allow_exec)");
+  }
+  if (!policy.allow_auth_provider && present("auth-provider")) {
+    refuse("auth-provider", "auth providers are not accepted here (KubeconfigPolicy::allow_auth_provider)");
+  }
+  if (!policy.allow_token_file && present("tokenFile")) {
+    refuse("tokenFile", "it would read a file on this machine; use token (KubeconfigPolicy::allow_token_file)");
+  }
+  if (!policy.allow_file_paths) {
+    for (const char* field : {"certificate-authority", "client-certificate", "client-key"}) {
+      if (present(field)) {
+        refuse(field, "it is a file path on this machine; use the inline -data field "
+                      "(KubeconfigPolicy::allow_file_paths)");
+      }
+    }
+  }
 }
 
 CredentialsProviderPtr user_credentials(const Fields& user) {
@@ -212,6 +251,9 @@ CredentialsProviderPtr user_credentials(const Fields& user) {
   return nullptr;
 }
 
+ClusterConfig from_merged(const Merged& merged, const std::optional<std::string>& context_option,
+                          const KubeconfigPolicy* policy);
+
 }  // namespace
 
 ClusterConfig ClusterConfig::from_kubeconfig(const KubeconfigOptions& options) {
@@ -246,12 +288,31 @@ ClusterConfig ClusterConfig::from_kubeconfig(const KubeconfigOptions& options) {
     merge_file(file, merged);
   }
   if (merged.files.empty()) throw ConfigError("kubeconfig: none of " + join(files) + " exists");
+  return from_merged(merged, options.context, nullptr);
+}
+
+ClusterConfig ClusterConfig::from_kubeconfig_data(std::string_view yaml, const KubeconfigDataOptions& options) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml));
+  } catch (const YAML::Exception& e) {
+    throw invalid_yaml(options.origin, e);
+  }
+  Merged merged;
+  merge_root(root, options.origin, merged);
+  return from_merged(merged, options.context, &options.policy);
+}
+
+namespace {
+
+ClusterConfig from_merged(const Merged& merged, const std::optional<std::string>& context_option,
+                          const KubeconfigPolicy* policy) {
   std::string where = "kubeconfig " + join(merged.files);
   if (merged.empty_files == merged.files.size()) {
     throw ConfigError(where + (merged.files.size() == 1 ? ": the file is empty" : ": every file is empty") +
                       " (no clusters, users or contexts)");
   }
-  std::string context_name = options.context.value_or(merged.current_context);
+  std::string context_name = context_option.value_or(merged.current_context);
   if (context_name.empty()) throw ConfigError(where + ": current-context is not set and no context was given");
   auto ctx_it = merged.contexts.find(context_name);
   if (ctx_it == merged.contexts.end()) throw ConfigError(where + ": context '" + context_name + "' not found");
@@ -261,6 +322,7 @@ ClusterConfig ClusterConfig::from_kubeconfig(const KubeconfigOptions& options) {
   auto cl_it = merged.clusters.find(cluster_name);
   if (cl_it == merged.clusters.end()) context.fail("cluster '" + cluster_name + "' not found");
   Fields cluster(cl_it->second, "cluster '" + cluster_name + "'");
+  if (policy) check_policy(cluster, *policy);
 
   ClusterConfig config;
   config.context = context_name;
@@ -285,10 +347,13 @@ ClusterConfig ClusterConfig::from_kubeconfig(const KubeconfigOptions& options) {
     auto u_it = merged.users.find(user_name);
     if (u_it == merged.users.end()) context.fail("user '" + user_name + "' not found");
     Fields user(u_it->second, "user '" + user_name + "'");
+    if (policy) check_policy(user, *policy);
     config.credentials = user_credentials(user);
   }
   return config;
 }
+
+}  // namespace
 
 ClusterConfig ClusterConfig::in_cluster(const InClusterOptions& options) {
   auto env = [](const char* name) -> std::string {

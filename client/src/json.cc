@@ -164,6 +164,15 @@ void write_meta(JsonWriter& w, const ObjectMeta& meta) {
   write_opt(w, "generateName", meta.generate_name);
   write_opt(w, "uid", meta.uid);
   write_opt(w, "resourceVersion", meta.resource_version);
+  if (meta.generation != 0) {
+    w.Key("generation");
+    w.Int64(meta.generation);
+  }
+  write_opt(w, "creationTimestamp", meta.creation_timestamp);
+  if (meta.deletion_timestamp) {
+    w.Key("deletionTimestamp");
+    write_string(w, *meta.deletion_timestamp);
+  }
   write_map(w, "labels", meta.labels);
   write_map(w, "annotations", meta.annotations);
   if (!meta.owner_references.empty()) {

@@ -33,6 +33,7 @@ EndpointFeed::EndpointFeed(cache::EndpointIndexPtr index, std::string cluster, I
   const std::string c = cluster_;
   if (options.source == cache::EndpointSource::slices) {
     auto informer = factory.informer<client::EndpointSlice>(options.endpoints);
+    endpoints_store_ = factory.informer(client::ResourceTraits<client::EndpointSlice>::type(), options.endpoints).store_ptr();
     using Ptr = TypedInformer<client::EndpointSlice>::Ptr;
     TypedInformer<client::EndpointSlice>::Handler h;
     h.add = [index_ptr, c](const Ptr& s, bool) { index_ptr->upsert_slice(c, s); };
@@ -41,6 +42,7 @@ EndpointFeed::EndpointFeed(cache::EndpointIndexPtr index, std::string cluster, I
     endpoints_ = informer.add_handler(std::move(h), named(name + "-slices"));
   } else {
     auto informer = factory.informer<client::Endpoints>(options.endpoints);
+    endpoints_store_ = factory.informer(client::ResourceTraits<client::Endpoints>::type(), options.endpoints).store_ptr();
     using Ptr = TypedInformer<client::Endpoints>::Ptr;
     TypedInformer<client::Endpoints>::Handler h;
     h.add = [index_ptr, c](const Ptr& e, bool) { index_ptr->upsert_endpoints(c, e); };
@@ -49,6 +51,7 @@ EndpointFeed::EndpointFeed(cache::EndpointIndexPtr index, std::string cluster, I
     endpoints_ = informer.add_handler(std::move(h), named(name + "-endpoints"));
   }
   auto pods = factory.informer<client::Pod>(options.pods);
+  pods_store_ = factory.informer(client::ResourceTraits<client::Pod>::type(), options.pods).store_ptr();
   using PodPtr = TypedInformer<client::Pod>::Ptr;
   TypedInformer<client::Pod>::Handler h;
   h.add = [index_ptr, c](const PodPtr& p, bool) { index_ptr->upsert_pod(c, p); };
@@ -60,6 +63,33 @@ EndpointFeed::EndpointFeed(cache::EndpointIndexPtr index, std::string cluster, I
 EndpointFeed::~EndpointFeed() { close(false); }
 
 bool EndpointFeed::has_synced() const { return endpoints_.has_synced() && pods_.has_synced(); }
+
+std::size_t EndpointFeed::prune_stale() {
+  // Safe against this feed's own handlers running meanwhile: the store changes before its
+  // handlers hear of it, so a key missing from the store is deleted or was never ours; a key
+  // added later is not in the index's list taken here.
+  cache::EndpointIndex::ClusterKeys keys = index_->keys(cluster_);
+  std::size_t removed = 0;
+  for (const auto& k : keys.slices) {
+    if (!endpoints_store_->get(k)) {
+      index_->remove_slice(cluster_, k);
+      ++removed;
+    }
+  }
+  for (const auto& k : keys.endpoints) {
+    if (!endpoints_store_->get(k)) {
+      index_->remove_endpoints(cluster_, k);
+      ++removed;
+    }
+  }
+  for (const auto& k : keys.pods) {
+    if (!pods_store_->get(k)) {
+      index_->remove_pod(cluster_, k);
+      ++removed;
+    }
+  }
+  return removed;
+}
 
 void EndpointFeed::close(bool remove_cluster_from_index) {
   endpoints_.close();

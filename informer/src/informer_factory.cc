@@ -96,6 +96,7 @@ SharedInformer& InformerFactory::informer(const client::ResourceType& type, cons
   // one needs its own rewatch and relist (ReconnectBudgetOptions).
   budget_->add_informer();
   informers_.emplace(key, inf);
+  specs_.emplace(key, InformerSpec{type, options});
   if (started_) inf->start();
   return *inf;
 }
@@ -119,6 +120,34 @@ bool InformerFactory::wait_for_cache_sync(std::chrono::milliseconds timeout) {
     if (!inf->wait_for_sync(std::max(left, std::chrono::milliseconds(0)))) return false;
   }
   return true;
+}
+
+bool InformerFactory::has_synced() const {
+  std::lock_guard lock(mu_);
+  for (const auto& [key, inf] : informers_) {
+    if (!inf->has_synced()) return false;
+  }
+  return true;
+}
+
+std::optional<SyncError> InformerFactory::last_error() const {
+  std::lock_guard lock(mu_);
+  std::optional<SyncError> any;
+  for (const auto& [key, inf] : informers_) {
+    auto e = inf->last_error();
+    if (!e) continue;
+    if (!inf->has_synced()) return e;
+    if (!any) any = std::move(e);
+  }
+  return any;
+}
+
+std::vector<InformerSpec> InformerFactory::informer_specs() const {
+  std::lock_guard lock(mu_);
+  std::vector<InformerSpec> out;
+  out.reserve(specs_.size());
+  for (const auto& [key, spec] : specs_) out.push_back(spec);
+  return out;
 }
 
 void InformerFactory::shutdown() {

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "base64.h"
 #include "certs.h"
 #include "temp_files.h"
 
@@ -17,20 +18,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string b64(std::string_view in) {
-  static const char* t = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  unsigned v = 0;
-  int bits = 0;
-  for (unsigned char c : in) {
-    v = (v << 8) | c;
-    bits += 8;
-    while (bits >= 6) out.push_back(t[(v >> (bits -= 6)) & 63]);
-  }
-  if (bits) out.push_back(t[(v << (6 - bits)) & 63]);
-  while (out.size() % 4) out.push_back('=');
-  return out;
-}
+using testing::base64;
 
 using testing::TempDir;
 
@@ -61,7 +49,7 @@ KubeconfigOptions at(const std::string& path) {
 TEST(Kubeconfig, TokenAndCaData) {
   TempDir dir;
   auto pki = testing::make_pki();
-  auto path = dir.write("config", kubeconfig(kServer + "    certificate-authority-data: " + b64(pki.ca.cert_pem) +
+  auto path = dir.write("config", kubeconfig(kServer + "    certificate-authority-data: " + base64(pki.ca.cert_pem) +
                                                  "\n    tls-server-name: api.internal\n",
                                              "    token: s3cr3t-token\n"));
   ClusterConfig c = ClusterConfig::from_kubeconfig(at(path));
@@ -94,8 +82,8 @@ TEST(Kubeconfig, ClientCertData) {
   TempDir dir;
   auto pki = testing::make_pki();
   auto path = dir.write("config", kubeconfig(kServer + "    insecure-skip-tls-verify: true\n",
-                                             "    client-certificate-data: " + b64(pki.client.cert_pem) +
-                                                 "\n    client-key-data: " + b64(pki.client.key_pem) + "\n"));
+                                             "    client-certificate-data: " + base64(pki.client.cert_pem) +
+                                                 "\n    client-key-data: " + base64(pki.client.key_pem) + "\n"));
   ClusterConfig c = ClusterConfig::from_kubeconfig(at(path));
   EXPECT_TRUE(c.insecure_skip_tls_verify);
   EXPECT_EQ(c.credentials->current()->client_key_pem, pki.client.key_pem);
@@ -174,6 +162,97 @@ TEST(Kubeconfig, ExecPluginFailureIsAuthError) {
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, Errc::auth);
   EXPECT_NE(r.error().message.find("exited with status 3"), std::string::npos) << r.error().message;
+}
+
+// ---- kubeconfig data (a Secret's value): untrusted input, inline fields only by default ----
+
+TEST(KubeconfigData, InlineFieldsLoadFromMemory) {
+  auto pki = testing::make_pki();
+  std::string yaml = kubeconfig(kServer + "    certificate-authority-data: " + base64(pki.ca.cert_pem) + "\n",
+                                "    token: s3cr3t-token\n    client-certificate-data: " + base64(pki.client.cert_pem) +
+                                    "\n    client-key-data: " + base64(pki.client.key_pem) + "\n");
+  ClusterConfig c = ClusterConfig::from_kubeconfig_data(yaml, {.origin = "secret ns/remotes, key 'west'"});
+  EXPECT_EQ(c.server, "https://127.0.0.1:6443");
+  EXPECT_EQ(c.ca_pem, pki.ca.cert_pem);
+  EXPECT_EQ(c.namespace_, "team");
+  ASSERT_TRUE(c.credentials);
+  auto creds = c.credentials->current();
+  ASSERT_TRUE(creds);
+  EXPECT_EQ(creds->token, "s3cr3t-token");
+  EXPECT_EQ(creds->client_cert_pem, pki.client.cert_pem);
+}
+
+struct RefusedCase {
+  std::string cluster_extra;  // appended to the cluster entry
+  std::string user;           // the user entry
+  std::string field;          // what KubeconfigRefused::field() must say
+  std::string value;          // must not appear in the message
+};
+
+class KubeconfigDataRefused : public ::testing::TestWithParam<RefusedCase> {};
+
+TEST_P(KubeconfigDataRefused, ByDefaultNamingOriginEntryAndFieldNeverTheValue) {
+  const RefusedCase& c = GetParam();
+  std::string yaml = kubeconfig(kServer + c.cluster_extra, c.user.empty() ? "    token: t0k3n\n" : c.user);
+  try {
+    ClusterConfig::from_kubeconfig_data(yaml, {.origin = "secret ns/remotes, key 'west'"});
+    FAIL() << "accepted " << c.field;
+  } catch (const KubeconfigRefused& e) {
+    std::string m = e.what();
+    EXPECT_EQ(e.field(), c.field);
+    EXPECT_NE(m.find("secret ns/remotes, key 'west'"), std::string::npos) << m;
+    EXPECT_NE(m.find(c.field + " is refused"), std::string::npos) << m;
+    EXPECT_EQ(m.find(c.value), std::string::npos) << m;
+    EXPECT_EQ(m.find("t0k3n"), std::string::npos) << m;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EachField, KubeconfigDataRefused,
+    ::testing::Values(
+        RefusedCase{"", "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: /bin/evil-plugin\n",
+                    "exec", "/bin/evil-plugin"},
+        RefusedCase{"", "    auth-provider:\n      name: gcp-secret-provider\n", "auth-provider", "gcp-secret-provider"},
+        RefusedCase{"", "    tokenFile: /etc/secret-token-path\n", "tokenFile", "/etc/secret-token-path"},
+        RefusedCase{"    certificate-authority: /etc/secret-ca-path\n", "", "certificate-authority", "/etc/secret-ca-path"},
+        RefusedCase{"", "    client-certificate: /etc/secret-cert-path\n    client-key-data: a2V5\n",
+                    "client-certificate", "/etc/secret-cert-path"},
+        RefusedCase{"", "    client-certificate-data: Y2VydA==\n    client-key: /etc/secret-key-path\n", "client-key",
+                    "/etc/secret-key-path"}),
+    [](const auto& info) {
+      std::string n = info.param.field;
+      std::erase(n, '-');
+      return n;
+    });
+
+TEST(KubeconfigData, PolicyOpensWhatAnOperatorAllows) {
+  TempDir dir;
+  auto token_path = dir.write("token", "file-token");
+  std::string yaml = kubeconfig(kServer, "    tokenFile: " + token_path + "\n");
+  EXPECT_THROW(ClusterConfig::from_kubeconfig_data(yaml), KubeconfigRefused);
+  KubeconfigDataOptions o;
+  o.policy.allow_token_file = true;
+  ClusterConfig c = ClusterConfig::from_kubeconfig_data(yaml, o);
+  ASSERT_TRUE(c.credentials);
+  EXPECT_EQ(c.credentials->current()->token, "file-token");
+  // allow_all is what a kubeconfig file of one's own may use.
+  EXPECT_NO_THROW(ClusterConfig::from_kubeconfig_data(yaml, {.policy = KubeconfigPolicy::allow_all()}));
+}
+
+TEST(KubeconfigData, MalformedDataNamesTheOriginAndNeverTheToken) {
+  for (const std::string& yaml : {std::string("clusters: [unclosed\n  token: t0k3n"), std::string("- a list\n"),
+                                  std::string("")}) {
+    try {
+      ClusterConfig::from_kubeconfig_data(yaml, {.origin = "secret ns/remotes, key 'east'"});
+      FAIL() << "accepted: " << yaml;
+    } catch (const KubeconfigRefused&) {
+      FAIL() << "a malformed kubeconfig is not a refusal";
+    } catch (const ConfigError& e) {
+      std::string m = e.what();
+      EXPECT_NE(m.find("secret ns/remotes, key 'east'"), std::string::npos) << m;
+      EXPECT_EQ(m.find("t0k3n"), std::string::npos) << m;
+    }
+  }
 }
 
 TEST(InCluster, ReadsServiceAccountAndRotatesToken) {
@@ -347,7 +426,7 @@ TEST(KubeconfigErrors, InsecureSkipTlsVerifyWithCaIsRejected) {
   TempDir dir;
   auto pki = testing::make_pki();
   dir.write("ca.crt", pki.ca.cert_pem);
-  for (const std::string& ca : {"    certificate-authority-data: " + b64(pki.ca.cert_pem) + "\n",
+  for (const std::string& ca : {"    certificate-authority-data: " + base64(pki.ca.cert_pem) + "\n",
                                std::string("    certificate-authority: ca.crt\n")}) {
     auto path = dir.write("config", kubeconfig(kServer + "    insecure-skip-tls-verify: true\n" + ca,
                                                "    token: t\n"));

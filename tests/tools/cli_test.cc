@@ -73,7 +73,7 @@ TEST(Cli, HelpAnywhere) {
 }
 
 TEST(Cli, UsageErrorsNameTheProblem) {
-  EXPECT_EQ(usage_error({}), "missing subcommand (audit, cache or demo)");
+  EXPECT_EQ(usage_error({}), "missing subcommand (audit, cache, demo, clusters or endpoints)");
   EXPECT_NE(usage_error({"frobnicate"}).find("unknown subcommand 'frobnicate'"), std::string::npos);
   EXPECT_EQ(usage_error({"audit", "--bogus"}), "audit: unknown flag --bogus");
   EXPECT_EQ(usage_error({"audit", "stray"}), "audit: unexpected argument 'stray'");

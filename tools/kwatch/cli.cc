@@ -155,6 +155,66 @@ DemoOptions parse_demo(Args& a) {
   return o;
 }
 
+bool registry_flag(Args& a, const std::string& flag, RegistryFlags& r) {
+  if (flag == "--secret-namespace") {
+    r.secret_namespace = a.value(flag);
+    if (r.secret_namespace.empty()) throw UsageError("--secret-namespace needs a name");
+  } else if (flag == "--secret-selector") {
+    r.secret_selector = a.value(flag);
+  } else if (flag == "--local-id") {
+    r.local_id = a.value(flag);
+    if (r.local_id.empty()) throw UsageError("--local-id needs a cluster ID");
+  } else if (flag == "--timeout") {
+    r.timeout_seconds = static_cast<int>(a.number(flag, 1, 86400));
+  } else {
+    return false;
+  }
+  return true;
+}
+
+ClustersOptions parse_clusters(Args& a) {
+  ClustersOptions o;
+  std::string flag;
+  while (a.next(flag)) {
+    if (common_flag(a, flag, o.common) || registry_flag(a, flag, o.registry)) continue;
+    if (flag == "--json") {
+      a.no_value(flag);
+      o.json = true;
+    } else {
+      a.unknown(flag);
+    }
+  }
+  return o;
+}
+
+EndpointsOptions parse_endpoints(Args& a) {
+  EndpointsOptions o;
+  std::string flag;
+  while (a.next(flag)) {
+    if (common_flag(a, flag, o.common) || registry_flag(a, flag, o.registry)) continue;
+    if (flag == "-n" || flag == "--namespace") {
+      o.namespace_ = a.value(flag);
+    } else if (flag == "--port") {
+      o.port = a.value(flag);
+    } else if (flag == "--subset") {
+      o.subset = a.value(flag);
+    } else if (flag == "--watch" || flag == "-w") {
+      a.no_value(flag);
+      o.watch = true;
+    } else if (flag == "--json") {
+      a.no_value(flag);
+      o.json = true;
+    } else if (flag.rfind("-", 0) != 0 && o.service.empty()) {
+      o.service = flag;
+    } else {
+      a.unknown(flag);
+    }
+  }
+  if (o.service.empty()) throw UsageError("endpoints: the service name is required (kwatch endpoints SERVICE -n NS)");
+  if (o.namespace_.empty()) throw UsageError("endpoints: -n NAMESPACE is required");
+  return o;
+}
+
 bool needs_quotes(const std::string& v) {
   if (v.empty()) return true;
   for (char c : v)
@@ -180,7 +240,7 @@ void write_value(std::ostream& out, const std::string& v) {
 }  // namespace
 
 Command parse_args(const std::vector<std::string>& args) {
-  if (args.empty()) throw UsageError("missing subcommand (audit, cache or demo)");
+  if (args.empty()) throw UsageError("missing subcommand (audit, cache, demo, clusters or endpoints)");
   const std::string& sub = args[0];
   if (is_help(sub) || sub == "help") return HelpCommand{args.size() > 1 ? args[1] : ""};
   std::vector<std::string> rest(args.begin() + 1, args.end());
@@ -190,7 +250,9 @@ Command parse_args(const std::vector<std::string>& args) {
   if (sub == "audit") return parse_audit(a);
   if (sub == "cache") return parse_cache(a);
   if (sub == "demo") return parse_demo(a);
-  throw UsageError("unknown subcommand '" + sub + "' (expected audit, cache or demo)");
+  if (sub == "clusters") return parse_clusters(a);
+  if (sub == "endpoints") return parse_endpoints(a);
+  throw UsageError("unknown subcommand '" + sub + "' (expected audit, cache, demo, clusters or endpoints)");
 }
 
 std::string usage(const std::string& topic) {
@@ -224,11 +286,34 @@ std::string usage(const std::string& topic) {
       "  --duration SECONDS  churn time (default 20)\n"
       "  --namespace NS      namespace to use (default: create kinformer-demo-<random>)\n"
       "  --rate OPS          churn operations per second (default 20)\n";
+  static const std::string registry =
+      "  --secret-namespace NS  where the remote kubeconfig Secrets are (default kinformer-system)\n"
+      "  --secret-selector L    which Secrets (default kinformer.io/multicluster=true)\n"
+      "  --local-id ID          this cluster's ID (default local)\n"
+      "  --timeout SECONDS      how long to wait for the sync, per cluster (default 30)\n";
+  static const std::string clusters =
+      "kwatch clusters [--json] [registry flags]\n"
+      "  Runs the ClusterRegistry (this cluster plus one per kubeconfig in the Secrets) and prints\n"
+      "  each cluster's state (syncing, synced, timed_out, refused, unreachable), its reason,\n"
+      "  the watches this process holds there and the server's open WATCH count (its /metrics).\n" +
+      registry;
+  static const std::string endpoints =
+      "kwatch endpoints SERVICE -n NS [--port NAME] [--subset k=v,...] [--watch] [--json] [registry flags]\n"
+      "  The service's endpoints per cluster shard (address, port, ready/serving/terminating,\n"
+      "  zone) from the EndpointSlices (and Pods) of every cluster the registry knows. An empty\n"
+      "  shard prints as an explicit (empty) row. --watch prints one table per new snapshot.\n"
+      "  --port NAME           the service port's name (default: the unnamed port)\n"
+      "  --subset k=v,...      only endpoints whose Pod labels match (a label selector)\n"
+      "  --json                one JSON object per snapshot\n" +
+      registry;
   if (topic == "audit") return audit + common;
+  if (topic == "clusters") return clusters + common;
+  if (topic == "endpoints") return endpoints + common;
   if (topic == "cache") return cache + common;
   if (topic == "demo") return demo + common;
-  return "kwatch: audit API-server watches, inspect an informer cache, demo shared informers.\n\n" +
-         audit + "\n" + cache + "\n" + demo + "\n" + common;
+  return "kwatch: audit API-server watches, inspect an informer cache, demo shared informers,\n"
+         "show remote clusters and a service's endpoints across them.\n\n" +
+         audit + "\n" + cache + "\n" + demo + "\n" + clusters + "\n" + endpoints + "\n" + common;
 }
 
 void log_line(std::ostream& out, const std::string& level, const std::string& msg,

@@ -69,7 +69,34 @@ struct DemoOptions {
   int ops_per_second = 20;  ///< --rate: churn operations per second
 };
 
-using Command = std::variant<HelpCommand, AuditOptions, CacheOptions, DemoOptions>;
+/// What `clusters` and `endpoints` share: where the remote kubeconfig Secrets are.
+struct RegistryFlags {
+  std::string secret_namespace = "kinformer-system";  ///< --secret-namespace
+  std::string secret_selector = "kinformer.io/multicluster=true";  ///< --secret-selector
+  std::string local_id = "local";                      ///< --local-id
+  int timeout_seconds = 30;  ///< --timeout: sync wait (start, each remote's sync timeout)
+};
+
+/// `kwatch clusters`.
+struct ClustersOptions {
+  CommonOptions common;
+  RegistryFlags registry;
+  bool json = false;
+};
+
+/// `kwatch endpoints SERVICE -n NS`.
+struct EndpointsOptions {
+  CommonOptions common;
+  RegistryFlags registry;
+  std::string service;     ///< positional (required)
+  std::string namespace_;  ///< -n (required)
+  std::string port;        ///< --port NAME ("" = the unnamed port)
+  std::string subset;      ///< --subset k=v,... (a label selector over Pod labels)
+  bool watch = false;
+  bool json = false;
+};
+
+using Command = std::variant<HelpCommand, AuditOptions, CacheOptions, DemoOptions, ClustersOptions, EndpointsOptions>;
 
 /// Parses argv[1..] (the program name excluded). Throws UsageError naming the offending argument.
 Command parse_args(const std::vector<std::string>& args);

@@ -30,5 +30,7 @@ std::mutex& stdout_mutex();
 int run_audit(const AuditOptions& options);
 int run_cache(const CacheOptions& options);
 int run_demo(const DemoOptions& options);
+int run_clusters(const ClustersOptions& options);
+int run_endpoints(const EndpointsOptions& options);
 
 }  // namespace kinformer::tools

@@ -1,4 +1,5 @@
-// kwatch: audit an API server's open watches, inspect an informer cache, demo shared informers.
+// kwatch: audit an API server's open watches, inspect an informer cache, demo shared informers,
+// show remote clusters (ClusterRegistry) and a service's endpoints across them (EndpointIndex).
 // Logs go to stderr (key=value), results to stdout. Exit: 0 ok, 1 check failed, 2 error.
 
 #include <exception>
@@ -23,6 +24,8 @@ int main(int argc, char** argv) {
     }
     if (const auto* audit = std::get_if<AuditOptions>(&command)) return run_audit(*audit);
     if (const auto* cache = std::get_if<CacheOptions>(&command)) return run_cache(*cache);
+    if (const auto* clusters = std::get_if<ClustersOptions>(&command)) return run_clusters(*clusters);
+    if (const auto* endpoints = std::get_if<EndpointsOptions>(&command)) return run_endpoints(*endpoints);
     return run_demo(std::get<DemoOptions>(command));
   } catch (const UsageError& e) {
     log("error", e.what());

@@ -212,6 +212,13 @@ class EndpointIndex {
   [[nodiscard]] std::size_t subset_count() const;
   /// The clusters the index holds input for.
   [[nodiscard]] std::vector<std::string> clusters() const;
+  /// The inputs the index holds for one cluster, by key ("namespace/name").
+  struct ClusterKeys {
+    std::vector<std::string> slices;
+    std::vector<std::string> endpoints;
+    std::vector<std::string> pods;
+  };
+  [[nodiscard]] ClusterKeys keys(const std::string& cluster) const;
   /// The index-wide version counter: the version of the newest snapshot or shard computation.
   [[nodiscard]] std::uint64_t version() const;
 

@@ -3,8 +3,12 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 
 #include "kinformer/client/credentials.h"  // the credentials API, declared beside credentials.cc
+#include "kinformer/client/error.h"
+#include "kinformer/client/result.h"
 
 namespace kinformer::client {
 
@@ -17,6 +21,43 @@ struct KubeconfigOptions {
   std::optional<std::string> context;
   /// Overrides the KUBECONFIG environment variable (tests). Unset: read the environment.
   std::optional<std::string> kubeconfig_env;
+};
+
+/// What a kubeconfig from untrusted input (a Secret written by anyone allowed to write Secrets
+/// in a namespace) may use. The default refuses everything that reaches the local machine:
+/// only inline `*-data` fields, `token`, `server` and TLS flags are accepted.
+struct KubeconfigPolicy {
+  bool allow_exec = false;           ///< users[].user.exec: runs a program here
+  bool allow_auth_provider = false;  ///< users[].user.auth-provider (unsupported even if allowed)
+  bool allow_token_file = false;     ///< users[].user.tokenFile: reads a local file
+  /// certificate-authority, client-certificate, client-key: read local files.
+  bool allow_file_paths = false;
+  /// Every field allowed: what a kubeconfig file of one's own may use.
+  static KubeconfigPolicy allow_all() { return {true, true, true, true}; }
+};
+
+/// A kubeconfig field refused by KubeconfigPolicy. field(): the kubeconfig field ("exec",
+/// "tokenFile", "certificate-authority", ...); the message names the origin, the entry and the
+/// field, never a value.
+class KubeconfigRefused : public ConfigError {
+ public:
+  KubeconfigRefused(const std::string& message, std::string field)
+      : ConfigError(message), field_(std::move(field)) {}
+  [[nodiscard]] const std::string& field() const noexcept { return field_; }
+
+ private:
+  std::string field_;
+};
+
+/// Options for ClusterConfig::from_kubeconfig_data.
+struct KubeconfigDataOptions {
+  /// Names the source in messages, e.g. "secret istio-system/remotes, key 'west'".
+  std::string origin = "kubeconfig data";
+  /// The context to use. Unset: current-context.
+  std::optional<std::string> context;
+  /// Default: inline data only (the untrusted case). Relative file paths, when allowed,
+  /// resolve against the current directory.
+  KubeconfigPolicy policy;
 };
 
 /// Options for ClusterConfig::in_cluster.
@@ -50,6 +91,10 @@ struct ClusterConfig {
   /// Loads a kubeconfig like kubectl. Throws ConfigError naming file, entry and field for any
   /// malformed or inconsistent input; never includes secret values in the message.
   static ClusterConfig from_kubeconfig(const KubeconfigOptions& options = {});
+  /// Loads a kubeconfig held in memory (e.g. a Secret's value), with kubectl's rules for one
+  /// file. Throws KubeconfigRefused for a field options.policy refuses (checked before anything
+  /// is read or run), ConfigError for any other problem; messages start with options.origin.
+  static ClusterConfig from_kubeconfig_data(std::string_view yaml, const KubeconfigDataOptions& options = {});
   /// The in-cluster configuration of a pod. Throws ConfigError when not running in a cluster.
   static ClusterConfig in_cluster(const InClusterOptions& options = {});
   /// What kubectl and controller-runtime do, first match wins:

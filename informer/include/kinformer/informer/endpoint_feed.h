@@ -56,10 +56,19 @@ class EndpointFeed {
   /// `remove_cluster_from_index`, removes the cluster from the index. Idempotent.
   void close(bool remove_cluster_from_index);
   [[nodiscard]] const std::string& cluster() const noexcept { return cluster_; }
+  /// Make-before-break (a cluster's client replaced, ClusterRegistry's `updated`): create the
+  /// new feed on the new factory, close the old feed with close(false), then call prune_stale()
+  /// on the new one. It removes from the index every slice, Endpoints and Pod of this cluster
+  /// that this feed's informers do not hold (what only the old client saw, e.g. deleted while
+  /// its token was already revoked). Only removals: the shard is never absent or emptied in
+  /// between. Returns how many inputs it removed.
+  std::size_t prune_stale();
 
  private:
   cache::EndpointIndexPtr index_;
   std::string cluster_;
+  std::shared_ptr<const cache::Store> endpoints_store_;
+  std::shared_ptr<const cache::Store> pods_store_;
   Registration endpoints_;
   Registration pods_;
 };

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "kinformer/cache/transform.h"
 #include "kinformer/client/resource.h"
@@ -88,6 +89,13 @@ struct FactoryOptions {
   client::LogRateLimit log_rate_limit;
 };
 
+/// What an informer was created with: enough to create the same informer on another factory
+/// (ClusterRegistry's make-before-break).
+struct InformerSpec {
+  client::ResourceType type;
+  InformerOptions options;
+};
+
 /// Owns every informer, reflector, thread and watch it creates: one factory per cluster per
 /// process. Informers are deduplicated by InformerKey, so the API server sees one watch per key
 /// whatever the number of components and handlers. Informers run until shutdown() — never
@@ -120,6 +128,13 @@ class InformerFactory {
   void start();
   /// Waits (real time) until every informer created so far has synced; false on timeout.
   bool wait_for_cache_sync(std::chrono::milliseconds timeout);
+  /// Every informer created so far has synced (true when there is none).
+  [[nodiscard]] bool has_synced() const;
+  /// The latest failure of an informer that has not synced, else of any informer; nullopt when
+  /// none has one.
+  [[nodiscard]] std::optional<SyncError> last_error() const;
+  /// How each informer was created, by key.
+  [[nodiscard]] std::vector<InformerSpec> informer_specs() const;
   /// Stops every informer: cancels every watch, joins every reflector thread, stops every
   /// handler, then the handler pool. Bounded by the longest in-flight LIST (the client's request
   /// deadline) plus handler_stop_timeout per informer with a stuck handler, plus
@@ -149,6 +164,7 @@ class InformerFactory {
 
   mutable std::mutex mu_;
   std::map<InformerKey, std::shared_ptr<SharedInformer>> informers_;  // guarded by mu_
+  std::map<InformerKey, InformerSpec> specs_;                         // guarded by mu_
   bool started_ = false;                                              // guarded by mu_
   bool shut_down_ = false;                                            // guarded by mu_
 };

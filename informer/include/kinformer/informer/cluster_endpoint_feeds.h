@@ -1,0 +1,55 @@
+#pragma once
+// ClusterEndpointFeeds: one EndpointFeed per cluster of a ClusterRegistry (issue 11).
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "kinformer/cache/endpoint_index.h"
+#include "kinformer/informer/cluster_registry.h"
+#include "kinformer/informer/endpoint_feed.h"
+
+namespace kinformer::informer {
+
+/// Keeps an EndpointIndex fed from the local cluster and every remote cluster of a registry:
+/// - added: an EndpointFeed on the cluster's factory (its shared informers);
+/// - updated (make-before-break): a feed on the new factory first, then the old feed closed
+///   without removing anything, then prune_stale() — the cluster's shard is never absent or
+///   empty in between;
+/// - removed: the feed closed and the cluster removed from the index (its subscribers get a
+///   snapshot without it).
+/// Every feed uses the same options (`options.name` empty: "endpoint-feed-<cluster>").
+///
+/// Lifetime: the registry must outlive the constructor call; closing (or destroying) this
+/// unsubscribes and closes every feed (the clusters stay in the index).
+/// Thread-safety: thread-safe.
+class ClusterEndpointFeeds {
+ public:
+  /// `include_local`: also feed the registry's local cluster (ID local_cluster_id()).
+  ClusterEndpointFeeds(cache::EndpointIndexPtr index, ClusterRegistry& registry, EndpointFeedOptions options,
+                       bool include_local = true);
+  ~ClusterEndpointFeeds() { close(); }
+  ClusterEndpointFeeds(const ClusterEndpointFeeds&) = delete;
+  ClusterEndpointFeeds& operator=(const ClusterEndpointFeeds&) = delete;
+
+  /// Every current feed has synced (its handlers saw their informers' initial lists).
+  [[nodiscard]] bool has_synced() const;
+  /// The clusters fed now.
+  [[nodiscard]] std::vector<std::string> clusters() const;
+  void close();
+
+ private:
+  struct State {
+    cache::EndpointIndexPtr index;
+    EndpointFeedOptions options;
+    mutable std::mutex mu;
+    std::map<std::string, std::unique_ptr<EndpointFeed>> feeds;  // guarded by mu
+    bool closed = false;                                          // guarded by mu
+  };
+  std::shared_ptr<State> state_;
+  ClusterSubscription subscription_;
+};
+
+}  // namespace kinformer::informer

@@ -1,0 +1,218 @@
+#pragma once
+// ClusterRegistry: remote clusters from kubeconfig Secrets (issue 11, docs/cluster-registry.md).
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "kinformer/client/cluster_config.h"
+#include "kinformer/client/log.h"
+#include "kinformer/client/rest_client.h"
+#include "kinformer/client/result.h"
+#include "kinformer/informer/informer_factory.h"
+#include "kinformer/informer/once_guard.h"
+#include "kinformer/informer/registration.h"
+
+namespace prometheus {
+class Registry;
+}
+
+namespace kinformer::informer {
+
+/// syncing: the client is built, its informers have not all synced, no error yet.
+/// unreachable: not synced and the last attempt failed (connection, TLS, 401/403): retried with
+/// the informers' backoff. timed_out: not synced within sync_timeout (still retried; counts as
+/// settled for has_synced()). refused: the kubeconfig was refused or is malformed; nothing is
+/// built until the Secret changes.
+enum class ClusterState { syncing, synced, timed_out, refused, unreachable };
+[[nodiscard]] std::string_view to_string(ClusterState state) noexcept;
+
+/// One remote cluster as built from one kubeconfig. Immutable: a changed kubeconfig for the same
+/// ID is a new RemoteCluster (generation + 1) with its own client and factory.
+struct RemoteCluster {
+  std::string id;
+  std::string secret;  ///< "namespace/name" of the Secret holding the kubeconfig
+  std::uint64_t generation = 0;
+  std::shared_ptr<client::RestClient> client;
+  std::shared_ptr<InformerFactory> factory;
+};
+using RemoteClusterPtr = std::shared_ptr<const RemoteCluster>;
+
+/// What the registry tells a component about remote clusters. Every call of every handler runs
+/// on the registry's worker thread, one at a time, in order per cluster; a handler may call the
+/// registry's accessors but must not block for long (it delays the other clusters' events).
+/// - added: a new cluster ID; create informers on cluster->factory (it is started). A new
+///   subscription first gets added for every cluster already known.
+/// - updated: make-before-break. `now` is a new client for the same ID, whose factory already
+///   runs — and has synced, or hit sync_timeout — every informer `before`'s factory had. Move
+///   registrations to now->factory; after the call returns, before's factory is shut down.
+/// - removed: the ID is gone (key or Secret deleted, or its kubeconfig now refused); after the
+///   call returns, its factory is shut down.
+struct ClusterHandler {
+  std::function<void(const RemoteClusterPtr& cluster)> added;
+  std::function<void(const RemoteClusterPtr& now, const RemoteClusterPtr& before)> updated;
+  std::function<void(const RemoteClusterPtr& before)> removed;
+};
+
+/// What clusters() reports per cluster ID (the local cluster first).
+struct ClusterStatus {
+  std::string id;
+  bool local = false;
+  ClusterState state = ClusterState::syncing;
+  /// Why it is not synced: the refused field, the last error; empty when synced. Never a
+  /// credential.
+  std::string reason;
+  std::string secret;  ///< the Secret it came from; empty for the local cluster
+  std::uint64_t generation = 0;
+  std::size_t informers = 0;
+};
+
+struct ClusterRegistryOptions {
+  /// The namespace whose Secrets hold remote kubeconfigs (required).
+  std::string secret_namespace;
+  /// Selects those Secrets (Istio's: "istio/multiCluster=true").
+  std::string label_selector = "kinformer.io/multicluster=true";
+  /// The local cluster's ID; a Secret key with this ID is ignored (logged).
+  std::string local_cluster_id = "local";
+  /// What remote kubeconfigs may use; default: inline data and tokens only.
+  client::KubeconfigPolicy kubeconfig_policy;
+  /// How long a remote's informers may take to sync before the cluster counts as timed out
+  /// (has_synced() stops waiting for it; an update switches to the new client anyway).
+  std::chrono::milliseconds sync_timeout{30'000};
+  /// How long start() waits for the Secret informer's initial list.
+  std::chrono::milliseconds start_timeout{30'000};
+  /// Options of every remote cluster's RestClient and InformerFactory (log and registry are
+  /// set by the registry when left empty).
+  client::RestClientOptions remote_client;
+  FactoryOptions remote_factory;
+  /// Null: the local factory's registry.
+  std::shared_ptr<prometheus::Registry> registry;
+  /// Null: stderr (logfmt).
+  client::LogSink log;
+};
+
+class ClusterRegistry;
+
+/// Keeps one ClusterHandler subscribed; closing it (or destroying it) unsubscribes exactly that
+/// handler — never the registry, never a cluster. close() waits for a running call of that
+/// handler unless called from inside it. May outlive the registry.
+class [[nodiscard]] ClusterSubscription {
+ public:
+  ClusterSubscription() = default;
+  ClusterSubscription(ClusterSubscription&& other) noexcept = default;
+  ClusterSubscription& operator=(ClusterSubscription&& other) noexcept;
+  ClusterSubscription(const ClusterSubscription&) = delete;
+  ClusterSubscription& operator=(const ClusterSubscription&) = delete;
+  ~ClusterSubscription() { close(); }
+  void close();
+  [[nodiscard]] bool active() const noexcept { return !state_.expired(); }
+
+ private:
+  friend class ClusterRegistry;
+  struct State;
+  explicit ClusterSubscription(std::weak_ptr<State> state) : state_(std::move(state)) {}
+  std::weak_ptr<State> state_;
+};
+
+/// Watches the Secrets of one namespace selected by a label; each data key is a cluster ID and
+/// its value a kubeconfig. For each remote cluster it builds a RestClient and an InformerFactory
+/// and tells subscribers (ClusterHandler). Components reach a remote's shared informers through
+/// factory(id), so N components still mean one watch per key per cluster.
+///
+/// Lifetime: one registry per process, owned by a long-lived owner (next to the local factory);
+/// components call start() and subscribe() as often as they are built — start() runs behind a
+/// OnceGuard (one Secret watch however often it is called; a failed start is returned to its
+/// caller and retried by the next), and closing a subscription stops nothing.
+/// Thread-safety: thread-safe. Handlers run on the registry's worker thread.
+class ClusterRegistry {
+ public:
+  /// The Secret informer lives in `local_factory` (shared with its other users). Throws
+  /// client::ConfigError for an empty secret_namespace or an invalid label selector.
+  ClusterRegistry(std::shared_ptr<client::RestClient> local_client, std::shared_ptr<InformerFactory> local_factory,
+                  ClusterRegistryOptions options);
+  /// shutdown().
+  ~ClusterRegistry();
+  ClusterRegistry(const ClusterRegistry&) = delete;
+  ClusterRegistry& operator=(const ClusterRegistry&) = delete;
+
+  /// Once: checks that the Secrets can be listed (one request; a 403 is returned naming the
+  /// namespace), creates the Secret informer on the local factory, starts the factory and waits
+  /// for that informer's initial list (start_timeout). A failure creates no second watch: the
+  /// next call checks again and reuses the informer.
+  client::Status start();
+  [[nodiscard]] bool started() const { return once_.done(); }
+
+  /// The handler first gets `added` for every cluster already known (on the worker thread).
+  ClusterSubscription subscribe(ClusterHandler handler);
+
+  /// The factory for a cluster ID: the local factory for local_cluster_id, the active factory of
+  /// a remote, null for an unknown or refused ID.
+  [[nodiscard]] std::shared_ptr<InformerFactory> factory(std::string_view id) const;
+  [[nodiscard]] RemoteClusterPtr cluster(std::string_view id) const;
+  /// Local first, then remotes by ID.
+  [[nodiscard]] std::vector<ClusterStatus> clusters() const;
+  /// Started, the local factory's informers synced, and every remote cluster synced, timed out
+  /// or refused.
+  [[nodiscard]] bool has_synced() const;
+  /// Waits (real time) for has_synced(); false on timeout.
+  bool wait_for_sync(std::chrono::milliseconds timeout) const;
+  [[nodiscard]] const std::string& local_cluster_id() const noexcept { return options_.local_cluster_id; }
+
+  /// Stops the worker, tells subscribers nothing more, shuts every remote factory down (bounded
+  /// as InformerFactory::shutdown is) and closes the Secret handler. The local factory is not
+  /// shut down (it is not the registry's). Idempotent.
+  void shutdown();
+
+ private:
+  struct Metrics;
+  struct Entry;
+  struct Desired {
+    std::string secret;
+    std::string kubeconfig;
+  };
+
+  client::Status start_once();
+  void on_secret(const client::ObjectPtr& object, bool deleted);
+  void run();
+  void reconcile(std::unique_lock<std::mutex>& lock);
+  void build(const std::string& id, Entry& entry, const Desired& desired, std::unique_lock<std::mutex>& lock);
+  void settle(const std::string& id, Entry& entry, std::unique_lock<std::mutex>& lock);
+  void notify(const std::function<void(const ClusterHandler&)>& call, std::unique_lock<std::mutex>& lock);
+  void retire(RemoteClusterPtr cluster);
+  [[nodiscard]] ClusterStatus status_of(const std::string& id, const Entry& entry) const;
+  [[nodiscard]] std::chrono::steady_clock::time_point next_deadline() const;
+
+  std::shared_ptr<client::RestClient> local_client_;
+  std::shared_ptr<InformerFactory> local_factory_;
+  ClusterRegistryOptions options_;
+  client::Logger log_;
+  std::unique_ptr<Metrics> metrics_;
+  OnceGuard once_;
+  SharedInformer* secrets_ = nullptr;  // set by start_once; owned by local_factory_
+
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  // Secret key -> its cluster IDs and kubeconfigs, as the Secret handler last saw them.
+  std::map<std::string, std::map<std::string, std::string>> secrets_seen_;  // guarded by mu_
+  std::map<std::string, std::unique_ptr<Entry>, std::less<>> entries_;        // guarded by mu_
+  std::vector<std::shared_ptr<ClusterSubscription::State>> subscribers_;      // guarded by mu_
+  std::uint64_t changes_ = 0;   // guarded by mu_: bumped by each Secret event
+  bool stopping_ = false;       // guarded by mu_
+  bool secrets_registered_ = false;    // guarded by mu_: secret_handler_ is assigned
+  bool reconciled_after_sync_ = false;  // guarded by mu_
+  std::vector<RemoteClusterPtr> retiring_;  // guarded by mu_: factories to shut down
+  Registration secret_handler_;
+  std::thread worker_;
+  std::thread reaper_;
+};
+
+}  // namespace kinformer::informer

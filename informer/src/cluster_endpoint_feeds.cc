@@ -1,0 +1,76 @@
+#include "kinformer/informer/cluster_endpoint_feeds.h"
+
+#include <utility>
+
+namespace kinformer::informer {
+
+ClusterEndpointFeeds::ClusterEndpointFeeds(cache::EndpointIndexPtr index, ClusterRegistry& registry,
+                                           EndpointFeedOptions options, bool include_local)
+    : state_(std::make_shared<State>()) {
+  state_->index = std::move(index);
+  state_->options = std::move(options);
+  if (include_local) {
+    auto feed = std::make_unique<EndpointFeed>(state_->index, registry.local_cluster_id(),
+                                               *registry.factory(registry.local_cluster_id()), state_->options);
+    state_->feeds.emplace(registry.local_cluster_id(), std::move(feed));
+  }
+  // The handlers hold the state, not this object: a call running while it closes is harmless.
+  auto s = state_;
+  subscription_ = registry.subscribe(ClusterHandler{
+      .added =
+          [s](const RemoteClusterPtr& c) {
+            auto feed = std::make_unique<EndpointFeed>(s->index, c->id, *c->factory, s->options);
+            std::lock_guard lock(s->mu);
+            if (!s->closed) s->feeds[c->id] = std::move(feed);
+          },
+      .updated =
+          [s](const RemoteClusterPtr& now, const RemoteClusterPtr&) {
+            auto fresh = std::make_unique<EndpointFeed>(s->index, now->id, *now->factory, s->options);
+            std::lock_guard lock(s->mu);
+            if (s->closed) return;
+            if (auto& old = s->feeds[now->id]) old->close(false);
+            fresh->prune_stale();
+            s->feeds[now->id] = std::move(fresh);
+          },
+      .removed =
+          [s](const RemoteClusterPtr& c) {
+            std::unique_ptr<EndpointFeed> feed;
+            {
+              std::lock_guard lock(s->mu);
+              if (auto it = s->feeds.find(c->id); it != s->feeds.end()) {
+                feed = std::move(it->second);
+                s->feeds.erase(it);
+              }
+            }
+            if (feed) feed->close(true);
+          },
+  });
+}
+
+bool ClusterEndpointFeeds::has_synced() const {
+  std::lock_guard lock(state_->mu);
+  for (const auto& [id, feed] : state_->feeds) {
+    if (!feed->has_synced()) return false;
+  }
+  return true;
+}
+
+std::vector<std::string> ClusterEndpointFeeds::clusters() const {
+  std::lock_guard lock(state_->mu);
+  std::vector<std::string> out;
+  for (const auto& [id, feed] : state_->feeds) out.push_back(id);
+  return out;
+}
+
+void ClusterEndpointFeeds::close() {
+  subscription_.close();
+  std::map<std::string, std::unique_ptr<EndpointFeed>> feeds;
+  {
+    std::lock_guard lock(state_->mu);
+    state_->closed = true;
+    feeds.swap(state_->feeds);
+  }
+  for (auto& [id, feed] : feeds) feed->close(false);
+}
+
+}  // namespace kinformer::informer

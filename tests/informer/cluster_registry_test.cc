@@ -1,0 +1,473 @@
+// ClusterRegistry against in-process scripted API servers (FakeApiServer): one "local" server
+// holding the kubeconfig Secrets, one or two "remote" servers holding Pods. Deterministic: every
+// wait is a condition wait with a deadline; no sleeps. The real-server e2e is
+// e2e/suites/multicluster_e2e_test.cc.
+#include "kinformer/informer/cluster_registry.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <prometheus/registry.h>
+
+#include "base64.h"
+#include "fake_apiserver.h"
+#include "log_capture.h"
+#include "kinformer/client/pod.h"
+#include "kinformer/client/rest_client.h"
+#include "kinformer/client/secret.h"
+
+namespace kinformer::informer {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::FakeApiServer;
+using testing::Reply;
+using testing::Request;
+using testing::ScriptedStream;
+
+constexpr const char* kSecrets = "/api/v1/namespaces/mesh/secrets";
+constexpr const char* kPods = "/api/v1/pods";
+
+using testing::base64;
+
+// An API server holding collections (path -> name -> object JSON with a placeholder RV), serving
+// LIST and WATCH of each; changes go to every open watch of that path.
+class MiniCluster {
+ public:
+  explicit MiniCluster(std::string kind_prefix = "") : kind_prefix_(std::move(kind_prefix)) {}
+
+  void serve(const std::string& path, const std::string& list_kind) {
+    server.on("GET", path, [this, path, list_kind](const Request& r) {
+      std::lock_guard lock(mu_);
+      auto& c = collections_[path];
+      if (c.forbidden) return Reply::api_status(403, "Forbidden", "secrets is forbidden: User \"x\" cannot list");
+      if (r.param("watch") == std::optional<std::string>("true") || r.param("watch") == std::optional<std::string>("1")) {
+        auto stream = std::make_shared<ScriptedStream>();
+        c.watches.push_back(stream);
+        ++c.watch_requests;
+        cv_.notify_all();
+        return Reply::streaming(stream);
+      }
+      ++c.list_requests;
+      std::string out = R"({"kind":")" + list_kind + R"(","apiVersion":"v1","metadata":{"resourceVersion":")" +
+                        std::to_string(rv_) + R"("},"items":[)";
+      bool first = true;
+      for (const auto& [name, json] : c.objects) {
+        out += (first ? "" : ",") + json;
+        first = false;
+      }
+      return Reply::json(out + "]}");
+    });
+  }
+  // `make(rv)` returns the object's JSON at resourceVersion rv.
+  void put(const std::string& path, const std::string& name, const std::function<std::string(const std::string&)>& make) {
+    std::lock_guard lock(mu_);
+    auto& c = collections_[path];
+    std::string json = make(std::to_string(++rv_));
+    bool existed = c.objects.contains(name);
+    c.objects[name] = json;
+    send(c, existed ? "MODIFIED" : "ADDED", json);
+  }
+  void remove(const std::string& path, const std::string& name) {
+    std::lock_guard lock(mu_);
+    auto& c = collections_[path];
+    auto it = c.objects.find(name);
+    if (it == c.objects.end()) return;
+    std::string json = it->second;
+    c.objects.erase(it);
+    ++rv_;
+    send(c, "DELETED", json);
+  }
+  void forbid(const std::string& path, bool forbidden) {
+    std::lock_guard lock(mu_);
+    collections_[path].forbidden = forbidden;
+  }
+  // Waits until `n` watches of `path` were opened in all.
+  bool wait_watch_requests(const std::string& path, std::size_t n, std::chrono::milliseconds timeout = 10s) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return collections_[path].watch_requests >= n; });
+  }
+  std::size_t watch_requests(const std::string& path) {
+    std::lock_guard lock(mu_);
+    return collections_[path].watch_requests;
+  }
+  std::size_t open_watches(const std::string& path) {
+    std::lock_guard lock(mu_);
+    auto& w = collections_[path].watches;
+    std::erase_if(w, [](const auto& s) { return s->closed(); });
+    return w.size();
+  }
+  // Authorization headers seen on requests of `path`.
+  std::vector<std::string> tokens(const std::string& path) const {
+    std::vector<std::string> out;
+    for (const auto& r : server.requests()) {
+      if (r.path == path) out.push_back(r.header("authorization"));
+    }
+    return out;
+  }
+
+  FakeApiServer server;
+
+ private:
+  struct Collection {
+    std::map<std::string, std::string> objects;
+    std::vector<std::shared_ptr<ScriptedStream>> watches;
+    std::size_t watch_requests = 0;
+    std::size_t list_requests = 0;
+    bool forbidden = false;
+  };
+  void send(Collection& c, const std::string& type, const std::string& json) {
+    for (const auto& w : c.watches) w->send(testing::watch_event_line(type, json));
+  }
+  std::string kind_prefix_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, Collection> collections_;
+  std::uint64_t rv_ = 100;
+};
+
+std::string kubeconfig_for(const FakeApiServer& server, const std::string& token) {
+  return "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: c\n  cluster:\n    server: " +
+         server.url() + "\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\nusers:\n- name: u\n  user:\n    token: " +
+         token + "\n";
+}
+
+std::function<std::string(const std::string&)> secret(const std::string& name,
+                                                      const std::map<std::string, std::string>& data) {
+  return [=](const std::string& rv) {
+    std::string d;
+    for (const auto& [k, v] : data) d += (d.empty() ? "" : ",") + ("\"" + k + "\":\"" + base64(v) + "\"");
+    return R"({"kind":"Secret","apiVersion":"v1","metadata":{"name":")" + name +
+           R"(","namespace":"mesh","resourceVersion":")" + rv +
+           R"(","labels":{"kinformer.io/multicluster":"true"}},"type":"Opaque","data":{)" + d + "}}";
+  };
+}
+
+std::function<std::string(const std::string&)> pod(const std::string& name) {
+  return [=](const std::string& rv) {
+    return R"({"kind":"Pod","apiVersion":"v1","metadata":{"name":")" + name + R"(","namespace":"app","resourceVersion":")" +
+           rv + R"("},"spec":{"containers":[]},"status":{}})";
+  };
+}
+
+// What a component saw, in order: "added west 1", "updated west 2<-1", "removed west 2".
+class Journal {
+ public:
+  ClusterHandler handler(std::function<void(const RemoteClusterPtr&)> on_added = {}) {
+    return ClusterHandler{
+        .added =
+            [this, on_added](const RemoteClusterPtr& c) {
+              if (on_added) on_added(c);
+              record("added " + c->id + " " + std::to_string(c->generation), c);
+            },
+        .updated =
+            [this](const RemoteClusterPtr& now, const RemoteClusterPtr& before) {
+              // Make-before-break: the new factory runs the old one's informers, synced.
+              updated_synced_ = updated_synced_ && now->factory->has_synced() &&
+                                now->factory->informer_count() == before->factory->informer_count();
+              record("updated " + now->id + " " + std::to_string(now->generation) + "<-" +
+                         std::to_string(before->generation),
+                     now);
+            },
+        .removed = [this](const RemoteClusterPtr& c) { record("removed " + c->id + " " + std::to_string(c->generation), c); },
+    };
+  }
+  bool wait_for(std::size_t n, std::chrono::milliseconds timeout = 10s) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return lines_.size() >= n; });
+  }
+  std::vector<std::string> lines() {
+    std::lock_guard lock(mu_);
+    return lines_;
+  }
+  RemoteClusterPtr last() {
+    std::lock_guard lock(mu_);
+    return last_;
+  }
+  bool updated_synced() const { return updated_synced_; }
+
+ private:
+  void record(std::string line, RemoteClusterPtr c) {
+    std::lock_guard lock(mu_);
+    lines_.push_back(std::move(line));
+    last_ = std::move(c);
+    cv_.notify_all();
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::string> lines_;
+  RemoteClusterPtr last_;
+  std::atomic<bool> updated_synced_{true};
+};
+
+struct Fixture {
+  explicit Fixture(std::chrono::milliseconds sync_timeout = 10s) {
+    local.serve(kSecrets, "SecretList");
+    local_client = std::make_shared<client::RestClient>(local.server.cluster_config());
+    FactoryOptions fo;
+    fo.use_watch_list = false;
+    fo.log = capture.sink();
+    local_factory = std::make_shared<InformerFactory>(
+        [c = local_client](const client::ResourceType& t, const std::string& ns) { return c->lister_watcher(t, ns); }, fo);
+    ClusterRegistryOptions o;
+    o.secret_namespace = "mesh";
+    o.sync_timeout = sync_timeout;
+    o.start_timeout = 10s;
+    o.remote_factory.use_watch_list = false;
+    o.log = capture.sink();
+    registry = std::make_unique<ClusterRegistry>(local_client, local_factory, o);
+  }
+  ~Fixture() {
+    registry->shutdown();
+    local_factory->shutdown();
+  }
+  double metric(const std::string& name, const std::string& label = "") {
+    for (const auto& family : local_factory->registry().Collect()) {
+      if (family.name != name) continue;
+      double sum = 0;
+      for (const auto& m : family.metric) {
+        bool match = label.empty();
+        for (const auto& l : m.label) match = match || (l.name + "=" + l.value) == label;
+        if (!match) continue;
+        sum += family.type == prometheus::MetricType::Counter ? m.counter.value : m.gauge.value;
+      }
+      return sum;
+    }
+    return 0;
+  }
+
+  testing::LogCapture capture;
+  MiniCluster local;
+  std::shared_ptr<client::RestClient> local_client;
+  std::shared_ptr<InformerFactory> local_factory;
+  std::unique_ptr<ClusterRegistry> registry;
+};
+
+// A component that uses each remote cluster's Pod informer (all namespaces).
+std::function<void(const RemoteClusterPtr&)> uses_pods() {
+  return [](const RemoteClusterPtr& c) { (void)c->factory->informer<client::Pod>(); };
+}
+
+ClusterStatus status(ClusterRegistry& r, const std::string& id) {
+  for (auto& s : r.clusters()) {
+    if (s.id == id) return s;
+  }
+  return ClusterStatus{.id = "<absent>"};
+}
+
+TEST(ClusterRegistryTest, FailedStartIsReturnedAndRetriedByTheNextCallerWithOneWatch) {
+  Fixture f;
+  f.local.forbid(kSecrets, true);
+  client::Status first = f.registry->start();
+  ASSERT_FALSE(first);
+  EXPECT_EQ(first.error().http_status, 403);
+  EXPECT_NE(first.error().message.find("namespace mesh"), std::string::npos) << first.error().message;
+  EXPECT_FALSE(f.registry->started());
+  EXPECT_EQ(f.local_factory->informer_count(), 0u);  // the failed start left no informer behind
+  EXPECT_EQ(f.local.watch_requests(kSecrets), 0u);
+
+  f.local.forbid(kSecrets, false);  // the grant
+  ASSERT_TRUE(f.registry->start());
+  for (int i = 0; i < 50; ++i) ASSERT_TRUE(f.registry->start());  // later builds: no-ops
+  ASSERT_TRUE(f.local.wait_watch_requests(kSecrets, 1));
+  EXPECT_EQ(f.local_factory->informer_count(), 1u);
+  EXPECT_EQ(f.local.open_watches(kSecrets), 1u);
+  EXPECT_TRUE(f.registry->wait_for_sync(10s));
+}
+
+TEST(ClusterRegistryTest, SecretKeyBecomesARemoteClusterReachedThroughTheRegistry) {
+  MiniCluster west;
+  west.serve(kPods, "PodList");
+  west.put(kPods, "p1", pod("p1"));
+  Fixture f;
+  f.local.put(kSecrets, "remotes", secret("remotes", {{"west", kubeconfig_for(west.server, "tok-west")}}));
+  Journal journal;
+  auto sub = f.registry->subscribe(journal.handler(uses_pods()));
+  ASSERT_TRUE(f.registry->start());
+  ASSERT_TRUE(journal.wait_for(1));
+  EXPECT_EQ(journal.lines(), std::vector<std::string>{"added west 1"});
+  ASSERT_TRUE(f.registry->wait_for_sync(10s));
+
+  auto factory = f.registry->factory("west");
+  ASSERT_TRUE(factory);
+  EXPECT_EQ(factory, journal.last()->factory);
+  EXPECT_EQ(f.registry->factory("local"), f.local_factory);
+  EXPECT_EQ(f.registry->factory("nowhere"), nullptr);
+  auto pods = factory->informer<client::Pod>();  // the component's informer: shared, not a new watch
+  EXPECT_EQ(factory->informer_count(), 1u);
+  EXPECT_TRUE(pods.store().get("app/p1"));
+  for (const auto& t : west.tokens(kPods)) EXPECT_EQ(t, "Bearer tok-west");
+
+  auto s = status(*f.registry, "west");
+  EXPECT_EQ(s.state, ClusterState::synced) << s.reason;
+  EXPECT_EQ(s.secret, "mesh/remotes");
+  EXPECT_EQ(s.informers, 1u);
+  EXPECT_EQ(f.registry->clusters().front().id, "local");
+  EXPECT_EQ(f.metric("kinformer_clusters", "state=synced"), 1);
+  EXPECT_EQ(f.metric("kinformer_cluster_updates_total", "kind=added"), 1);
+
+  // A late component gets the known cluster replayed as added.
+  Journal late;
+  auto late_sub = f.registry->subscribe(late.handler());
+  ASSERT_TRUE(late.wait_for(1));
+  EXPECT_EQ(late.lines(), std::vector<std::string>{"added west 1"});
+}
+
+TEST(ClusterRegistryTest, RefusedKubeconfigIsReportedByClusterAndFieldAndTheOthersGoOn) {
+  MiniCluster west;
+  west.serve(kPods, "PodList");
+  Fixture f;
+  std::string exec_config = kubeconfig_for(west.server, "tok-sneaky");
+  exec_config.replace(exec_config.find("    token: tok-sneaky"), std::string("    token: tok-sneaky").size(),
+                      "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: /bin/sh");
+  f.local.put(kSecrets, "remotes",
+              secret("remotes", {{"west", kubeconfig_for(west.server, "tok-west")}, {"evil", exec_config}}));
+  Journal journal;
+  auto sub = f.registry->subscribe(journal.handler(uses_pods()));
+  ASSERT_TRUE(f.registry->start());
+  ASSERT_TRUE(f.registry->wait_for_sync(10s));  // a refused cluster does not hold has_synced back
+  EXPECT_EQ(journal.lines(), std::vector<std::string>{"added west 1"});
+  EXPECT_EQ(f.registry->factory("evil"), nullptr);
+  auto evil = status(*f.registry, "evil");
+  EXPECT_EQ(evil.state, ClusterState::refused);
+  EXPECT_NE(evil.reason.find("key 'evil'"), std::string::npos) << evil.reason;
+  EXPECT_NE(evil.reason.find("exec is refused"), std::string::npos) << evil.reason;
+  EXPECT_EQ(status(*f.registry, "west").state, ClusterState::synced);
+  EXPECT_EQ(f.metric("kinformer_cluster_kubeconfig_refusals_total", "field=exec"), 1);
+  auto records = f.capture.with_message("remote kubeconfig refused");
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].field("cluster"), "evil");
+  EXPECT_EQ(records[0].field("field"), "exec");
+  EXPECT_EQ(f.capture.text().find("tok-west"), std::string::npos);
+  EXPECT_EQ(f.capture.text().find("tok-sneaky"), std::string::npos);
+}
+
+TEST(ClusterRegistryTest, UnchangedKubeconfigIsANoOpAndAChangedOneIsOneUpdateAfterTheNewClientSynced) {
+  MiniCluster west;
+  west.serve(kPods, "PodList");
+  west.put(kPods, "p1", pod("p1"));
+  Fixture f;
+  f.local.put(kSecrets, "remotes", secret("remotes", {{"west", kubeconfig_for(west.server, "tok-1")}}));
+  Journal journal;
+  auto sub = f.registry->subscribe(journal.handler(uses_pods()));
+  ASSERT_TRUE(f.registry->start());
+  ASSERT_TRUE(f.registry->wait_for_sync(10s));
+  ASSERT_TRUE(f.local.wait_watch_requests(kSecrets, 1));
+  auto first = f.registry->cluster("west");
+  ASSERT_TRUE(first);
+
+  // Same content, new resourceVersion (e.g. a label added elsewhere): nothing happens.
+  f.local.put(kSecrets, "remotes", secret("remotes", {{"west", kubeconfig_for(west.server, "tok-1")}}));
+  // A second Secret with a cluster of its own proves the first event was processed.
+  MiniCluster east;
+  east.serve(kPods, "PodList");
+  f.local.put(kSecrets, "more", secret("more", {{"east", kubeconfig_for(east.server, "tok-east")}}));
+  ASSERT_TRUE(journal.wait_for(2));
+  EXPECT_EQ(journal.lines(), (std::vector<std::string>{"added west 1", "added east 1"}));
+  EXPECT_EQ(f.registry->cluster("west"), first);
+
+  // A rotated token: make-before-break, one "updated", the old client stops afterwards.
+  f.local.put(kSecrets, "remotes", secret("remotes", {{"west", kubeconfig_for(west.server, "tok-2")}}));
+  ASSERT_TRUE(journal.wait_for(3));
+  EXPECT_EQ(journal.lines(), (std::vector<std::string>{"added west 1", "added east 1", "updated west 2<-1"}));
+  EXPECT_TRUE(journal.updated_synced());
+  auto second = f.registry->cluster("west");
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->generation, 2u);
+  EXPECT_TRUE(second->factory->informer<client::Pod>().store().get("app/p1"));
+  EXPECT_EQ(west.tokens(kPods).back(), "Bearer tok-2");
+  // The old factory is shut down by the registry (its watch closes).
+  ASSERT_TRUE(f.registry->wait_for_sync(10s));
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::now() + 10s;
+  while (west.open_watches(kPods) != 1 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  EXPECT_EQ(west.open_watches(kPods), 1u);
+  EXPECT_EQ(f.metric("kinformer_cluster_updates_total", "kind=updated"), 1);
+}
+
+TEST(ClusterRegistryTest, RemovedKeyOrSecretRemovesTheClusterAndStopsItsWatches) {
+  MiniCluster west;
+  west.serve(kPods, "PodList");
+  MiniCluster east;
+  east.serve(kPods, "PodList");
+  Fixture f;
+  f.local.put(kSecrets, "remotes", secret("remotes", {{"west", kubeconfig_for(west.server, "t")}, {"east", kubeconfig_for(east.server, "t")}}));
+  Journal journal;
+  auto sub = f.registry->subscribe(journal.handler(uses_pods()));
+  ASSERT_TRUE(f.registry->start());
+  ASSERT_TRUE(journal.wait_for(2));
+  ASSERT_TRUE(west.wait_watch_requests(kPods, 1));
+  ASSERT_TRUE(east.wait_watch_requests(kPods, 1));
+
+  f.local.put(kSecrets, "remotes", secret("remotes", {{"east", kubeconfig_for(east.server, "t")}}));  // key removed
+  ASSERT_TRUE(journal.wait_for(3));
+  EXPECT_EQ(journal.lines().back(), "removed west 1");
+  EXPECT_EQ(f.registry->factory("west"), nullptr);
+  EXPECT_EQ(status(*f.registry, "west").id, "<absent>");
+
+  f.local.remove(kSecrets, "remotes");  // Secret deleted
+  ASSERT_TRUE(journal.wait_for(4));
+  EXPECT_EQ(journal.lines().back(), "removed east 1");
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::now() + 10s;
+  while ((west.open_watches(kPods) != 0 || east.open_watches(kPods) != 0) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  EXPECT_EQ(west.open_watches(kPods), 0u);
+  EXPECT_EQ(east.open_watches(kPods), 0u);
+  EXPECT_EQ(f.metric("kinformer_cluster_updates_total", "kind=removed"), 2);
+}
+
+TEST(ClusterRegistryTest, UnreachableRemoteTimesOutIsCountedAndDelaysNoOtherCluster) {
+  MiniCluster west;
+  west.serve(kPods, "PodList");
+  std::string dead_server;
+  {
+    FakeApiServer gone;  // a port nothing listens on once it is destroyed
+    dead_server = kubeconfig_for(gone, "t");
+  }
+  Fixture f(300ms);
+  f.local.put(kSecrets, "remotes", secret("remotes", {{"west", kubeconfig_for(west.server, "t")}, {"dead", dead_server}}));
+  Journal journal;
+  auto sub = f.registry->subscribe(journal.handler(uses_pods()));
+  ASSERT_TRUE(f.registry->start());
+  ASSERT_TRUE(f.registry->wait_for_sync(10s));  // dead hit its sync timeout; west synced
+  EXPECT_EQ(status(*f.registry, "west").state, ClusterState::synced);
+  auto dead = status(*f.registry, "dead");
+  EXPECT_EQ(dead.state, ClusterState::timed_out);
+  EXPECT_NE(dead.reason.find("network"), std::string::npos) << dead.reason;
+  EXPECT_EQ(f.metric("kinformer_cluster_sync_timeouts_total", "cluster=dead"), 1);
+  EXPECT_EQ(f.capture.with_message("remote cluster did not sync within the sync timeout; still retrying").size(), 1u);
+}
+
+TEST(ClusterRegistryTest, BuildingAndClosingComponentsStopsNothingAndKeepsOneSecretWatch) {
+  MiniCluster west;
+  west.serve(kPods, "PodList");
+  Fixture f;
+  f.local.put(kSecrets, "remotes", secret("remotes", {{"west", kubeconfig_for(west.server, "t")}}));
+  for (int i = 0; i < 200; ++i) {
+    ASSERT_TRUE(f.registry->start());
+    Journal journal;
+    auto sub = f.registry->subscribe(journal.handler(uses_pods()));
+    if (i % 50 == 0) {
+      ASSERT_TRUE(journal.wait_for(1));
+    }
+    sub.close();
+  }
+  ASSERT_TRUE(f.registry->wait_for_sync(10s));
+  EXPECT_EQ(f.local.watch_requests(kSecrets), 1u);
+  EXPECT_EQ(f.local.open_watches(kSecrets), 1u);
+  EXPECT_EQ(f.local_factory->informer_count(), 1u);
+  ASSERT_TRUE(f.registry->factory("west"));
+  EXPECT_EQ(f.registry->factory("west")->informer_count(), 1u);  // one Pod informer for all of them
+  ASSERT_TRUE(west.wait_watch_requests(kPods, 1));  // the informer lists first, then watches
+  EXPECT_EQ(west.watch_requests(kPods), 1u);
+}
+
+}  // namespace
+}  // namespace kinformer::informer

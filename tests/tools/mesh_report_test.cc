@@ -1,0 +1,112 @@
+// kwatch clusters / endpoints: argument parsing and rendering (pure functions).
+#include "mesh_report.h"
+
+#include <gtest/gtest.h>
+
+#include "cli.h"
+
+namespace kinformer::tools {
+namespace {
+
+std::string usage_error(const std::vector<std::string>& args) {
+  try {
+    parse_args(args);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+TEST(MeshCli, ParsesEndpointsAndClusters) {
+  auto e = std::get<EndpointsOptions>(parse_args({"endpoints", "reviews", "-n", "bookinfo", "--port", "http",
+                                                  "--subset", "version=v2", "--watch", "--json",
+                                                  "--secret-namespace", "istio-system", "--secret-selector",
+                                                  "istio/multiCluster=true", "--local-id", "east", "--timeout", "5"}));
+  EXPECT_EQ(e.service, "reviews");
+  EXPECT_EQ(e.namespace_, "bookinfo");
+  EXPECT_EQ(e.port, "http");
+  EXPECT_EQ(e.subset, "version=v2");
+  EXPECT_TRUE(e.watch);
+  EXPECT_TRUE(e.json);
+  EXPECT_EQ(e.registry.secret_namespace, "istio-system");
+  EXPECT_EQ(e.registry.secret_selector, "istio/multiCluster=true");
+  EXPECT_EQ(e.registry.local_id, "east");
+  EXPECT_EQ(e.registry.timeout_seconds, 5);
+  auto c = std::get<ClustersOptions>(parse_args({"clusters", "--json"}));
+  EXPECT_TRUE(c.json);
+  EXPECT_EQ(c.registry.secret_namespace, "kinformer-system");
+  EXPECT_EQ(c.registry.secret_selector, "kinformer.io/multicluster=true");
+}
+
+TEST(MeshCli, EndpointsNeedsAServiceAndANamespace) {
+  EXPECT_NE(usage_error({"endpoints", "-n", "ns"}).find("the service name is required"), std::string::npos);
+  EXPECT_NE(usage_error({"endpoints", "svc"}).find("-n NAMESPACE is required"), std::string::npos);
+  EXPECT_NE(usage_error({"endpoints", "svc", "other", "-n", "ns"}).find("unexpected argument 'other'"), std::string::npos);
+  EXPECT_NE(usage_error({"clusters", "--timeout", "0"}).find("--timeout must be between"), std::string::npos);
+}
+
+cache::EndpointSnapshot snapshot() {
+  cache::EndpointSnapshot s;
+  s.service = {"bookinfo", "reviews"};
+  s.port_name = "http";
+  s.version = 42;
+  auto west = std::make_shared<cache::ClusterEndpoints>();
+  west->cluster = "west";
+  cache::Endpoint e;
+  e.address = "10.1.0.7";
+  e.ports = {{"http", 9080, "TCP", ""}};
+  e.ready = false;
+  e.serving = true;
+  e.terminating = true;
+  e.zone = "zone-a";
+  west->endpoints.push_back(e);
+  auto east = std::make_shared<cache::ClusterEndpoints>();  // a shard with no endpoint
+  east->cluster = "east";
+  s.clusters = {{"east", east}, {"west", west}};
+  return s;
+}
+
+TEST(MeshReport, EndpointsTableHasARowPerEndpointAndAnExplicitEmptyRow) {
+  std::string t = render_endpoints_table(snapshot());
+  EXPECT_EQ(t,
+            "snapshot 42  service bookinfo/reviews  port http  subset (all)\n"
+            "CLUSTER  ADDRESS   PORT  READY  SERVING  TERMINATING  ZONE\n"
+            "east     (empty)   -     -      -        -            -\n"
+            "west     10.1.0.7  9080  false  true     true         zone-a\n");
+  cache::EndpointSnapshot none;
+  none.service = {"ns", "svc"};
+  EXPECT_NE(render_endpoints_table(none).find("(no cluster has a shard for this service)"), std::string::npos);
+}
+
+TEST(MeshReport, EndpointsJsonKeepsTheEmptyShard) {
+  EXPECT_EQ(render_endpoints_json(snapshot()),
+            R"({"version":42,"service":"bookinfo/reviews","port":"http","subset":"","clusters":[)"
+            R"({"cluster":"east","endpoints":[]},)"
+            R"({"cluster":"west","endpoints":[{"address":"10.1.0.7","port":9080,"ready":false,"serving":true,)"
+            R"("terminating":true,"zone":"zone-a","node":""}]}]})"
+            "\n");
+}
+
+TEST(MeshReport, ClustersTableAndJsonNameStateReasonAndWatches) {
+  std::vector<ClusterRow> rows;
+  rows.push_back({.status = {.id = "local", .local = true, .state = informer::ClusterState::synced, .informers = 1},
+                  .process_watches = 1,
+                  .server_watches = 12});
+  rows.push_back({.status = {.id = "evil",
+                             .state = informer::ClusterState::refused,
+                             .reason = "exec is refused",
+                             .secret = "mesh/remotes"},
+                  .server_watches_error = "no client"});
+  std::string t = render_clusters_table(rows);
+  EXPECT_EQ(t,
+            "CLUSTER        STATE    SECRET        WATCHES  SERVER-WATCHES  REASON\n"
+            "local (local)  synced   -             1        12              -\n"
+            "evil           refused  mesh/remotes  0        ?               exec is refused\n");
+  std::string j = render_clusters_json(rows);
+  EXPECT_NE(j.find(R"({"id":"evil","local":false,"state":"refused","reason":"exec is refused","secret":"mesh/remotes","generation":0,"process_watches":0,"server_watches":null})"),
+            std::string::npos)
+      << j;
+}
+
+}  // namespace
+}  // namespace kinformer::tools
