@@ -21,7 +21,7 @@
 
 #include "detail/base64.h"
 #include "detail/json.h"
-#include "kinformer/client/cluster_config.h"
+#include "kinformer/client/credentials.h"
 
 extern char** environ;
 

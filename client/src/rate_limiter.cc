@@ -3,39 +3,30 @@
 #include <algorithm>
 
 namespace kinformer::client {
+namespace {
 
-RateLimiter::RateLimiter(Options options, Clock clock, Sleep sleep)
-    : options_(options),
-      clock_(clock ? std::move(clock) : Clock([] { return std::chrono::steady_clock::now(); })),
-      sleep_(std::move(sleep)) {
-  options_.burst = std::max(options_.burst, 1);
-  tokens_ = options_.burst;
-  last_ = clock_();
+RateLimiterOptions validated(RateLimiterOptions options) {
+  options.burst = std::max(options.burst, 1);
+  return options;
 }
 
-void RateLimiter::refill(std::chrono::steady_clock::time_point now) {
-  if (now <= last_) return;
-  double elapsed = std::chrono::duration<double>(now - last_).count();
-  tokens_ = std::min<double>(options_.burst, tokens_ + elapsed * options_.qps);
-  last_ = now;
-}
+}  // namespace
+
+RateLimiter::RateLimiter(Options options, ClockPtr clock)
+    : options_(validated(options)),
+      clock_(clock ? std::move(clock) : system_clock()),
+      bucket_(options_.burst, options_.qps, clock_) {}
 
 bool RateLimiter::try_acquire() {
   if (options_.qps <= 0) return true;
   std::lock_guard lock(mu_);
-  refill(clock_());
-  if (tokens_ < 1.0) return false;
-  tokens_ -= 1.0;
-  return true;
+  return bucket_.try_take();
 }
 
 std::chrono::nanoseconds RateLimiter::reserve() {
   if (options_.qps <= 0) return std::chrono::nanoseconds(0);
   std::lock_guard lock(mu_);
-  refill(clock_());
-  tokens_ -= 1.0;
-  if (tokens_ >= 0) return std::chrono::nanoseconds(0);
-  return std::chrono::nanoseconds(static_cast<std::int64_t>(-tokens_ / options_.qps * 1e9));
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(bucket_.reserve());
 }
 
 Status RateLimiter::acquire(std::stop_token stop) {
@@ -50,12 +41,7 @@ Status RateLimiter::acquire(std::stop_token stop) {
       explicit Waiting(std::atomic<std::size_t>& count) : n(count) { ++n; }
       ~Waiting() { --n; }
     } waiting(waiting_);
-    if (sleep_) {
-      sleep_(wait);
-    } else {
-      std::unique_lock lock(mu_);
-      stop_cv_.wait_for(lock, stop, wait, [] { return false; });
-    }
+    clock_->sleep_for(wait, stop);
   }
   if (stop.stop_requested()) return cancelled();
   return Ok{};

@@ -10,6 +10,7 @@
 
 #include "detail/json.h"
 #include "kinformer/client/api_error.h"
+#include "kinformer/client/pager.h"
 #include "protobuf/negotiation.h"
 #include "transport.h"
 
@@ -325,34 +326,8 @@ Result<ObjectList> RestClient::list(const ResourceType& type, std::string_view n
 
 Result<ObjectList> RestClient::list_all(const ResourceType& type, std::string_view ns, ListOptions options) {
   if (options.limit <= 0) options.limit = 500;
-  ListOptions first = options;
-  first.continue_token.clear();
-  bool restarted = false;
-  ObjectList all;
-  ListOptions page = first;
-  for (;;) {
-    auto r = impl_->list(type, ns, page);
-    if (!r) {
-      if (r.error().is_expired() && !page.continue_token.empty() && !restarted) {
-        // The continue token expired: relist from scratch (a consistent snapshot), once.
-        restarted = true;
-        all = ObjectList{};
-        page = first;
-        page.resource_version.reset();
-        page.resource_version_match.clear();
-        continue;
-      }
-      return r;
-    }
-    ObjectList& got = r.value();
-    all.items.insert(all.items.end(), std::make_move_iterator(got.items.begin()), std::make_move_iterator(got.items.end()));
-    all.resource_version = got.resource_version;
-    if (got.continue_token.empty()) return all;
-    page.continue_token = got.continue_token;
-    // resourceVersion together with continue is a 400: the token pins the snapshot.
-    page.resource_version.reset();
-    page.resource_version_match.clear();
-  }
+  ListPager pager([&](const ListOptions& page) { return impl_->list(type, ns, page); });
+  return pager.list(std::move(options));
 }
 
 Result<ObjectPtr> RestClient::create(const ResourceType& type, const Object& object) {

@@ -1,30 +1,10 @@
 #include "kinformer/informer/clock.h"
 
-#include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <random>
 
 namespace kinformer::informer {
-namespace {
-
-class SystemClock final : public Clock {
- public:
-  TimePoint now() const override { return std::chrono::steady_clock::now(); }
-  bool sleep_for(Duration duration, std::stop_token stop) override {
-    std::mutex mu;
-    std::condition_variable_any cv;
-    std::unique_lock lock(mu);
-    cv.wait_for(lock, stop, duration, [] { return false; });
-    return !stop.stop_requested();
-  }
-};
-
-}  // namespace
-
-ClockPtr system_clock() {
-  static const ClockPtr clock = std::make_shared<SystemClock>();
-  return clock;
-}
 
 RandomSource default_random() {
   struct State {

@@ -77,6 +77,7 @@ SharedInformer& InformerFactory::informer(const client::ResourceType& type, cons
   config.reflector.page_size = options_.page_size;
   config.reflector.watch_list_initial_events_timeout = options_.watch_list_initial_events_timeout;
   config.reflector.min_watch_duration = options_.min_watch_duration;
+  config.reflector.make_backoff = options_.make_backoff;
   config.reflector.backoff = options_.backoff;
   config.reflector.clock = options_.clock;
   config.reflector.random = options_.random;

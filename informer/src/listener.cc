@@ -26,12 +26,14 @@ bool Listener::SlotEq::operator()(const Probe& p, std::uint32_t i) const noexcep
 }
 
 Listener::Listener(ResourceEventHandlerPtr handler, std::string name, std::uint64_t id,
-                   std::shared_ptr<InformerMetrics> metrics, HandlerExecutorPtr executor, const client::Logger& log)
+                   std::shared_ptr<InformerMetrics> metrics, HandlerExecutorPtr executor, const client::Logger& log,
+                   ClockPtr clock)
     : handler_(std::move(handler)),
       name_(std::move(name)),
       id_(id),
       log_(log.with("informer", {{"handler", name_}, {"handler_id", std::to_string(id_)}})),
       executor_(std::move(executor)),
+      clock_(std::move(clock)),
       informer_metrics_(std::move(metrics)),
       metrics_(std::make_unique<HandlerMetrics>(*informer_metrics_, name_, id_)),
       index_(0, SlotHash{&slots_}, SlotEq{&slots_}) {
@@ -87,7 +89,7 @@ void Listener::shrink_if_idle() {
   clear_pending();
 }
 
-HandlerExecutor::Strand* Listener::enqueue(std::span<const Delta> batch, std::chrono::steady_clock::time_point enqueued) {
+HandlerExecutor::Strand* Listener::enqueue(std::span<const Delta> batch, Clock::TimePoint enqueued) {
   std::lock_guard lock(mu_);
   if (stopped_) return nullptr;
   for (const Delta& d : batch) {
@@ -248,8 +250,7 @@ bool Listener::drain() {
     if (stopped_.load(std::memory_order_acquire)) break;
     in_batch_.fetch_sub(1);  // being delivered: no longer waiting
     // Read per callback: with a slow handler, the last of a batch waits for all before it.
-    metrics_->delivery_lag.Observe(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - n.enqueued).count());
+    metrics_->delivery_lag.Observe(std::chrono::duration<double>(clock_->now() - n.enqueued).count());
     deliver(n);
   }
   tl_current = outer;

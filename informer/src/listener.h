@@ -15,6 +15,7 @@
 #include <boost/unordered/unordered_flat_set.hpp>
 
 #include "detail/coalesce.h"
+#include "kinformer/informer/clock.h"
 #include "kinformer/informer/event_handler.h"
 #include "kinformer/informer/handler_executor.h"
 #include "kinformer/informer/metrics.h"
@@ -49,8 +50,10 @@ class Listener : public std::enable_shared_from_this<Listener> {
   static constexpr std::size_t kBatch = 64;
 
   /// `log`: the informer's logger (this listener adds handler and handler_id to its lines).
+  /// `clock`: the informer's (enqueue() times are on it; the delivery lag is measured on it).
   Listener(ResourceEventHandlerPtr handler, std::string name, std::uint64_t id,
-           std::shared_ptr<InformerMetrics> metrics, HandlerExecutorPtr executor, const client::Logger& log);
+           std::shared_ptr<InformerMetrics> metrics, HandlerExecutorPtr executor, const client::Logger& log,
+           ClockPtr clock);
   ~Listener();
 
   /// Creates the strand (and wakes it if notifications are already pending).
@@ -59,8 +62,7 @@ class Listener : public std::enable_shared_from_this<Listener> {
   /// nothing is pending or the listener is not started): the caller wakes it, once per batch,
   /// possibly together with other listeners' strands (HandlerExecutor::wake_all). The pointer
   /// stays valid while the caller holds this listener (the strand is set once, never reset).
-  [[nodiscard]] HandlerExecutor::Strand* enqueue(std::span<const Delta> batch,
-                                                 std::chrono::steady_clock::time_point enqueued);
+  [[nodiscard]] HandlerExecutor::Strand* enqueue(std::span<const Delta> batch, Clock::TimePoint enqueued);
   /// Every notification enqueued so far belongs to this handler's initial state.
   void mark_sync_barrier();
   /// Stops delivering: pending notifications are dropped, no callback starts after this returns
@@ -131,6 +133,7 @@ class Listener : public std::enable_shared_from_this<Listener> {
   const std::uint64_t id_;
   const client::Logger log_;
   const HandlerExecutorPtr executor_;
+  const ClockPtr clock_;
   std::shared_ptr<InformerMetrics> informer_metrics_;
   std::unique_ptr<HandlerMetrics> metrics_;
 

@@ -71,14 +71,46 @@ InformerMetrics::InformerMetrics(std::shared_ptr<Metrics> fp, const std::string&
       keep_(std::move(fp)),
       labels_{{"resource", resource}, {"namespace", ns}, {"selector", selector}} {}
 
-prometheus::Counter& InformerMetrics::restarts(WatchRestartReason reason) {
+void InformerMetrics::watch_opened() {
+  watch_starts.Increment();
+  open_watches.Increment();
+}
+
+void InformerMetrics::watch_closed() { open_watches.Decrement(); }
+
+void InformerMetrics::watch_ended(WatchRestartReason reason) {
   switch (reason) {
-    case WatchRestartReason::timeout: return restarts_timeout;
-    case WatchRestartReason::expired: return restarts_expired;
-    case WatchRestartReason::error: return restarts_error;
-    case WatchRestartReason::shutdown: break;
+    case WatchRestartReason::timeout: restarts_timeout.Increment(); break;
+    case WatchRestartReason::expired: restarts_expired.Increment(); break;
+    case WatchRestartReason::error:
+    case WatchRestartReason::too_short: restarts_error.Increment(); break;
+    case WatchRestartReason::shutdown: restarts_shutdown.Increment(); break;
+    case WatchRestartReason::no_initial_events_end:
+    case WatchRestartReason::initial_events_timeout: break;  // WatchList fallbacks, counted there
   }
-  return restarts_shutdown;
+}
+
+void InformerMetrics::event(client::EventType type) {
+  switch (type) {
+    case client::EventType::added: events_added.Increment(); break;
+    case client::EventType::modified: events_modified.Increment(); break;
+    case client::EventType::deleted: events_deleted.Increment(); break;
+    case client::EventType::bookmark: events_bookmark.Increment(); break;
+  }
+}
+
+void InformerMetrics::synced(bool initial, double seconds) {
+  (initial ? initial_lists : relists).Increment();
+  list_duration.Observe(seconds);
+}
+
+void InformerMetrics::backoff_waited() { backoff_waits.Increment(); }
+
+void InformerMetrics::budget_denied() { budget_denials.Increment(); }
+
+void InformerMetrics::watch_list_fell_back(WatchListFallback why) {
+  (why == WatchListFallback::initial_events_timeout ? watch_list_fallbacks_timeout : watch_list_fallbacks_refused)
+      .Increment();
 }
 
 prometheus::Counter& InformerMetrics::request_errors(std::string_view verb, std::string_view reason) {

@@ -5,7 +5,8 @@
 #include <thread>
 #include <unordered_map>
 
-#include "kinformer/informer/metrics.h"
+#include "kinformer/client/error.h"
+#include "kinformer/client/pager.h"
 
 namespace kinformer::informer {
 namespace {
@@ -69,34 +70,54 @@ class InitialEventsTimer {
   std::jthread thread_;    // last: starts after, and is joined before, the fields above go
 };
 
-// Counts an open watch for as long as it lives.
-class OpenWatchGauge {
+// Reports an open watch for as long as it lives.
+class OpenWatch {
  public:
-  explicit OpenWatchGauge(InformerMetrics* m) : m_(m) {
-    if (m_ != nullptr) m_->open_watches.Increment();
-  }
-  ~OpenWatchGauge() {
-    if (m_ != nullptr) m_->open_watches.Decrement();
-  }
-  OpenWatchGauge(const OpenWatchGauge&) = delete;
-  OpenWatchGauge& operator=(const OpenWatchGauge&) = delete;
+  explicit OpenWatch(ReflectorMetrics& m) : m_(m) { m_.watch_opened(); }
+  ~OpenWatch() { m_.watch_closed(); }
+  OpenWatch(const OpenWatch&) = delete;
+  OpenWatch& operator=(const OpenWatch&) = delete;
 
  private:
-  InformerMetrics* m_;
+  ReflectorMetrics& m_;
+};
+
+class NullReflectorMetrics final : public ReflectorMetrics {
+ public:
+  void watch_opened() override {}
+  void watch_closed() override {}
+  void watch_ended(WatchRestartReason) override {}
+  void event(client::EventType) override {}
+  void synced(bool, double) override {}
+  void backoff_waited() override {}
+  void budget_denied() override {}
+  void watch_list_fell_back(WatchListFallback) override {}
 };
 
 }  // namespace
+
+ReflectorMetrics& ReflectorMetrics::null() {
+  static NullReflectorMetrics metrics;
+  return metrics;
+}
 
 Reflector::Reflector(client::ListerWatcher& lister_watcher, ReflectorSink& sink, ReflectorOptions options)
     : lw_(lister_watcher),
       sink_(sink),
       options_(std::move(options)),
-      backoff_(options_.backoff, options_.clock ? options_.clock : system_clock(),
-               options_.random ? options_.random : default_random()),
+      metrics_(options_.metrics != nullptr ? *options_.metrics : ReflectorMetrics::null()),
       log_(options_.log.with("reflector", options_.name.empty() ? std::vector<client::LogField>{}
                                                                 : std::vector<client::LogField>{{"informer", options_.name}})) {
-  if (!options_.clock) options_.clock = system_clock();
-  if (!options_.random) options_.random = default_random();
+  if (!options_.clock || !options_.random) {
+    throw client::ConfigError("Reflector " + options_.name +
+                              ": ReflectorOptions::clock and ::random are required (InformerFactory sets them)");
+  }
+  backoff_ = options_.make_backoff
+                 ? options_.make_backoff()
+                 : std::make_unique<JitteredExponentialBackoff>(options_.backoff, options_.clock, options_.random);
+  if (!backoff_) {
+    throw client::ConfigError("Reflector " + options_.name + ": ReflectorOptions::make_backoff returned null");
+  }
 }
 
 std::string Reflector::last_sync_resource_version() const { return rv(); }
@@ -147,19 +168,19 @@ bool Reflector::set_stream(client::WatchStream* stream, std::stop_token stop) {
 bool Reflector::wait(const Next& next, std::stop_token stop) {
   if (next.wait == Wait::none) return !stop.stop_requested();
   const client::Error* error = next.error ? &*next.error : nullptr;
-  Clock::Duration wait = next.wait == Wait::backoff ? backoff_.next() : Clock::Duration::zero();
+  Clock::Duration wait = next.wait == Wait::backoff ? backoff_->next() : Clock::Duration::zero();
   if (error != nullptr && error->retry_after) {
     wait = std::max<Clock::Duration>(wait, *error->retry_after);
   }
   if (options_.budget) {
     auto budget_wait = options_.budget->reserve();
     if (budget_wait > Clock::Duration::zero()) {
-      if (options_.metrics) options_.metrics->budget_denials.Increment();
+      metrics_.budget_denied();
       wait = std::max(wait, budget_wait);
     }
   }
   if (wait > Clock::Duration::zero()) {
-    if (options_.metrics) options_.metrics->backoff_waits.Increment();
+    metrics_.backoff_waited();
     return options_.clock->sleep_for(wait, stop);
   }
   return !stop.stop_requested();
@@ -171,10 +192,7 @@ void Reflector::synced(const std::string& resource_version, std::vector<client::
   // The RV first: on_replace publishes "synced", and a waiter woken by it reads the RV.
   set_rv(resource_version);
   sink_.on_replace(std::move(items), resource_version);
-  if (options_.metrics) {
-    (listed_once_ ? options_.metrics->relists : options_.metrics->initial_lists).Increment();
-    options_.metrics->list_duration.Observe(seconds_since(started, *options_.clock));
-  }
+  metrics_.synced(!listed_once_, seconds_since(started, *options_.clock));
   listed_once_ = true;
 }
 
@@ -216,44 +234,38 @@ client::ListOptions Reflector::rewatch_options() {
 
 client::Status Reflector::list_and_replace(std::stop_token stop) {
   auto start = options_.clock->now();
-  client::ListOptions opts = list_options();
-  std::vector<client::ObjectPtr> items;
-  std::string list_rv;
-  for (;;) {
-    if (stop.stop_requested()) return client::Error::make(client::Errc::cancelled, "stopped");
-    opts.stop = stop;  // stop() does not wait for the client's rate limiter
-    auto page = lw_.list(opts);
-    if (!page) {
-      client::Error e = std::move(page).error();
-      if (e.is_resource_version_too_large()) rv_unavailable_ = true;  // the server is behind us
-      if (e.is_expired()) rv_unavailable_ = true;  // expired RV or continue token: from scratch
-      if (e.code == client::Errc::too_large && opts.continue_token.empty() && opts.resource_version == "0") {
-        // RV "0" is served from the watch cache, which (on many servers) ignores limit: the
-        // whole list comes in one response, and it will be too large every time. A consistent
-        // read with limit is paginated (by etcd); every list at "0" from now on is one.
-        log_.warn("list at resourceVersion 0 too large, falling back to a paginated consistent list",
-                  {{"error", e.to_string()}});
-        list_at_zero_too_large_ = true;
-        opts = list_options();
-        continue;
-      }
-      return e;
+  client::ListPagerOptions paging;
+  // An expired continue token is a 410 like any other on a list: returned, so that the next
+  // sync relists at an unset resourceVersion after backoff and a budget token (after_list).
+  paging.restarts_on_expired_continue = 0;
+  paging.restart = [this](const client::Error& e, const client::ListOptions& page) -> std::optional<client::ListOptions> {
+    if (e.code == client::Errc::too_large && page.continue_token.empty() && page.resource_version == "0") {
+      // RV "0" is served from the watch cache, which (on many servers) ignores limit: the
+      // whole list comes in one response, and it will be too large every time. A consistent
+      // read with limit is paginated (by etcd); every list at "0" from now on is one.
+      log_.warn("list at resourceVersion 0 too large, falling back to a paginated consistent list",
+                {{"error", e.to_string()}});
+      list_at_zero_too_large_ = true;
+      return list_options();
     }
-    auto& list = page.value();
-    if (items.empty()) {
-      items = std::move(list.items);
-    } else {
-      items.insert(items.end(), std::make_move_iterator(list.items.begin()),
-                   std::make_move_iterator(list.items.end()));
-    }
-    list_rv = list.resource_version;
-    if (list.continue_token.empty()) break;
-    opts.continue_token = list.continue_token;
-    // A resourceVersion or resourceVersionMatch together with continue is a 400.
-    opts.resource_version.reset();
-    opts.resource_version_match.clear();
+    return std::nullopt;
+  };
+  client::ListPager pager(
+      [&](const client::ListOptions& page) -> client::Result<client::ObjectList> {
+        if (stop.stop_requested()) return client::Error::make(client::Errc::cancelled, "stopped");
+        client::ListOptions opts = page;
+        opts.stop = stop;  // stop() does not wait for the client's rate limiter
+        return lw_.list(opts);
+      },
+      std::move(paging));
+  auto list = pager.list(list_options());
+  if (!list) {
+    client::Error e = std::move(list).error();
+    if (e.is_resource_version_too_large()) rv_unavailable_ = true;  // the server is behind us
+    if (e.is_expired()) rv_unavailable_ = true;  // expired RV or continue token: from scratch
+    return e;
   }
-  synced(list_rv, std::move(items), start);
+  synced(list.value().resource_version, std::move(list.value().items), start);
   return client::Ok{};
 }
 
@@ -262,7 +274,11 @@ Reflector::WatchOutcome Reflector::watch(const client::ListOptions& opts, Phase 
   out.phase = phase;
   auto fail = [&](client::Error e) {
     // A cancellation that stop() did not ask for is a failure like any other: retried.
-    out.end = stop.stop_requested() ? WatchEnd::stopped : WatchEnd::failed;
+    if (stop.stop_requested()) {
+      out.end = WatchRestartReason::shutdown;
+    } else {
+      out.end = is_rv_unusable(e) ? WatchRestartReason::expired : WatchRestartReason::error;
+    }
     out.error = std::move(e);
     return out;
   };
@@ -270,16 +286,14 @@ Reflector::WatchOutcome Reflector::watch(const client::ListOptions& opts, Phase 
   auto opened = lw_.watch(opts);
   if (!opened) return fail(std::move(opened).error());
   client::WatchStreamPtr stream = std::move(opened).value();
-  InformerMetrics* m = options_.metrics;
-  if (m) m->watch_starts.Increment();
-  OpenWatchGauge gauge(m);
+  OpenWatch open(metrics_);
   struct Detach {  // the stream is not cancellable by stop() once it is gone
     Reflector* r;
     std::stop_token stop;
     ~Detach() { r->set_stream(nullptr, stop); }
   } detach{this, stop};
   if (!set_stream(stream.get(), stop)) {
-    out.end = WatchEnd::stopped;
+    out.end = WatchRestartReason::shutdown;
     return out;
   }
   // The initial-events phase: the events build the new state, and the bookmark that ends them
@@ -296,17 +310,17 @@ Reflector::WatchOutcome Reflector::watch(const client::ListOptions& opts, Phase 
     if (!next || !next.value().has_value()) {
       bool timer_fired = timer && timer->fired();
       if (stop.stop_requested()) {
-        out.end = WatchEnd::stopped;
+        out.end = WatchRestartReason::shutdown;
       } else if (timer_fired) {
-        out.end = WatchEnd::initial_events_timeout;  // the timer cancelled the stream
+        out.end = WatchRestartReason::initial_events_timeout;  // the timer cancelled the stream
       } else if (!next) {
         return fail(std::move(next).error());
       } else if (out.phase == Phase::initial_events) {
-        out.end = WatchEnd::no_initial_events_end;  // the server ignores sendInitialEvents
+        out.end = WatchRestartReason::no_initial_events_end;  // the server ignores sendInitialEvents
       } else if (!delivered && options_.clock->now() - opened_at < options_.min_watch_duration) {
-        out.end = WatchEnd::too_short;
+        out.end = WatchRestartReason::too_short;
       } else {
-        out.end = WatchEnd::clean;
+        out.end = WatchRestartReason::timeout;
       }
       return out;
     }
@@ -314,7 +328,7 @@ Reflector::WatchOutcome Reflector::watch(const client::ListOptions& opts, Phase 
     if (!ev.object) continue;
     delivered = true;
     std::string ev_rv = ev.object->metadata.resource_version;
-    if (ev.type == client::EventType::bookmark && m) m->events_bookmark.Increment();
+    if (ev.type == client::EventType::bookmark || out.phase == Phase::steady) metrics_.event(ev.type);
     if (out.phase == Phase::initial_events) {
       if (ev.type != client::EventType::bookmark) {
         if (ev.type == client::EventType::deleted) {
@@ -324,7 +338,7 @@ Reflector::WatchOutcome Reflector::watch(const client::ListOptions& opts, Phase 
         }
       } else if (is_initial_events_end(*ev.object)) {
         if (timer && !timer->disarm()) {
-          out.end = WatchEnd::initial_events_timeout;  // it fired meanwhile: the stream is cancelled
+          out.end = WatchRestartReason::initial_events_timeout;  // it fired meanwhile: the stream is cancelled
           return out;
         }
         timer.reset();
@@ -338,22 +352,10 @@ Reflector::WatchOutcome Reflector::watch(const client::ListOptions& opts, Phase 
       }
       continue;
     }
-    switch (ev.type) {
-      case client::EventType::bookmark:
-        sink_.on_resource_version(ev_rv);
-        break;
-      case client::EventType::added:
-        if (m) m->events_added.Increment();
-        sink_.on_event(ev.type, std::move(ev.object));
-        break;
-      case client::EventType::modified:
-        if (m) m->events_modified.Increment();
-        sink_.on_event(ev.type, std::move(ev.object));
-        break;
-      case client::EventType::deleted:
-        if (m) m->events_deleted.Increment();
-        sink_.on_event(ev.type, std::move(ev.object));
-        break;
+    if (ev.type == client::EventType::bookmark) {
+      sink_.on_resource_version(ev_rv);
+    } else {
+      sink_.on_event(ev.type, std::move(ev.object));
     }
     set_rv(ev_rv);
   }
@@ -366,51 +368,47 @@ Reflector::Next Reflector::after_list(client::Status status, std::stop_token sto
   return {Step::sync, Wait::backoff, std::move(status).error()};
 }
 
-Reflector::Next Reflector::fall_back_to_list(const std::string& why, prometheus::Counter* counter) {
+Reflector::Next Reflector::fall_back_to_list(const std::string& why, WatchListFallback reason) {
   log_.warn("WatchList failed, falling back to LIST for this sync", {{"reason", why}});
   set_watch_list_fell_back(true);
-  if (counter != nullptr) counter->Increment();
+  metrics_.watch_list_fell_back(reason);
   return {Step::list};
 }
 
 Reflector::Next Reflector::after_watch(WatchOutcome out) {
-  InformerMetrics* m = options_.metrics;
   if (out.phase == Phase::initial_events) {
     // A WatchList sync attempt that did not complete.
     switch (out.end) {
-      case WatchEnd::stopped:
+      case WatchRestartReason::shutdown:
         return {Step::stop};
-      case WatchEnd::initial_events_timeout:
+      case WatchRestartReason::initial_events_timeout:
         return fall_back_to_list("no " + std::string(kInitialEventsEndAnnotation) + " bookmark within " +
                                      std::to_string(options_.watch_list_initial_events_timeout.count()) + " ms",
-                                 m ? &m->watch_list_fallbacks_timeout : nullptr);
-      case WatchEnd::no_initial_events_end:
-        return fall_back_to_list("stream ended before the initial-events-end bookmark",
-                                 m ? &m->watch_list_fallbacks_refused : nullptr);
+                                 WatchListFallback::initial_events_timeout);
+      case WatchRestartReason::no_initial_events_end:
+        return fall_back_to_list("stream ended before the initial-events-end bookmark", WatchListFallback::refused);
       default:
         break;
     }
     client::Error& e = out.error;
     if (is_rv_unusable(e)) rv_unavailable_ = true;
     if (is_watch_list_refusal(e)) {
-      return fall_back_to_list(e.to_string(), m ? &m->watch_list_fallbacks_refused : nullptr);
+      return fall_back_to_list(e.to_string(), WatchListFallback::refused);
     }
     // Transient: back off and retry as a WatchList.
     log_.warn("WatchList failed, retrying as WatchList", {{"error", e.to_string()}});
     return {Step::sync, Wait::backoff, std::move(e)};
   }
+  metrics_.watch_ended(out.end);
   switch (out.end) {
-    case WatchEnd::stopped:
-      if (m) m->restarts_shutdown.Increment();
+    case WatchRestartReason::shutdown:
       return {Step::stop};
-    case WatchEnd::clean:
+    case WatchRestartReason::timeout:
       // Rewatch from the last RV without relisting; reconnects still spend budget.
-      if (m) m->restarts_timeout.Increment();
       return {Step::watch, Wait::budget};
-    case WatchEnd::too_short:
+    case WatchRestartReason::too_short:
       // client-go's "very short watch": a server or proxy that closes watches at once would
       // otherwise be rewatched at the budget's full rate forever. Back off, then relist.
-      if (m) m->restarts_error.Increment();
       log_.warn("watch ended at once without events, backing off and relisting", {{"rv", rv()}});
       return {Step::sync, Wait::backoff};
     default:
@@ -418,17 +416,14 @@ Reflector::Next Reflector::after_watch(WatchOutcome out) {
   }
   client::Error& e = out.error;
   if (e.is_expired()) {
-    if (m) m->restarts_expired.Increment();
     log_.info("watch expired, relisting", {{"rv", rv()}});
     return {Step::sync, Wait::budget};  // at the last synced RV; a 410 on that list goes to ""
   }
   if (e.is_resource_version_too_large()) {
-    if (m) m->restarts_expired.Increment();
     log_.warn("resource version too large, relisting at an unset resourceVersion", {{"rv", rv()}});
     rv_unavailable_ = true;  // the server is behind our RV: relist at ""
     return {Step::sync, Wait::budget, std::move(e)};  // after its Retry-After (1 s for this one)
   }
-  if (m) m->restarts_error.Increment();
   log_.warn("watch failed, rewatching", {{"rv", rv()}, {"error", e.to_string()}});
   return {Step::watch, Wait::backoff, std::move(e)};
 }

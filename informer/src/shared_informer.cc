@@ -53,7 +53,7 @@ Registration SharedInformer::add_handler(ResourceEventHandlerPtr handler, Handle
   std::uint64_t id = g_next_handler_id.fetch_add(1);
   std::string name = options.name.empty() ? "handler-" + std::to_string(id) : std::move(options.name);
   auto listener = std::make_shared<detail::Listener>(std::move(handler), std::move(name), id,
-                                                     config_.metrics, executor_, log_);
+                                                     config_.metrics, executor_, log_, config_.reflector.clock);
   std::lock_guard lock(dist_mu_);
   if (stopped_) {
     listener->request_stop();
@@ -64,7 +64,7 @@ Registration SharedInformer::add_handler(ResourceEventHandlerPtr handler, Handle
   store_->for_each([&](const client::ObjectPtr& o) {
     snapshot.push_back(detail::make_delta(detail::Notification::Kind::add, nullptr, o, true));
   });
-  if (auto* strand = listener->enqueue(snapshot, std::chrono::steady_clock::now())) strand->wake();
+  if (auto* strand = listener->enqueue(snapshot, config_.reflector.clock->now())) strand->wake();
   if (synced_) listener->mark_sync_barrier();
   auto next = std::make_shared<ListenerList>(*listeners_);
   next->push_back(listener);
@@ -95,7 +95,7 @@ void SharedInformer::fan_out(const ListenerList& to, std::span<const detail::Del
   // A large batch (a list) goes out in chunks, each to every handler in turn: all handlers start
   // on it at once, and a chunk's objects are still in the cache for the next handler.
   constexpr std::size_t kChunk = 256;
-  auto now = std::chrono::steady_clock::now();
+  auto now = config_.reflector.clock->now();
   std::vector<HandlerExecutor::Strand*>& wake = wake_;  // fanout_mu_ held: reused
   wake.clear();  // after an exception in an earlier call, it may hold stale pointers
   for (std::size_t at = 0; at < batch.size(); at += kChunk) {
@@ -284,8 +284,8 @@ void SharedInformer::on_resource_version(const std::string& rv) {
 
 void SharedInformer::resync_loop(std::stop_token stop) {
   using K = detail::Notification::Kind;
-  ClockPtr clock = config_.reflector.clock ? config_.reflector.clock : system_clock();
-  while (clock->sleep_for(config_.resync, stop)) {
+  Clock& clock = *config_.reflector.clock;
+  while (clock.sleep_for(config_.resync, stop)) {
     // Under fanout_mu_ and dist_mu_: a resync must not come between a change the reflector
     // stored and its notification, nor hand out a state older than a stored change.
     std::lock_guard fanout(fanout_mu_);

@@ -8,17 +8,13 @@
 #include <thread>
 #include <vector>
 
+#include "fake_clock.h"
+
 namespace kinformer::client {
 namespace {
 
 using namespace std::chrono_literals;
-
-struct FakeClock {
-  std::chrono::steady_clock::time_point now{};
-  RateLimiter::Clock fn() {
-    return [this] { return now; };
-  }
-};
+using testing::FakeClock;
 
 TEST(RateLimiter, DefaultsMatchClientGo) {
   RateLimiter limiter;
@@ -27,53 +23,50 @@ TEST(RateLimiter, DefaultsMatchClientGo) {
 }
 
 TEST(RateLimiter, BurstThenQps) {
-  FakeClock clock;
-  RateLimiter limiter({.qps = 5, .burst = 10}, clock.fn());
+  auto clock = std::make_shared<FakeClock>();
+  RateLimiter limiter({.qps = 5, .burst = 10}, clock);
   for (int i = 0; i < 10; ++i) EXPECT_TRUE(limiter.try_acquire()) << i;
   EXPECT_FALSE(limiter.try_acquire());
-  clock.now += 199ms;
+  clock->advance(199ms);
   EXPECT_FALSE(limiter.try_acquire());
-  clock.now += 1ms;
+  clock->advance(1ms);
   EXPECT_TRUE(limiter.try_acquire());
   EXPECT_FALSE(limiter.try_acquire());
-  clock.now += 10s;  // refills to burst, not beyond
+  clock->advance(10s);  // refills to burst, not beyond
   for (int i = 0; i < 10; ++i) EXPECT_TRUE(limiter.try_acquire());
   EXPECT_FALSE(limiter.try_acquire());
 }
 
 TEST(RateLimiter, ReserveReturnsWaits) {
-  FakeClock clock;
-  RateLimiter limiter({.qps = 10, .burst = 1}, clock.fn());
+  auto clock = std::make_shared<FakeClock>();
+  RateLimiter limiter({.qps = 10, .burst = 1}, clock);
   auto ms = [](std::chrono::nanoseconds d) { return static_cast<double>(d.count()) / 1e6; };
   EXPECT_EQ(limiter.reserve(), 0ns);
   EXPECT_NEAR(ms(limiter.reserve()), 100, 0.01);
   EXPECT_NEAR(ms(limiter.reserve()), 200, 0.01);
-  clock.now += 200ms;
+  clock->advance(200ms);
   EXPECT_NEAR(ms(limiter.reserve()), 100, 0.01);
 }
 
 TEST(RateLimiter, AcquireSleepsForTheReservedWait) {
-  FakeClock clock;
-  std::vector<std::chrono::nanoseconds> sleeps;
-  auto sleep = [&](std::chrono::nanoseconds d) {
-    sleeps.push_back(d);
-    clock.now += d;  // the sleep lets time pass
-  };
-  RateLimiter limiter({.qps = 10, .burst = 2}, clock.fn(), sleep);
+  auto clock = std::make_shared<FakeClock>();  // its sleeps let time pass
+  RateLimiter limiter({.qps = 10, .burst = 2}, clock);
   ASSERT_TRUE(limiter.acquire());
   ASSERT_TRUE(limiter.acquire());
-  EXPECT_TRUE(sleeps.empty());  // the burst is free
+  EXPECT_TRUE(clock->sleeps().empty());  // the burst is free
   ASSERT_TRUE(limiter.acquire());  // the bucket is empty: wait 1/qps for the next token
+  auto sleeps = clock->sleeps();
   ASSERT_EQ(sleeps.size(), 1u);
   EXPECT_NEAR(static_cast<double>(sleeps[0].count()), 100e6, 1e3);
   ASSERT_TRUE(limiter.acquire());
+  sleeps = clock->sleeps();
   ASSERT_EQ(sleeps.size(), 2u);
   EXPECT_NEAR(static_cast<double>(sleeps[1].count()), 100e6, 1e3);
   EXPECT_FALSE(limiter.try_acquire());  // the sleeps used the tokens they waited for
-  clock.now += 1s;                      // idle: the burst refills, no sleeping
+  clock->advance(1s);                   // idle: the burst refills, no sleeping
   ASSERT_TRUE(limiter.acquire());
   ASSERT_TRUE(limiter.acquire());
-  EXPECT_EQ(sleeps.size(), 2u);
+  EXPECT_EQ(clock->sleeps().size(), 2u);
 }
 
 // A waiter sleeping for its token (20 s here) wakes as soon as its stop token is triggered and
@@ -81,10 +74,10 @@ TEST(RateLimiter, AcquireSleepsForTheReservedWait) {
 // reserved; stopping before or during its sleep must both end it.
 TEST(RateLimiter, AcquireIsCancelledByItsStopToken) {
   std::atomic<int> clock_calls{0};
-  auto clock = [&] {
+  auto clock = std::make_shared<testing::FunctionClock>([&] {  // waits are the real ones
     ++clock_calls;
     return std::chrono::steady_clock::time_point{};
-  };
+  });
   RateLimiter limiter({.qps = 0.05, .burst = 1}, clock);
   ASSERT_TRUE(limiter.try_acquire());  // the bucket is now empty
   std::stop_source stop;

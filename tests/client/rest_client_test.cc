@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "fake_apiserver.h"
+#include "fake_clock.h"
 #include "kinformer/client/dynamic_object.h"
 #include "temp_files.h"
 
@@ -283,7 +284,8 @@ TEST(RestClient, RateLimiterDelaysNonWatchRequests) {
   FakeApiServer server;
   server.on("GET", "/x", [](const Request&) { return Reply::text("ok"); });
   auto now = std::make_shared<std::chrono::steady_clock::time_point>();
-  auto limiter = std::make_shared<RateLimiter>(RateLimiter::Options{.qps = 1000, .burst = 2}, [now] { return *now; });
+  auto limiter = std::make_shared<RateLimiter>(RateLimiter::Options{.qps = 1000, .burst = 2},
+                                               std::make_shared<testing::FunctionClock>([now] { return *now; }));
   RestClientOptions options = unlimited();
   options.rate_limiter = limiter;
   RestClient client(server.cluster_config(), options);
@@ -300,10 +302,11 @@ TEST(RestClient, ShutdownWakesRequestsWaitingForTheRateLimiter) {
   server.on("GET", "/x", [](const Request&) { return Reply::text("ok"); });
   auto clock_calls = std::make_shared<std::atomic<int>>(0);
   auto limiter =
-      std::make_shared<RateLimiter>(RateLimiter::Options{.qps = 0.05, .burst = 1}, [clock_calls] {
-        ++*clock_calls;
-        return std::chrono::steady_clock::time_point{};
-      });
+      std::make_shared<RateLimiter>(RateLimiter::Options{.qps = 0.05, .burst = 1},
+                                    std::make_shared<testing::FunctionClock>([clock_calls] {
+                                      ++*clock_calls;
+                                      return std::chrono::steady_clock::time_point{};
+                                    }));
   ASSERT_TRUE(limiter->try_acquire());  // the bucket is now empty
   RestClientOptions options = unlimited();
   options.rate_limiter = limiter;
@@ -499,9 +502,9 @@ TEST(RestClientWatch, WatchesAreNotRateLimited) {
     cv.notify_all();
     if (sleeps == 1) cv.wait(lock, [&] { return release; });  // only the first waiter blocks
   };
-  auto limiter = std::make_shared<RateLimiter>(RateLimiter::Options{.qps = 0.001, .burst = 1},
-                                               [] { return std::chrono::steady_clock::time_point{}; },
-                                               sleep);
+  auto limiter = std::make_shared<RateLimiter>(
+      RateLimiter::Options{.qps = 0.001, .burst = 1},
+      std::make_shared<testing::FunctionClock>([] { return std::chrono::steady_clock::time_point{}; }, sleep));
   ASSERT_TRUE(limiter->try_acquire());  // the bucket is now empty
   RestClientOptions options = unlimited();
   options.rate_limiter = limiter;

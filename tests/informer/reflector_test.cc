@@ -326,6 +326,145 @@ TEST(ReflectorTest, InitialListFailuresBackOffHonourRetryAfterAndRetry) {
   EXPECT_NE(inf.store().get("ns/a"), nullptr);
 }
 
+// The backoff is injected (FactoryOptions::make_backoff, one per reflector, as Envoy injects its
+// backoff strategy): each failure waits what that backoff says, not the default's 1.2 s, 2.4 s.
+TEST(ReflectorTest, AnInjectedBackoffDecidesTheWaitAfterEachFailure) {
+  struct RecordingBackoff : Backoff {
+    std::shared_ptr<std::atomic<int>> calls;
+    Clock::Duration next() override { return std::chrono::seconds(3) * ++*calls; }  // 3 s, 6 s, ...
+    void reset() override {}
+  };
+  auto calls = std::make_shared<std::atomic<int>>(0);
+  auto made = std::make_shared<std::atomic<int>>(0);
+  FactoryOptions o;
+  o.make_backoff = [calls, made] {
+    ++*made;
+    auto b = std::make_unique<RecordingBackoff>();
+    b->calls = calls;
+    return b;
+  };
+  Env env(o);
+  env.fake->add_list(api_error(500, "InternalError"));
+  env.fake->add_list(client::Error::make(client::Errc::network, "connection reset"));
+  env.fake->add_list({make_object("ns", "a", "3")}, "10");
+  auto& inf = env.factory->informer(testing::test_type());
+  env.factory->start();
+  ASSERT_TRUE(inf.wait_for_sync(testing::kDeadline));
+  EXPECT_EQ(made->load(), 1);
+  EXPECT_EQ(calls->load(), 2);
+  auto sleeps = env.clock->sleeps();
+  ASSERT_GE(sleeps.size(), 2u);
+  EXPECT_EQ(sleeps[0], std::chrono::seconds(3));
+  EXPECT_EQ(sleeps[1], std::chrono::seconds(6));
+}
+
+TEST(ReflectorTest, ABackoffFactoryReturningNullIsAConfigurationError) {
+  FactoryOptions o;
+  o.make_backoff = [] { return BackoffPtr{}; };
+  Env env(o);
+  EXPECT_THROW(env.factory->informer(testing::test_type()), client::ConfigError);
+}
+
+// A sink that keeps the latest state and counts what it is told.
+class CountingSink : public ReflectorSink {
+ public:
+  void on_replace(std::vector<client::ObjectPtr> items, const std::string&) override {
+    std::lock_guard lock(mu_);
+    ++replaces_;
+    size_ = items.size();
+    cv_.notify_all();
+  }
+  void on_event(client::EventType, client::ObjectPtr) override {
+    std::lock_guard lock(mu_);
+    ++events_;
+    cv_.notify_all();
+  }
+  void on_resource_version(const std::string&) override {}
+  bool wait_for(int replaces, int events) {
+    std::unique_lock lock(mu_);
+    return testing::wait_until(lock, cv_, [&] { return replaces_ >= replaces && events_ >= events; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int replaces_ = 0;
+  int events_ = 0;
+  std::size_t size_ = 0;
+};
+
+ReflectorOptions standalone_options(std::shared_ptr<testing::ManualClock> clock) {
+  ReflectorOptions o;
+  o.name = "standalone";
+  o.clock = std::move(clock);
+  o.random = [] { return 0.5; };
+  return o;
+}
+
+// Each fact goes to the ReflectorMetrics it is given, one call each, in order.
+TEST(ReflectorTest, ReportsEachFactToItsMetrics) {
+  struct RecordingMetrics : ReflectorMetrics {
+    std::mutex mu;
+    std::vector<std::string> facts;
+    void add(std::string f) {
+      std::lock_guard lock(mu);
+      facts.push_back(std::move(f));
+    }
+    void watch_opened() override { add("opened"); }
+    void watch_closed() override { add("closed"); }
+    void watch_ended(WatchRestartReason r) override { add("ended " + std::to_string(static_cast<int>(r))); }
+    void event(client::EventType t) override { add("event " + std::to_string(static_cast<int>(t))); }
+    void synced(bool initial, double) override { add(initial ? "synced initial" : "synced relist"); }
+    void backoff_waited() override { add("waited"); }
+    void budget_denied() override { add("denied"); }
+    void watch_list_fell_back(WatchListFallback) override { add("fell back"); }
+  } metrics;
+  auto fake = std::make_shared<testing::FakeListerWatcher>();
+  fake->add_list({make_object("ns", "a", "5")}, "10");
+  fake->add_watch()->push(event(EventType::added, make_object("ns", "b", "11"))).fail(api_error(410, "Expired"));
+  fake->add_list({make_object("ns", "a", "12")}, "20");
+  CountingSink sink;
+  auto options = standalone_options(std::make_shared<testing::ManualClock>());
+  options.metrics = &metrics;
+  Reflector reflector(*fake, sink, options);
+  {
+    std::jthread run([&](std::stop_token stop) { reflector.run(stop); });
+    ASSERT_TRUE(fake->wait_watches(2));
+    ASSERT_TRUE(sink.wait_for(2, 1));
+  }
+  std::lock_guard lock(metrics.mu);
+  auto i = [](auto e) { return std::to_string(static_cast<int>(e)); };
+  EXPECT_EQ(metrics.facts,
+            (std::vector<std::string>{"synced initial", "opened", "event " + i(EventType::added), "closed",
+                                      "ended " + i(WatchRestartReason::expired), "synced relist", "opened", "closed",
+                                      "ended " + i(WatchRestartReason::shutdown)}));
+}
+
+// Without metrics the reflector reports to the null object: it lists and watches all the same.
+TEST(ReflectorTest, WithoutMetricsItReportsNowhereAndWorksTheSame) {
+  auto fake = std::make_shared<testing::FakeListerWatcher>();
+  fake->add_list({make_object("ns", "a", "5")}, "10");
+  fake->add_watch()->push(event(EventType::added, make_object("ns", "b", "11"))).end();
+  CountingSink sink;
+  Reflector reflector(*fake, sink, standalone_options(std::make_shared<testing::ManualClock>()));
+  std::jthread run([&](std::stop_token stop) { reflector.run(stop); });
+  ASSERT_TRUE(sink.wait_for(1, 1));
+  ASSERT_TRUE(fake->wait_watches(2));  // the clean end rewatched
+  EXPECT_EQ(reflector.last_sync_resource_version(), "11");
+}
+
+// Clock and random source are defaulted once, by the factory; a reflector without them is a
+// configuration error, not a silent second default.
+TEST(ReflectorTest, AReflectorWithoutClockOrRandomIsAConfigurationError) {
+  testing::FakeListerWatcher fake;
+  CountingSink sink;
+  auto no_clock = standalone_options(nullptr);
+  EXPECT_THROW(Reflector(fake, sink, no_clock), client::ConfigError);
+  auto no_random = standalone_options(std::make_shared<testing::ManualClock>());
+  no_random.random = nullptr;
+  EXPECT_THROW(Reflector(fake, sink, no_random), client::ConfigError);
+}
+
 // A transient failure of a WatchList (429, network, timeout) is retried as a WatchList: only a
 // refusal falls back to LIST.
 TEST(ReflectorTest, WatchListTransientFailuresAreRetriedAsWatchListNotFallenBack) {

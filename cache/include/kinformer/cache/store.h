@@ -50,9 +50,6 @@ class Store {
 
   /// Adds or replaces the object under its key. Returns the change (added or updated).
   StoreChange upsert(client::ObjectPtr object);
-  /// Same as upsert(); named after client-go's Add/Update.
-  StoreChange add(client::ObjectPtr object) { return upsert(std::move(object)); }
-  StoreChange update(client::ObjectPtr object) { return upsert(std::move(object)); }
   /// Removes the object with `key`; returns the deletion (carrying the removed state) or
   /// std::nullopt when absent.
   std::optional<StoreChange> remove(std::string_view key);

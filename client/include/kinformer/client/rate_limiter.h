@@ -4,12 +4,12 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
-#include <condition_variable>
-#include <functional>
 #include <mutex>
 #include <stop_token>
 
+#include "kinformer/client/clock.h"
 #include "kinformer/client/result.h"
+#include "kinformer/client/token_bucket.h"
 
 namespace kinformer::client {
 
@@ -19,32 +19,28 @@ struct RateLimiterOptions {
   int burst = 10;    ///< bucket size, >= 1
 };
 
-/// A token bucket: `qps` tokens per second, at most `burst` saved up. The defaults match
+/// A TokenBucket: `qps` tokens per second, at most `burst` saved up. The defaults match
 /// client-go's rest.Config (QPS 5, Burst 10), which API servers' priority-and-fairness settings
 /// are tuned for; raise them for components that list many resources at start-up.
 /// Watches are long-running and not limited (as in client-go).
 /// Thread-safety: thread-safe; no concurrent call causes a data race.
 class RateLimiter {
  public:
-  using Clock = std::function<std::chrono::steady_clock::time_point()>;
-  /// Blocks the calling thread for the given duration (acquire()'s wait).
-  using Sleep = std::function<void(std::chrono::nanoseconds)>;
   using Options = RateLimiterOptions;
 
-  /// `clock` defaults to std::chrono::steady_clock::now and `sleep` to a wait that a stop
-  /// request ends early (inject fakes in tests, so waits are observable and instant).
-  explicit RateLimiter(Options options = {}, Clock clock = {}, Sleep sleep = {});
+  /// `clock` null: system_clock(). acquire() waits with clock->sleep_for (inject a fake in tests,
+  /// so waits are observable and instant).
+  explicit RateLimiter(Options options = {}, ClockPtr clock = nullptr);
 
   /// Takes a token now if one is available.
   bool try_acquire();
   /// Reserves the next token and returns how long the caller must wait before using it
   /// (zero when one was available). Reservations are never given back.
   std::chrono::nanoseconds reserve();
-  /// Blocks the calling thread until a token is available: reserve(), then sleep() for the
-  /// returned wait when it is not zero. A stop request on `stop` ends the wait at once (the
-  /// default sleep waits on the token; an injected Sleep is checked when it returns): the call
-  /// then fails with Errc::cancelled, and the reserved token stays spent. A token already stopped
-  /// fails without reserving.
+  /// Blocks the calling thread until a token is available: reserve(), then the clock's
+  /// sleep_for() for the returned wait when it is not zero. A stop request on `stop` ends the
+  /// wait at once: the call then fails with Errc::cancelled, and the reserved token stays spent.
+  /// A token already stopped fails without reserving.
   Status acquire(std::stop_token stop = {});
 
   [[nodiscard]] const Options& options() const noexcept { return options_; }
@@ -52,16 +48,11 @@ class RateLimiter {
   [[nodiscard]] std::size_t waiting() const noexcept { return waiting_.load(); }
 
  private:
-  void refill(std::chrono::steady_clock::time_point now);
-
   Options options_;
-  Clock clock_;
-  Sleep sleep_;
+  const ClockPtr clock_;  // acquire() waits on it without mu_
   std::mutex mu_;
-  std::condition_variable_any stop_cv_;  // the default sleep waits on it (with mu_), for stops
+  TokenBucket bucket_;  // guarded by mu_
   std::atomic<std::size_t> waiting_{0};
-  double tokens_;  // may go negative: outstanding reservations
-  std::chrono::steady_clock::time_point last_;
 };
 
 }  // namespace kinformer::client

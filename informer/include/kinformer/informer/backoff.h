@@ -2,6 +2,7 @@
 // Backoff between retries: an interface and client-go's jittered exponential implementation.
 
 #include <chrono>
+#include <functional>
 #include <memory>
 
 #include "kinformer/informer/clock.h"
@@ -19,6 +20,10 @@ class Backoff {
 };
 
 using BackoffPtr = std::unique_ptr<Backoff>;
+
+/// Makes the backoff of one reflector (each owns its own: a Backoff is not thread-safe). Called
+/// once per reflector, on the thread creating the informer; must not return null.
+using BackoffFactory = std::function<BackoffPtr()>;
 
 /// client-go's defaults (reflector's exponential backoff manager).
 struct BackoffOptions {

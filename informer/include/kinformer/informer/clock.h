@@ -1,29 +1,17 @@
 #pragma once
-// Injected time: every wait in informer/ goes through a Clock, so tests are deterministic.
+// Injected time and randomness for informer/. The Clock is the client's (one Clock type in
+// kinformer: client::RateLimiter, informer::ReconnectBudget and the reflector share it); the
+// names here keep informer code and its users unqualified.
 
-#include <chrono>
 #include <functional>
-#include <memory>
-#include <stop_token>
+
+#include "kinformer/client/clock.h"
 
 namespace kinformer::informer {
 
-/// A monotonic clock that can also wait. Implementations must be thread-safe.
-class Clock {
- public:
-  using Duration = std::chrono::steady_clock::duration;
-  using TimePoint = std::chrono::steady_clock::time_point;
-  virtual ~Clock() = default;
-  [[nodiscard]] virtual TimePoint now() const = 0;
-  /// Waits for `duration`, waking early when `stop` is requested (a condition wait, never an
-  /// uninterruptible sleep). Returns false when woken by stop.
-  virtual bool sleep_for(Duration duration, std::stop_token stop) = 0;
-};
-
-using ClockPtr = std::shared_ptr<Clock>;
-
-/// The real steady clock. Thread-safe.
-ClockPtr system_clock();
+using Clock = client::Clock;
+using ClockPtr = client::ClockPtr;
+using client::system_clock;
 
 /// Uniform random numbers in [0, 1). Must be thread-safe when shared.
 using RandomSource = std::function<double()>;

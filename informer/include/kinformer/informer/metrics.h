@@ -15,10 +15,9 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
-namespace kinformer::informer {
+#include "kinformer/informer/reflector_metrics.h"
 
-/// Why a watch was (re)started.
-enum class WatchRestartReason { timeout, expired, error, shutdown };
+namespace kinformer::informer {
 
 /// The metric families. Thread-safe (prometheus-cpp metrics are).
 class Metrics {
@@ -52,8 +51,9 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& handler_exceptions;  ///< + label handler
 };
 
-/// The metrics of one informer (one informer key). Thread-safe.
-class InformerMetrics {
+/// The metrics of one informer (one informer key); its reflector reports to them through
+/// ReflectorMetrics. Thread-safe.
+class InformerMetrics final : public ReflectorMetrics {
  public:
   /// Labels: resource, namespace (empty: all), selector (hash of label and field selectors).
   InformerMetrics(std::shared_ptr<Metrics> families, const std::string& resource, const std::string& ns,
@@ -88,7 +88,16 @@ class InformerMetrics {
   /// Watches the reflector asked the client to open (WatchList syncs included).
   prometheus::Counter& watch_requests;
 
-  prometheus::Counter& restarts(WatchRestartReason reason);
+  // ReflectorMetrics: each fact to its series.
+  void watch_opened() override;
+  void watch_closed() override;
+  void watch_ended(WatchRestartReason reason) override;
+  void event(client::EventType type) override;
+  void synced(bool initial, double seconds) override;
+  void backoff_waited() override;
+  void budget_denied() override;
+  void watch_list_fell_back(WatchListFallback why) override;
+
   /// The counter of failed requests of `verb` ("list" or "watch") for `reason` (error_reason():
   /// a bounded set), created at its first failure.
   prometheus::Counter& request_errors(std::string_view verb, std::string_view reason);

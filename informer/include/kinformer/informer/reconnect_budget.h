@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 
+#include "kinformer/client/token_bucket.h"
 #include "kinformer/informer/clock.h"
 
 namespace kinformer::informer {
@@ -34,7 +35,7 @@ struct ReconnectBudgetOptions {
   double per_second_per_informer = 0.5;
 };
 
-/// A token bucket shared by every informer of one client (one InformerFactory), sized by the
+/// A TokenBucket shared by every informer of one client (one InformerFactory), sized by the
 /// number of informers (see ReconnectBudgetOptions). Each reconnect or relist reserves one token; when the bucket is empty the reservation is still granted but the
 /// caller must wait until the token has accrued (reservations queue fairly, like Go's
 /// rate.Limiter.Reserve) — such a reservation counts as a denial.
@@ -61,17 +62,11 @@ class ReconnectBudget {
   [[nodiscard]] double per_second() const;
 
  private:
-  void refill();  // mu_ held
-
   ReconnectBudgetOptions options_;
-  ClockPtr clock_;
   mutable std::mutex mu_;
-  double tokens_;                // guarded by mu_ (may go negative: queued reservations)
-  Clock::TimePoint last_;        // guarded by mu_
+  client::TokenBucket bucket_;   // guarded by mu_: burst() and rate() are the grown ones
   std::uint64_t denials_ = 0;    // guarded by mu_
   std::size_t informers_ = 0;    // guarded by mu_
-  double burst_;                 // guarded by mu_
-  double per_second_;            // guarded by mu_
 };
 
 using ReconnectBudgetPtr = std::shared_ptr<ReconnectBudget>;

@@ -15,14 +15,9 @@
 #include "kinformer/informer/backoff.h"
 #include "kinformer/informer/clock.h"
 #include "kinformer/informer/reconnect_budget.h"
-
-namespace prometheus {
-class Counter;
-}
+#include "kinformer/informer/reflector_metrics.h"
 
 namespace kinformer::informer {
-
-class InformerMetrics;
 
 /// Where a Reflector delivers what it learns. Called only from the reflector's thread.
 class ReflectorSink {
@@ -62,15 +57,21 @@ struct ReflectorOptions {
   std::chrono::milliseconds min_watch_duration{1'000};
   /// LIST page size.
   std::int64_t page_size = 500;
+  /// The wait before retrying a failure (see Reflector). Null: a JitteredExponentialBackoff
+  /// with `backoff`, `clock` and `random`.
+  BackoffFactory make_backoff;
+  /// The default backoff's settings (unused when make_backoff is set).
   BackoffOptions backoff;
-  /// Null: system_clock().
+  /// Required: every wait and duration of the reflector (InformerFactory sets its own, by default
+  /// system_clock()).
   ClockPtr clock;
-  /// Null: default_random(). Used for backoff jitter and watch timeouts.
+  /// Required: backoff jitter and watch timeouts (InformerFactory sets its own, by default
+  /// default_random()).
   RandomSource random;
   /// Optional: shared by every reflector of a client; taken before each relist and reconnect.
   ReconnectBudgetPtr budget;
-  /// Optional; must outlive the reflector.
-  InformerMetrics* metrics = nullptr;
+  /// Where the reflector reports; must outlive it. Null: ReflectorMetrics::null().
+  ReflectorMetrics* metrics = nullptr;
 };
 
 /// Lists then watches one resource and feeds a ReflectorSink, until stopped.
@@ -122,7 +123,8 @@ struct ReflectorOptions {
 /// Accessors are thread-safe.
 class Reflector {
  public:
-  /// `lister_watcher` and `sink` must outlive the reflector.
+  /// `lister_watcher` and `sink` must outlive the reflector. Throws client::ConfigError without
+  /// a clock or random source, or if options.make_backoff returns null.
   Reflector(client::ListerWatcher& lister_watcher, ReflectorSink& sink, ReflectorOptions options);
   Reflector(const Reflector&) = delete;
   Reflector& operator=(const Reflector&) = delete;
@@ -159,18 +161,10 @@ class Reflector {
     initial_events,  // a WatchList stream before its initial-events-end bookmark
     steady,          // events go to the sink as they come
   };
-  enum class WatchEnd {
-    stopped,
-    clean,                   // the server ended the stream
-    too_short,               // ended cleanly within min_watch_duration, having delivered nothing
-    failed,                  // opening or reading the stream failed: `error`
-    no_initial_events_end,   // initial phase: ended cleanly before the bookmark
-    initial_events_timeout,  // initial phase: no bookmark within watch_list_initial_events_timeout
-  };
   struct WatchOutcome {
-    WatchEnd end = WatchEnd::clean;
+    WatchRestartReason end = WatchRestartReason::timeout;
     Phase phase = Phase::steady;  // the phase the stream ended in
-    client::Error error;
+    client::Error error;          // expired, error: the failure
   };
 
   /// Opens a watch with `opts` and reads it to its end, starting in `phase`.
@@ -178,7 +172,7 @@ class Reflector {
   client::Status list_and_replace(std::stop_token stop);
   Next after_list(client::Status status, std::stop_token stop);
   Next after_watch(WatchOutcome out);
-  Next fall_back_to_list(const std::string& why, prometheus::Counter* counter);
+  Next fall_back_to_list(const std::string& why, WatchListFallback reason);
   /// Waits as `next` says; false when stopped.
   bool wait(const Next& next, std::stop_token stop);
   /// The sink now holds the complete state at `resource_version` (a sync that began at `started`).
@@ -197,7 +191,8 @@ class Reflector {
   client::ListerWatcher& lw_;
   ReflectorSink& sink_;
   ReflectorOptions options_;
-  JitteredExponentialBackoff backoff_;
+  ReflectorMetrics& metrics_;
+  BackoffPtr backoff_;  // reflector thread
   client::Logger log_;
 
   // Reflector-thread state.

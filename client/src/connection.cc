@@ -1,0 +1,189 @@
+#include "connection.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+
+namespace kinformer::client::detail {
+namespace {
+
+// Safe to send again when a reused connection failed: only the safe methods. The server may
+// have applied the request before closing: a replayed PUT without a resourceVersion overwrites
+// a newer write, and a replayed DELETE can delete an object recreated under the same name.
+bool replayable(http::verb method) {
+  return method == http::verb::get || method == http::verb::head || method == http::verb::options;
+}
+
+template <class Stream>
+awaitable<error_code> write_read(Stream& stream, beast::flat_buffer& buffer, http::request<http::string_body>& req,
+                                 http::response_parser<http::string_body>& parser) {
+  auto [wec, wn] = co_await http::async_write(stream, req, kTuple);
+  if (wec) co_return wec;
+  auto [rec, rn] = co_await http::async_read(stream, buffer, parser, kTuple);
+  co_return rec;
+}
+
+// Connects to the first endpoint of `results` that accepts, within the stream's deadline, on a
+// socket opened close-on-exec (Asio's own open() leaves it inheritable). A child process that
+// inherited a connection (an exec credential plugin, or anything the embedding program runs)
+// would keep it open after we close it: a closed watch would go on being served.
+awaitable<error_code> connect_close_on_exec(beast::tcp_stream& stream, const tcp::resolver::results_type& results) {
+  error_code last = asio::error::host_not_found;
+  for (const auto& entry : results) {
+    const tcp::endpoint ep = entry.endpoint();
+    error_code ec;
+    stream.socket().close(ec);
+    const int fd = ::socket(ep.protocol().family(), SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP);
+    if (fd < 0) {
+      last = error_code(errno, boost::system::system_category());
+      continue;
+    }
+    stream.socket().assign(ep.protocol(), fd, ec);
+    if (ec) {
+      ::close(fd);
+      last = ec;
+      continue;
+    }
+    auto [cec] = co_await stream.async_connect(ep, kTuple);
+    if (!cec) co_return cec;
+    last = cec;
+    if (cec == beast::error::timeout || cec == asio::error::operation_aborted) break;  // the deadline is for all
+  }
+  co_return last;
+}
+
+}  // namespace
+
+Connection::Connection(asio::any_io_executor ex, std::shared_ptr<ssl::context> context) : ctx(std::move(context)) {
+  if (ctx) {
+    tls.emplace(ex, *ctx);
+  } else {
+    plain.emplace(ex);
+  }
+}
+
+void Connection::close() {
+  error_code ec;
+  lowest().socket().shutdown(tcp::socket::shutdown_both, ec);
+  lowest().socket().close(ec);
+}
+
+// Resolves the server's host within `deadline`. Asio runs getaddrinfo() on a thread of its own
+// and cannot interrupt it (resolver::cancel() only drops queries not yet started), so the
+// coroutine waits for whichever comes first, the answer or the deadline; a late answer lands in
+// the shared state and is dropped.
+awaitable<Result<tcp::resolver::results_type>> Connector::resolve(asio::any_io_executor ex,
+                                                                  std::chrono::steady_clock::time_point deadline) {
+  struct Pending {
+    Pending(asio::any_io_executor ex, std::chrono::steady_clock::time_point deadline)
+        : resolver(ex), timer(ex, deadline) {}
+    tcp::resolver resolver;
+    asio::steady_timer timer;  // fires at the deadline, or is cancelled by the answer
+    std::optional<std::pair<error_code, tcp::resolver::results_type>> answer;
+  };
+  auto pending = std::make_shared<Pending>(ex, deadline);
+  pending->resolver.async_resolve(url_.host, url_.port, [pending](error_code ec, tcp::resolver::results_type results) {
+    pending->answer.emplace(ec, std::move(results));
+    pending->timer.cancel();
+  });
+  co_await pending->timer.async_wait(kTuple);
+  if (!pending->answer) {
+    pending->resolver.cancel();
+    co_return Error::make(Errc::timeout, "resolve " + url_.host + ": no answer within the request deadline");
+  }
+  auto& [ec, results] = *pending->answer;
+  if (ec) co_return from_ec(ec, "resolve " + url_.host);
+  co_return results;
+}
+
+awaitable<Result<ConnectionPtr>> Connector::connect(std::shared_ptr<ssl::context> context, std::size_t cert_id,
+                                                    std::chrono::steady_clock::time_point deadline) {
+  auto ex = co_await asio::this_coro::executor;
+  auto resolved = co_await resolve(ex, deadline);
+  if (!resolved) co_return std::move(resolved).error();
+  const tcp::resolver::results_type& results = resolved.value();
+  auto conn = std::make_shared<Connection>(ex, context);
+  conn->cert_id = std::to_string(cert_id);
+  conn->lowest().expires_at(deadline);
+  error_code cec = co_await connect_close_on_exec(conn->lowest(), results);
+  if (cec) co_return from_ec(cec, "connect to " + url_.host + ":" + url_.port);
+  error_code ignored;
+  conn->lowest().socket().set_option(tcp::no_delay(true), ignored);
+  if (conn->tls) {
+    auto shaken = co_await handshake(*conn->tls, tls_, url_);
+    if (!shaken) co_return std::move(shaken).error();
+  }
+  co_return conn;
+}
+
+awaitable<Result<HttpResponse>> ConnectionPool::request(http::request<http::string_body> req,
+                                                        std::shared_ptr<ssl::context> context, std::size_t cert_id,
+                                                        std::chrono::steady_clock::time_point deadline) {
+  std::string what = std::string(req.method_string()) + " " + std::string(req.target());
+  std::string id = std::to_string(cert_id);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    ConnectionPtr conn;
+    bool reused = false;
+    while (!idle_.empty()) {
+      ConnectionPtr c = std::move(idle_.back());
+      idle_.pop_back();
+      if (c->cert_id == id && c->ctx == context) {
+        conn = std::move(c);
+        reused = true;
+        break;
+      }
+      c->close();
+    }
+    if (!conn) {
+      auto made = co_await connector_.connect(context, cert_id, deadline);
+      if (!made) co_return std::move(made).error();
+      conn = made.value();
+    }
+    conn->lowest().expires_at(deadline);
+    http::response_parser<http::string_body> parser;
+    parser.body_limit(max_response_bytes_);
+    error_code ec = co_await conn->with_stream([&](auto& s) { return write_read(s, conn->buffer, req, parser); });
+    if (ec) {
+      conn->close();
+      if (reused && !parser.got_some() && ec != beast::error::timeout) {
+        // A kept-alive connection the server closed meanwhile. The server may still have
+        // processed the request before closing, so only a safe one is retried (once, on a
+        // fresh connection); anything else could otherwise be applied twice.
+        if (replayable(req.method())) continue;
+        co_return Error::make(
+            Errc::network,
+            what + ": kept-alive connection closed by the server (" + ec.message() +
+                "); not retried: " + std::string(req.method_string()) + " is not safe to replay");
+      }
+      if (ec == http::error::body_limit) {
+        co_return Error::make(Errc::too_large, what + ": response body exceeds max_response_bytes (" +
+                                                   std::to_string(max_response_bytes_) + " bytes)");
+      }
+      co_return from_ec(ec, what);
+    }
+    auto& res = parser.get();
+    HttpResponse out;
+    out.status = static_cast<int>(res.result_int());
+    out.headers = copy_headers(res.base());
+    out.body = std::move(res.body());
+    if (res.keep_alive() && idle_.size() < max_idle_) {
+      conn->lowest().expires_never();
+      idle_.push_back(std::move(conn));
+    } else {
+      conn->close();
+    }
+    co_return out;
+  }
+  co_return Error::make(Errc::network, what + ": connection closed by the server");
+}
+
+void ConnectionPool::close_all() {
+  for (auto& c : idle_) c->close();
+  idle_.clear();
+}
+
+}  // namespace kinformer::client::detail

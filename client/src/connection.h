@@ -1,0 +1,79 @@
+#pragma once
+// Private: connections to the API server (opened close-on-exec, within the request's deadline,
+// TLS verified) and the pool of kept-alive ones that requests reuse.
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/beast/ssl.hpp>
+
+#include "kinformer/client/result.h"
+#include "net.h"
+#include "server_url.h"
+#include "tls.h"
+#include "transport.h"
+
+namespace kinformer::client::detail {
+
+/// One TCP connection, with TLS unless the server is http://. Used on the io thread only.
+struct Connection {
+  Connection(asio::any_io_executor ex, std::shared_ptr<ssl::context> context);
+  /// The TCP stream under TLS (deadlines, the socket).
+  beast::tcp_stream& lowest() { return tls ? beast::get_lowest_layer(*tls) : *plain; }
+  /// Calls `f` with the stream requests go over (the TLS stream, or the plain TCP one) and
+  /// returns what it returns: one call for both kinds, so no caller picks the stream itself.
+  template <class F>
+  decltype(auto) with_stream(F&& f) {
+    return tls ? f(*tls) : f(*plain);
+  }
+  void close();
+
+  std::shared_ptr<ssl::context> ctx;  // outlives tls
+  std::optional<beast::ssl_stream<beast::tcp_stream>> tls;
+  std::optional<beast::tcp_stream> plain;
+  beast::flat_buffer buffer;
+  std::string cert_id;  ///< the client certificate it was opened with ("0": none)
+};
+
+using ConnectionPtr = std::shared_ptr<Connection>;
+
+/// Opens connections: resolves the host within the deadline, connects on a close-on-exec socket,
+/// then (TLS) verifies the server and handshakes. Used on the io thread only.
+class Connector {
+ public:
+  Connector(const ServerUrl& url, const TlsSettings& tls) : url_(url), tls_(tls) {}
+  awaitable<Result<ConnectionPtr>> connect(std::shared_ptr<ssl::context> context, std::size_t cert_id,
+                                           std::chrono::steady_clock::time_point deadline);
+
+ private:
+  awaitable<Result<tcp::resolver::results_type>> resolve(asio::any_io_executor ex,
+                                                         std::chrono::steady_clock::time_point deadline);
+  const ServerUrl& url_;
+  const TlsSettings& tls_;
+};
+
+/// Request/response exchanges over kept-alive connections (at most `max_idle` kept). A reused
+/// connection that the server closed meanwhile is retried once on a fresh one, for GET, HEAD
+/// and OPTIONS only. Used on the io thread only.
+class ConnectionPool {
+ public:
+  ConnectionPool(Connector& connector, std::size_t max_idle, std::size_t max_response_bytes)
+      : connector_(connector), max_idle_(max_idle), max_response_bytes_(max_response_bytes) {}
+  awaitable<Result<HttpResponse>> request(http::request<http::string_body> req, std::shared_ptr<ssl::context> context,
+                                          std::size_t cert_id, std::chrono::steady_clock::time_point deadline);
+  /// Closes every kept connection.
+  void close_all();
+
+ private:
+  Connector& connector_;
+  const std::size_t max_idle_;
+  const std::size_t max_response_bytes_;
+  std::vector<ConnectionPtr> idle_;
+};
+
+}  // namespace kinformer::client::detail

@@ -1,0 +1,25 @@
+#include "net.h"
+
+namespace kinformer::client::detail {
+
+Error from_ec(const error_code& ec, const std::string& what) {
+  Errc code = Errc::network;
+  if (ec == beast::error::timeout) {
+    code = Errc::timeout;
+  } else if (ec == asio::error::operation_aborted) {
+    code = Errc::cancelled;
+  } else if (ec.category() == asio::error::get_ssl_category() || ec == ssl::error::stream_truncated) {
+    code = Errc::tls;
+  } else if (ec == http::error::body_limit) {
+    code = Errc::too_large;
+  }
+  return Error::make(code, what + ": " + ec.message());
+}
+
+std::vector<std::pair<std::string, std::string>> copy_headers(const http::fields& fields) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& f : fields) out.emplace_back(std::string(f.name_string()), std::string(f.value()));
+  return out;
+}
+
+}  // namespace kinformer::client::detail

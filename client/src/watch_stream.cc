@@ -1,0 +1,259 @@
+#include "watch_stream.h"
+
+#include <charconv>
+#include <limits>
+#include <string_view>
+#include <vector>
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/this_coro.hpp>
+
+#include "kinformer/client/api_error.h"
+#include "kinformer/client/watch_decoder.h"
+#include "protobuf/negotiation.h"
+
+namespace kinformer::client::detail {
+namespace {
+
+using Phase = WatchState::Phase;
+
+template <class Stream>
+awaitable<error_code> write_header(Stream& stream, beast::flat_buffer& buffer, http::request<http::string_body>& req,
+                                   http::response_parser<http::buffer_body>& parser) {
+  auto [wec, wn] = co_await http::async_write(stream, req, kTuple);
+  if (wec) co_return wec;
+  auto [rec, rn] = co_await http::async_read_header(stream, buffer, parser, kTuple);
+  co_return rec;
+}
+
+template <class Stream>
+awaitable<error_code> read_some(Stream& stream, beast::flat_buffer& buffer, http::response_parser<http::buffer_body>& parser) {
+  auto [ec, n] = co_await http::async_read_some(stream, buffer, parser, kTuple);
+  co_return ec;
+}
+
+// The read-idle deadline of a watch: the configured one, else timeoutSeconds + 60 s from the
+// request's query, else 10 min.
+std::chrono::milliseconds watch_idle_timeout(std::chrono::milliseconds configured, std::string_view target) {
+  using namespace std::chrono;
+  if (configured > milliseconds::zero()) return configured;
+  auto q = target.find('?');
+  std::string_view query = q == std::string_view::npos ? std::string_view() : target.substr(q + 1);
+  while (!query.empty()) {
+    auto amp = query.find('&');
+    std::string_view kv = query.substr(0, amp);
+    constexpr std::string_view kKey = "timeoutSeconds=";
+    if (kv.starts_with(kKey)) {
+      std::int64_t secs = 0;
+      auto v = kv.substr(kKey.size());
+      auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), secs);
+      if (ec == std::errc() && ptr == v.data() + v.size() && secs > 0 && secs < (std::int64_t{1} << 31)) {
+        return duration_cast<milliseconds>(seconds(secs) + seconds(60));
+      }
+    }
+    if (amp == std::string_view::npos) break;
+    query.remove_prefix(amp + 1);
+  }
+  return duration_cast<milliseconds>(minutes(10));
+}
+
+// "30s", "0.2s", "1.5s".
+std::string format_seconds(std::chrono::milliseconds d) {
+  auto ms = d.count();
+  std::string out = std::to_string(ms / 1000);
+  if (auto frac = ms % 1000; frac != 0) {
+    std::string f = std::to_string(1000 + frac).substr(1);
+    while (f.back() == '0') f.pop_back();
+    out += "." + f;
+  }
+  return out + "s";
+}
+
+std::string header_value(const HttpResponse& r, std::string_view name) {
+  for (const auto& [k, v] : r.headers) {
+    if (beast::iequals(k, name)) return v;
+  }
+  return {};
+}
+
+// Reads the body of an open watch into `st` until it ends, fails or is cancelled.
+template <class Stream>
+awaitable<void> stream_body(std::shared_ptr<WatchState> st, Stream& stream, http::response_parser<http::buffer_body>& parser,
+                            std::shared_ptr<const Codec> codec, std::size_t max_event_bytes,
+                            std::chrono::milliseconds idle_timeout) {
+  Connection& conn = *st->conn;
+  // JSON lines or protobuf frames, as the server chose (protobuf/negotiation.h).
+  const auto content_type = parser.get()[http::field::content_type];
+  pb::WatchBodyDecoder decoder(std::move(codec), std::string_view(content_type.data(), content_type.size()),
+                               max_event_bytes);
+  std::vector<char> chunk(64 * 1024);
+  std::vector<WatchEvent> events;
+  std::optional<Error> failure;
+  for (;;) {
+    if (parser.is_done()) {
+      if (auto s = decoder.finish(); !s) failure = s.error();
+      break;
+    }
+    parser.get().body().data = chunk.data();
+    parser.get().body().size = chunk.size();
+    // Read-idle deadline, re-armed for every read (never while paused for flow control).
+    conn.lowest().expires_after(idle_timeout);
+    error_code ec = co_await read_some(stream, conn.buffer, parser);
+    conn.lowest().expires_never();
+    if (ec == http::error::need_buffer) ec = {};
+    std::size_t got = chunk.size() - parser.get().body().size;
+    Status fed = Ok{};
+    std::uint64_t complete_before = decoder.complete_bytes();
+    if (got > 0) fed = decoder.feed(std::string_view(chunk.data(), got), events);
+    // The lines completed by this read, shared out among its events (the last takes the rest).
+    auto batch_bytes = static_cast<std::size_t>(decoder.complete_bytes() - complete_before);
+    bool cancelled;
+    {
+      std::lock_guard lock(st->mu);
+      cancelled = st->phase == Phase::cancelled;
+      for (std::size_t i = 0; i < events.size(); ++i) {
+        std::size_t share = batch_bytes / events.size();
+        if (i + 1 == events.size()) share = batch_bytes - share * i;
+        st->events.push_back({std::move(events[i]), share});
+        st->queued_bytes += share;
+      }
+      if (!events.empty()) st->cv.notify_all();
+    }
+    events.clear();
+    if (cancelled) {
+      failure = Error::make(Errc::cancelled, "watch cancelled");
+      break;
+    }
+    if (!fed) {
+      failure = fed.error();
+      break;
+    }
+    if (ec == beast::error::timeout) {
+      failure = Error::make(Errc::timeout, "watch idle for " + format_seconds(idle_timeout) +
+                                               ": no data from the server");
+      break;
+    }
+    if (ec) {
+      failure = Error::make(Errc::truncated, "watch stream cut short after " + std::to_string(decoder.offset()) +
+                                                 " bytes: " + ec.message());
+      break;
+    }
+    // Flow control: stop reading while the reader is far behind. next() sets the phase back to
+    // open and wakes the timer once it has caught up; a cancel wakes it too.
+    for (;;) {
+      {
+        std::lock_guard lock(st->mu);
+        if (st->phase == Phase::cancelled || !st->full()) break;
+        st->phase = Phase::paused;
+      }
+      co_await st->pause_timer->async_wait(kTuple);
+      st->pause_timer->expires_at(asio::steady_timer::time_point::max());
+    }
+  }
+  conn.close();
+  std::lock_guard lock(st->mu);
+  if (st->phase != Phase::cancelled) {
+    st->phase = failure ? Phase::failed : Phase::ended;
+    st->error = std::move(failure);
+  }
+  st->cv.notify_all();
+}
+
+}  // namespace
+
+awaitable<void> run_watch(std::shared_ptr<WatchState> st, Connector& connector, const TransportOptions& options,
+                          http::request<http::string_body> req, std::shared_ptr<ssl::context> context,
+                          std::size_t cert_id, std::chrono::steady_clock::time_point deadline,
+                          std::shared_ptr<const Codec> codec) {
+  auto fail_open = [&](Error e) {
+    std::lock_guard lock(st->mu);
+    st->phase = Phase::open_failed;
+    st->error = std::move(e);
+    st->cv.notify_all();
+  };
+  st->pause_timer.emplace(co_await asio::this_coro::executor, asio::steady_timer::time_point::max());
+  auto made = co_await connector.connect(context, cert_id, deadline);
+  if (!made) {
+    fail_open(std::move(made).error());
+    co_return;
+  }
+  st->conn = made.value();
+  Connection& conn = *st->conn;
+  conn.lowest().expires_at(deadline);
+  http::response_parser<http::buffer_body> parser;
+  parser.body_limit(std::numeric_limits<std::uint64_t>::max());
+  error_code ec = co_await conn.with_stream([&](auto& s) { return write_header(s, conn.buffer, req, parser); });
+  if (ec) {
+    conn.close();
+    fail_open(from_ec(ec, "WATCH " + std::string(req.target())));
+    co_return;
+  }
+  HttpResponse head;
+  head.status = static_cast<int>(parser.get().result_int());
+  head.headers = copy_headers(parser.get().base());
+  if (head.status != 200) {
+    // Read a bounded error body (Status JSON or plain text), then map it.
+    std::string body;
+    char buf[8192];
+    while (!parser.is_done() && body.size() < (1u << 20)) {
+      parser.get().body().data = buf;
+      parser.get().body().size = sizeof buf;
+      error_code rec = co_await conn.with_stream([&](auto& s) { return read_some(s, conn.buffer, parser); });
+      body.append(buf, sizeof buf - parser.get().body().size);
+      if (rec && rec != http::error::need_buffer) break;
+    }
+    conn.close();
+    Error e = error_from_protobuf_response(head.status, body, header_value(head, "Retry-After"));
+    {
+      std::lock_guard lock(st->mu);
+      st->head = std::move(head);
+    }
+    fail_open(std::move(e));
+    co_return;
+  }
+  {
+    std::lock_guard lock(st->mu);
+    st->head = std::move(head);
+    st->phase = Phase::open;
+    st->cv.notify_all();
+  }
+  conn.lowest().expires_never();
+  auto idle_timeout = watch_idle_timeout(options.watch_idle_timeout, req.target());
+  co_await conn.with_stream([&](auto& s) {
+    return stream_body(st, s, parser, std::move(codec), options.max_watch_event_bytes, idle_timeout);
+  });
+}
+
+Result<std::optional<WatchEvent>> WatchStreamImpl::next() {
+  std::unique_lock lock(state_->mu);
+  state_->cv.wait(lock, [&] {
+    return !state_->events.empty() || (state_->phase != Phase::open && state_->phase != Phase::paused);
+  });
+  if (state_->phase == Phase::cancelled) return Error::make(Errc::cancelled, "watch cancelled");
+  if (!state_->events.empty()) {
+    WatchEvent event = std::move(state_->events.front().event);
+    state_->queued_bytes -= state_->events.front().bytes;
+    state_->events.pop_front();
+    if (state_->phase == Phase::paused && state_->drained()) {
+      state_->phase = Phase::open;
+      asio::post(state_->ex, [st = state_] {
+        if (st->pause_timer) st->pause_timer->cancel();
+      });
+    }
+    return std::optional<WatchEvent>(std::move(event));
+  }
+  if (state_->error) return *state_->error;
+  return std::optional<WatchEvent>();
+}
+
+void WatchStreamImpl::cancel() {
+  {
+    std::lock_guard lock(state_->mu);
+    if (state_->phase == Phase::cancelled) return;
+    state_->phase = Phase::cancelled;
+    state_->cv.notify_all();
+  }
+  asio::post(state_->ex, [st = state_] { st->cancel_io(); });
+}
+
+}  // namespace kinformer::client::detail

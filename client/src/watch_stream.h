@@ -1,0 +1,86 @@
+#pragma once
+// Private: a streaming watch response on a dedicated connection: the coroutine that reads it on
+// the io thread (decoding events, flow control when the reader is far behind) and the
+// WatchStream the reader pulls them from, joined by one WatchState.
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "connection.h"
+#include "kinformer/client/resource.h"
+#include "kinformer/client/watch.h"
+#include "net.h"
+#include "transport.h"
+
+namespace kinformer::client::detail {
+
+/// Shared between a WatchStreamImpl (the reader's thread) and its coroutine (the io thread).
+struct WatchState {
+  /// The stream's one state (guarded by mu):
+  ///   opening -> open | open_failed (`error`)       the request and its response headers
+  ///   open <-> paused                              flow control: the reader is far behind
+  ///   open -> ended | failed (`error`)             the server ended the body / reading failed
+  ///   open, paused, ended, failed -> cancelled     the reader cancelled (final)
+  enum class Phase { opening, open_failed, open, paused, ended, failed, cancelled };
+  struct Queued {
+    WatchEvent event;
+    std::size_t bytes;  // its share of the received lines
+  };
+
+  std::mutex mu;
+  std::condition_variable cv;
+  Phase phase = Phase::opening;  // guarded by mu
+  std::optional<Error> error;    // guarded by mu: why open_failed / failed
+  std::deque<Queued> events;     // guarded by mu
+  std::size_t queued_bytes = 0;  // guarded by mu: sum of events[].bytes
+  HttpResponse head;             // guarded by mu: the response headers
+  std::size_t limit = 4096;
+  std::size_t bytes_limit = std::size_t{64} << 20;
+  asio::any_io_executor ex;
+  // io thread only
+  ConnectionPtr conn;
+  std::optional<asio::steady_timer> pause_timer;
+
+  // The reader is far behind: stop reading the socket (mu held).
+  [[nodiscard]] bool full() const { return events.size() >= limit || queued_bytes >= bytes_limit; }
+  // It has caught up far enough to read again (mu held).
+  [[nodiscard]] bool drained() const { return events.size() <= limit / 2 && queued_bytes <= bytes_limit / 2; }
+  // Ends the coroutine's reads (io thread).
+  void cancel_io() {
+    if (conn) conn->close();
+    if (pause_timer) pause_timer->cancel();
+  }
+};
+
+/// Sends `req` on a new connection and reads the response into `st` until it ends, fails or is
+/// cancelled: a non-200 response is read (bounded) and mapped to its API error. Io thread.
+awaitable<void> run_watch(std::shared_ptr<WatchState> st, Connector& connector, const TransportOptions& options,
+                          http::request<http::string_body> req, std::shared_ptr<ssl::context> context,
+                          std::size_t cert_id, std::chrono::steady_clock::time_point deadline,
+                          std::shared_ptr<const Codec> codec);
+
+/// The reader's side. next() from one thread at a time; cancel() from any thread.
+class WatchStreamImpl final : public WatchStream {
+ public:
+  /// `keep_alive` (the Transport) keeps the io thread running while the stream lives.
+  WatchStreamImpl(std::shared_ptr<const void> keep_alive, std::shared_ptr<WatchState> state)
+      : keep_alive_(std::move(keep_alive)), state_(std::move(state)) {}
+  ~WatchStreamImpl() override { cancel(); }
+
+  Result<std::optional<WatchEvent>> next() override;
+  void cancel() override;
+
+ private:
+  std::shared_ptr<const void> keep_alive_;  // destroyed after state_
+  std::shared_ptr<WatchState> state_;
+};
+
+}  // namespace kinformer::client::detail

@@ -1,0 +1,93 @@
+#include "kinformer/client/token_bucket.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "fake_clock.h"
+
+namespace kinformer::client {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::FakeClock;
+using ms = std::chrono::milliseconds;
+
+ms as_ms(Clock::Duration d) { return std::chrono::duration_cast<ms>(d); }
+
+TEST(TokenBucket, StartsFullAndRefillsAtItsRate) {
+  auto clock = std::make_shared<FakeClock>();
+  TokenBucket bucket(3, 2, clock);  // 3 at once, then 2/s
+  EXPECT_DOUBLE_EQ(bucket.tokens(), 3);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(bucket.try_take()) << i;
+  EXPECT_FALSE(bucket.try_take());
+  clock->advance(499ms);
+  EXPECT_FALSE(bucket.try_take());
+  clock->advance(1ms);  // 0.5 s at 2/s: one token
+  EXPECT_TRUE(bucket.try_take());
+  EXPECT_FALSE(bucket.try_take());
+  clock->advance(750ms);  // 1.5 tokens: one to take, half a token left over
+  EXPECT_TRUE(bucket.try_take());
+  EXPECT_DOUBLE_EQ(bucket.tokens(), 0.5);
+}
+
+TEST(TokenBucket, NeverHoldsMoreThanItsBurst) {
+  auto clock = std::make_shared<FakeClock>();
+  TokenBucket bucket(3, 2, clock);
+  ASSERT_TRUE(bucket.try_take());
+  clock->advance(1h);  // 7,200 tokens' worth of time
+  EXPECT_DOUBLE_EQ(bucket.tokens(), 3);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(bucket.try_take()) << i;
+  EXPECT_FALSE(bucket.try_take());
+}
+
+TEST(TokenBucket, ReserveReturnsTheWaitAndReservationsQueue) {
+  auto clock = std::make_shared<FakeClock>();
+  TokenBucket bucket(1, 4, clock);  // a token every 250 ms
+  EXPECT_EQ(bucket.reserve(), Clock::Duration::zero());
+  EXPECT_EQ(as_ms(bucket.reserve()), 250ms);
+  EXPECT_EQ(as_ms(bucket.reserve()), 500ms);  // behind the one before it
+  EXPECT_DOUBLE_EQ(bucket.tokens(), -2);      // two reservations waiting
+  EXPECT_FALSE(bucket.try_take());            // a try does not jump the queue
+  clock->advance(500ms);                      // both waits are over
+  EXPECT_DOUBLE_EQ(bucket.tokens(), 0);
+  EXPECT_EQ(as_ms(bucket.reserve()), 250ms);
+}
+
+TEST(TokenBucket, ZeroRateNeverRefills) {
+  auto clock = std::make_shared<FakeClock>();
+  TokenBucket bucket(1, 0, clock);
+  EXPECT_EQ(bucket.reserve(), Clock::Duration::zero());
+  EXPECT_EQ(bucket.reserve(), Clock::Duration::max());
+  clock->advance(24h);
+  EXPECT_FALSE(bucket.try_take());
+}
+
+TEST(TokenBucket, ResizeAccruesAtTheOldRateThenTheNew) {
+  auto clock = std::make_shared<FakeClock>();
+  TokenBucket bucket(2, 1, clock);
+  ASSERT_TRUE(bucket.try_take());
+  ASSERT_TRUE(bucket.try_take());
+  clock->advance(500ms);  // half a token at 1/s
+  bucket.resize(5, 10, 1);
+  EXPECT_DOUBLE_EQ(bucket.burst(), 5);
+  EXPECT_DOUBLE_EQ(bucket.rate(), 10);
+  EXPECT_DOUBLE_EQ(bucket.tokens(), 1.5);  // not 5 (0.5 s at 10/s), plus the extra token
+  clock->advance(100ms);                   // one more at the new rate
+  EXPECT_DOUBLE_EQ(bucket.tokens(), 2.5);
+  bucket.resize(5, 10, 100);  // extra tokens are capped at the burst
+  EXPECT_DOUBLE_EQ(bucket.tokens(), 5);
+}
+
+TEST(TokenBucket, TimeGoingBackwardsTakesNothing) {
+  struct BackwardsClock : FakeClock {
+    TimePoint now() const override { return TimePoint{} + std::chrono::hours(1) - std::chrono::seconds(++calls); }
+    mutable int calls = 0;
+  };
+  TokenBucket bucket(2, 1, std::make_shared<BackwardsClock>());
+  ASSERT_TRUE(bucket.try_take());
+  EXPECT_DOUBLE_EQ(bucket.tokens(), 1);
+}
+
+}  // namespace
+}  // namespace kinformer::client
