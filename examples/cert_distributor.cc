@@ -26,23 +26,31 @@ int main(int argc, char** argv) {
   int max_events = 0;  // 0: run until killed
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--namespace" && i + 1 < argc) ns = argv[++i];
-    else if (arg == "--max-events" && i + 1 < argc) max_events = std::stoi(argv[++i]);
-    else if (arg == "--exit-after-sync") exit_after_sync = true;
-    else return std::fprintf(stderr, "usage: %s --namespace NS [--exit-after-sync] [--max-events N]\n", argv[0]), 2;
+    if (arg == "--namespace" && i + 1 < argc)
+      ns = argv[++i];
+    else if (arg == "--max-events" && i + 1 < argc)
+      max_events = std::stoi(argv[++i]);
+    else if (arg == "--exit-after-sync")
+      exit_after_sync = true;
+    else
+      return std::fprintf(stderr, "usage: %s --namespace NS [--exit-after-sync] [--max-events N]\n",
+                          argv[0]),
+             2;
   }
   try {
     auto rest = std::make_shared<client::RestClient>(client::ClusterConfig::load_default());
     informer::InformerFactory factory(
         [rest](const auto& type, const std::string& n) { return rest->lister_watcher(type, n); });
-    auto secrets = factory.informer<client::Secret>({.namespace_ = ns, .field_selector = "type=kubernetes.io/tls"});
+    auto secrets = factory.informer<client::Secret>(
+        {.namespace_ = ns, .field_selector = "type=kubernetes.io/tls"});
 
     std::mutex mu;
     std::condition_variable cv;
     int events = 0;
     auto print = [&](const char* what, const client::Secret& s) {
       const std::string* cert = client::find_value(s.data, "tls.crt");
-      std::printf("%s %s (cert %zu bytes)\n", what, s.metadata.name.c_str(), cert ? cert->size() : 0);
+      std::printf("%s %s (cert %zu bytes)\n", what, s.metadata.name.c_str(),
+                  cert ? cert->size() : 0);
       std::fflush(stdout);
       std::lock_guard lock(mu);
       ++events;

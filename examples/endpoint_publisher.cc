@@ -28,14 +28,21 @@ int main(int argc, char** argv) {
   int max_events = 0;  // 0: run until killed
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--namespace" && i + 1 < argc) ns = argv[++i];
-    else if (arg == "--service" && i + 1 < argc) service = argv[++i];
-    else if (arg == "--max-events" && i + 1 < argc) max_events = std::stoi(argv[++i]);
-    else if (arg == "--exit-after-sync") exit_after_sync = true;
-    else service.clear(), i = argc;
+    if (arg == "--namespace" && i + 1 < argc)
+      ns = argv[++i];
+    else if (arg == "--service" && i + 1 < argc)
+      service = argv[++i];
+    else if (arg == "--max-events" && i + 1 < argc)
+      max_events = std::stoi(argv[++i]);
+    else if (arg == "--exit-after-sync")
+      exit_after_sync = true;
+    else
+      service.clear(), i = argc;
   }
   if (service.empty()) {
-    std::fprintf(stderr, "usage: %s --namespace NS --service NAME [--exit-after-sync] [--max-events N]\n", argv[0]);
+    std::fprintf(stderr,
+                 "usage: %s --namespace NS --service NAME [--exit-after-sync] [--max-events N]\n",
+                 argv[0]);
     return 2;
   }
   try {
@@ -48,27 +55,42 @@ int main(int argc, char** argv) {
     std::mutex mu;
     std::condition_variable cv;
     int events = 0;
-    std::map<std::string, SlicePtr> by_name;  // the Service's slices; calls to one handler never overlap
+    std::map<std::string, SlicePtr>
+        by_name;  // the Service's slices; calls to one handler never overlap
     auto publish = [&] {
       std::string out;
       for (const auto& [name, slice] : by_name) {
         for (const auto& e : slice->endpoints) {
           for (const auto& p : slice->ports) {
-            out += "  " + (e.addresses.empty() ? "?" : e.addresses[0]) + " ready=" +
-                   (e.ready.value_or(true) ? "true" : "false") + " port=" + (p.port ? std::to_string(*p.port) : "all") + "\n";
+            out += "  " + (e.addresses.empty() ? "?" : e.addresses[0]) +
+                   " ready=" + (e.ready.value_or(true) ? "true" : "false") +
+                   " port=" + (p.port ? std::to_string(*p.port) : "all") + "\n";
           }
         }
       }
-      std::printf("%s/%s:\n%s", ns.c_str(), service.c_str(), out.empty() ? "  (no endpoints)\n" : out.c_str());
+      std::printf("%s/%s:\n%s", ns.c_str(), service.c_str(),
+                  out.empty() ? "  (no endpoints)\n" : out.c_str());
       std::fflush(stdout);
       std::lock_guard lock(mu);
       ++events;
       cv.notify_all();
     };
     auto registration = slices.add_handler({
-        .add = [&](const SlicePtr& s, bool) { by_name[s->metadata.name] = s; publish(); },
-        .update = [&](const SlicePtr&, const SlicePtr& s) { by_name[s->metadata.name] = s; publish(); },
-        .del = [&](const SlicePtr& s, bool) { by_name.erase(s->metadata.name); publish(); },
+        .add =
+            [&](const SlicePtr& s, bool) {
+              by_name[s->metadata.name] = s;
+              publish();
+            },
+        .update =
+            [&](const SlicePtr&, const SlicePtr& s) {
+              by_name[s->metadata.name] = s;
+              publish();
+            },
+        .del =
+            [&](const SlicePtr& s, bool) {
+              by_name.erase(s->metadata.name);
+              publish();
+            },
     });
     factory.start();
     if (!factory.wait_for_cache_sync(std::chrono::seconds(30))) {
@@ -78,7 +100,8 @@ int main(int argc, char** argv) {
     // The cache is synced; this handler has synced once it has seen every initial add.
     while (!registration.has_synced()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     std::unique_lock lock(mu);
-    if (events == 0) std::printf("%s/%s:\n  (no endpoints)\n", ns.c_str(), service.c_str()), std::fflush(stdout);
+    if (events == 0)
+      std::printf("%s/%s:\n  (no endpoints)\n", ns.c_str(), service.c_str()), std::fflush(stdout);
     if (!exit_after_sync) cv.wait(lock, [&] { return max_events > 0 && events >= max_events; });
     lock.unlock();
     registration.close();

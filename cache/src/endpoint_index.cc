@@ -23,7 +23,8 @@ namespace {
 
 // The subset key: service key, port name and canonical selector, separated by NULs (none of the
 // three contains one).
-std::string subset_key(const std::string& service_key, const std::string& port, const std::string& selector) {
+std::string subset_key(const std::string& service_key, const std::string& port,
+                       const std::string& selector) {
   std::string k = service_key;
   k += '\0';
   k += port;
@@ -33,7 +34,8 @@ std::string subset_key(const std::string& service_key, const std::string& port, 
 }
 
 // The Pod key an endpoint's targetRef names, or "" when it names no Pod.
-std::string pod_key(const std::optional<client::ObjectReference>& ref, const std::string& object_namespace) {
+std::string pod_key(const std::optional<client::ObjectReference>& ref,
+                    const std::string& object_namespace) {
   if (!ref || ref->kind != "Pod" || ref->name.empty()) return {};
   return client::make_key(ref->namespace_.empty() ? object_namespace : ref->namespace_, ref->name);
 }
@@ -45,16 +47,19 @@ std::vector<EndpointPort> slice_ports(const std::vector<client::SlicePort>& in) 
     out.push_back({p.name, *p.port, p.protocol, p.app_protocol});
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
-  out.erase(std::unique(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.name == b.name; }),
+  out.erase(std::unique(out.begin(), out.end(),
+                        [](const auto& a, const auto& b) { return a.name == b.name; }),
             out.end());
   return out;
 }
 
 std::vector<EndpointPort> subset_ports(const std::vector<client::EndpointPort>& in) {
   std::vector<EndpointPort> out;
+  out.reserve(in.size());
   for (const auto& p : in) out.push_back({p.name, p.port, p.protocol, p.app_protocol});
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
-  out.erase(std::unique(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.name == b.name; }),
+  out.erase(std::unique(out.begin(), out.end(),
+                        [](const auto& a, const auto& b) { return a.name == b.name; }),
             out.end());
   return out;
 }
@@ -80,7 +85,7 @@ class EndpointIndex::State {
     std::map<std::string, std::shared_ptr<const client::Endpoints>, std::less<>> endpoints;
     std::map<std::string, std::shared_ptr<const client::Pod>, std::less<>> pods;
     std::map<std::string, std::set<std::string>, std::less<>> services_by_pod;  // from the shards
-    std::map<std::string, Shard, std::less<>> shards;                          // by service key
+    std::map<std::string, Shard, std::less<>> shards;                           // by service key
   };
   struct Watcher {
     std::uint64_t id = 0;
@@ -98,12 +103,12 @@ class EndpointIndex::State {
   using SubsetFilter = std::function<bool(const Subset&)>;
 
   mutable std::mutex mu;
-  std::map<std::string, Cluster, std::less<>> clusters;         // guarded by mu
-  std::map<std::string, Subset> subsets;                         // guarded by mu
+  std::map<std::string, Cluster, std::less<>> clusters;             // guarded by mu
+  std::map<std::string, Subset> subsets;                            // guarded by mu
   std::map<std::string, std::set<std::string>> subsets_by_service;  // guarded by mu
-  std::uint64_t version = 0;                                     // guarded by mu
-  std::uint64_t next_seq = 0;                                    // guarded by mu
-  std::uint64_t next_watch_id = 0;                               // guarded by mu
+  std::uint64_t version = 0;                                        // guarded by mu
+  std::uint64_t next_seq = 0;                                       // guarded by mu
+  std::uint64_t next_watch_id = 0;                                  // guarded by mu
 
   // mu held. Recomputes the shard of `service_key` in `c` from the inputs `c` now holds (full
   // replacement: the previous shard is only compared with, never merged into). Returns true when
@@ -150,7 +155,8 @@ class EndpointIndex::State {
         for (const auto& slice_key : it->second) entries.push_back(&c.slices.at(slice_key));
       }
       // Oldest first, so that a newer slice overwrites an address an older one also lists.
-      std::sort(entries.begin(), entries.end(), [](const auto* a, const auto* b) { return a->seq < b->seq; });
+      std::sort(entries.begin(), entries.end(),
+                [](const auto* a, const auto* b) { return a->seq < b->seq; });
       for (const SliceEntry* entry : entries) {
         const client::EndpointSlice& slice = *entry->slice;
         auto ports = slice_ports(slice.ports);
@@ -193,8 +199,8 @@ class EndpointIndex::State {
   }
 
   // The part of `shard` that `subset` selects.
-  static std::shared_ptr<const ClusterEndpoints> part(const std::string& cluster, const Shard& shard,
-                                                      const Subset& subset) {
+  static std::shared_ptr<const ClusterEndpoints> part(const std::string& cluster,
+                                                      const Shard& shard, const Subset& subset) {
     auto out = std::make_shared<ClusterEndpoints>();
     out->cluster = cluster;
     out->version = shard.version;
@@ -232,13 +238,15 @@ class EndpointIndex::State {
 
   // mu held. Recomputes the part of `cluster` (absent: removed) in every watched subset of
   // `service_key` that `filter` selects (null: all); queues a notification for each that changed.
-  void refresh(const std::string& service_key, const std::string& cluster, const SubsetFilter& filter,
-               Pending& pending) {
+  void refresh(const std::string& service_key, const std::string& cluster,
+               const SubsetFilter& filter, Pending& pending) {
     auto by_service = subsets_by_service.find(service_key);
     if (by_service == subsets_by_service.end()) return;
     const Shard* shard = nullptr;
     if (auto c = clusters.find(cluster); c != clusters.end()) {
-      if (auto s = c->second.shards.find(service_key); s != c->second.shards.end()) shard = &s->second;
+      if (auto s = c->second.shards.find(service_key); s != c->second.shards.end()) {
+        shard = &s->second;
+      }
     }
     for (const auto& key : by_service->second) {
       Subset& subset = subsets.at(key);
@@ -281,7 +289,8 @@ class EndpointIndex::State {
   // mu held. A Pod's labels went from `old_labels` (nullptr: not known to the index) to
   // `new_labels`: recomputes the shards that name it and the subsets the change can affect.
   void pod_changed(const std::string& cluster, Cluster& c, const std::string& key,
-                   const client::StringMap* old_labels, const client::StringMap& new_labels, Pending& pending) {
+                   const client::StringMap* old_labels, const client::StringMap& new_labels,
+                   Pending& pending) {
     auto r = c.services_by_pod.find(key);
     if (r == c.services_by_pod.end()) return;
     const std::set<std::string> services = r->second;  // recompute_shard edits services_by_pod
@@ -317,7 +326,8 @@ class EndpointIndex::State {
     auto it = subsets.find(key);
     if (it == subsets.end()) return;
     auto& ws = it->second.watchers;
-    ws.erase(std::remove_if(ws.begin(), ws.end(), [&](const Watcher& w) { return w.id == id; }), ws.end());
+    ws.erase(std::remove_if(ws.begin(), ws.end(), [&](const Watcher& w) { return w.id == id; }),
+             ws.end());
     if (!ws.empty()) return;
     auto by_service = subsets_by_service.find(it->second.service.key());
     if (by_service != subsets_by_service.end()) {
@@ -334,7 +344,9 @@ EndpointIndex::Watch::Watch(std::weak_ptr<State> state, std::string subset, std:
     : state_(std::move(state)), subset_(std::move(subset)), id_(id) {}
 
 EndpointIndex::Watch::Watch(Watch&& other) noexcept
-    : state_(std::move(other.state_)), subset_(std::move(other.subset_)), id_(std::exchange(other.id_, 0)) {}
+    : state_(std::move(other.state_)),
+      subset_(std::move(other.subset_)),
+      id_(std::exchange(other.id_, 0)) {}
 
 EndpointIndex::Watch& EndpointIndex::Watch::operator=(Watch&& other) noexcept {
   if (this != &other) {
@@ -365,7 +377,8 @@ bool EndpointIndex::set_source(const std::string& cluster, EndpointSource source
   return state_->cluster_for(cluster, source) != nullptr;
 }
 
-bool EndpointIndex::upsert_slice(const std::string& cluster, std::shared_ptr<const client::EndpointSlice> slice) {
+bool EndpointIndex::upsert_slice(const std::string& cluster,
+                                 std::shared_ptr<const client::EndpointSlice> slice) {
   State::Pending pending;
   {
     std::lock_guard lock(state_->mu);
@@ -373,7 +386,8 @@ bool EndpointIndex::upsert_slice(const std::string& cluster, std::shared_ptr<con
     if (c == nullptr) return false;
     std::string key = slice->key();
     std::string name = slice->service_name();
-    std::string service_key = name.empty() ? std::string() : client::make_key(slice->metadata.namespace_, name);
+    std::string service_key =
+        name.empty() ? std::string() : client::make_key(slice->metadata.namespace_, name);
     State::SliceEntry& entry = c->slices[key];
     std::string old_service_key = std::move(entry.service_key);
     if (old_service_key != service_key && !old_service_key.empty()) {
@@ -386,7 +400,9 @@ bool EndpointIndex::upsert_slice(const std::string& cluster, std::shared_ptr<con
     entry.service_key = service_key;
     if (!service_key.empty()) c->slices_by_service[service_key].insert(key);
     state_->recompute_and_refresh(cluster, *c, service_key, pending);
-    if (old_service_key != service_key) state_->recompute_and_refresh(cluster, *c, old_service_key, pending);
+    if (old_service_key != service_key) {
+      state_->recompute_and_refresh(cluster, *c, old_service_key, pending);
+    }
   }
   State::notify(pending);
   return true;
@@ -408,7 +424,8 @@ void EndpointIndex::remove_slice(const std::string& cluster, std::string_view ke
   State::notify(pending);
 }
 
-bool EndpointIndex::upsert_endpoints(const std::string& cluster, std::shared_ptr<const client::Endpoints> endpoints) {
+bool EndpointIndex::upsert_endpoints(const std::string& cluster,
+                                     std::shared_ptr<const client::Endpoints> endpoints) {
   State::Pending pending;
   {
     std::lock_guard lock(state_->mu);
@@ -482,7 +499,9 @@ void EndpointIndex::remove_cluster(const std::string& cluster) {
     for (const auto& [service_key, shard] : c->second.shards) services.push_back(service_key);
     state_->clusters.erase(c);
     ++state_->version;
-    for (const auto& service_key : services) state_->refresh(service_key, cluster, nullptr, pending);
+    for (const auto& service_key : services) {
+      state_->refresh(service_key, cluster, nullptr, pending);
+    }
   }
   State::notify(pending);
 }

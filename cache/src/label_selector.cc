@@ -176,12 +176,24 @@ std::string LabelSelector::to_string() const {
   for (const auto& r : requirements_) {
     if (!out.empty()) out += ',';
     switch (r.op) {
-      case Operator::equals: out += r.key + "=" + r.values.front(); break;
-      case Operator::not_equals: out += r.key + "!=" + r.values.front(); break;
-      case Operator::in: out += r.key + " in (" + join(r.values) + ")"; break;
-      case Operator::not_in: out += r.key + " notin (" + join(r.values) + ")"; break;
-      case Operator::exists: out += r.key; break;
-      case Operator::does_not_exist: out += "!" + r.key; break;
+      case Operator::equals:
+        out += r.key + "=" + r.values.front();
+        break;
+      case Operator::not_equals:
+        out += r.key + "!=" + r.values.front();
+        break;
+      case Operator::in:
+        out += r.key + " in (" + join(r.values) + ")";
+        break;
+      case Operator::not_in:
+        out += r.key + " notin (" + join(r.values) + ")";
+        break;
+      case Operator::exists:
+        out += r.key;
+        break;
+      case Operator::does_not_exist:
+        out += "!" + r.key;
+        break;
     }
   }
   return out;

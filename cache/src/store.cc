@@ -7,11 +7,10 @@
 namespace kinformer::cache {
 
 Store::Store() {
-  indexes_.emplace(std::string(kNamespaceIndex),
-                   Index{[](const client::Object& o) {
-                           return std::vector<std::string>{o.metadata.namespace_};
-                         },
-                         {}});
+  indexes_.emplace(
+      std::string(kNamespaceIndex),
+      Index{[](const client::Object& o) { return std::vector<std::string>{o.metadata.namespace_}; },
+            {}});
 }
 
 void Store::index_insert(const std::string& key, const client::Object& object) {
@@ -122,7 +121,8 @@ std::vector<client::ObjectPtr> Store::list(const LabelSelector& selector) const 
   return list(std::string_view{}, selector);
 }
 
-std::vector<client::ObjectPtr> Store::list(std::string_view ns, const LabelSelector& selector) const {
+std::vector<client::ObjectPtr> Store::list(std::string_view ns,
+                                           const LabelSelector& selector) const {
   std::vector<client::ObjectPtr> out;
   std::shared_lock lock(mu_);
   if (ns.empty()) {
@@ -163,7 +163,8 @@ bool Store::has_index(std::string_view name) const {
   return indexes_.find(name) != indexes_.end();
 }
 
-std::vector<client::ObjectPtr> Store::by_index(std::string_view name, std::string_view value) const {
+std::vector<client::ObjectPtr> Store::by_index(std::string_view name,
+                                               std::string_view value) const {
   std::shared_lock lock(mu_);
   const Index& index = find_index(name);
   std::vector<client::ObjectPtr> out;

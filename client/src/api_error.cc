@@ -9,10 +9,12 @@ namespace kinformer::client {
 namespace {
 
 std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\n' || s.front() == '\r' || s.front() == '\t')) {
+  while (!s.empty() &&
+         (s.front() == ' ' || s.front() == '\n' || s.front() == '\r' || s.front() == '\t')) {
     s.remove_prefix(1);
   }
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\n' || s.back() == '\r' || s.back() == '\t')) {
+  while (!s.empty() &&
+         (s.back() == ' ' || s.back() == '\n' || s.back() == '\r' || s.back() == '\t')) {
     s.remove_suffix(1);
   }
   return s;
@@ -35,7 +37,8 @@ void fill_from_status(const JsonValue& status, Error& e) {
   e.reason = get_string(status, "reason");
   e.message = get_string(status, "message");
   if (const JsonValue* d = member(status, "details")) {
-    if (const JsonValue* r = member(*d, "retryAfterSeconds"); r && r->IsInt64() && r->GetInt64() > 0) {
+    if (const JsonValue* r = member(*d, "retryAfterSeconds");
+        r && r->IsInt64() && r->GetInt64() > 0) {
       e.retry_after = std::min(std::chrono::seconds(r->GetInt64()), kMaxRetryAfter);
     }
     if (const JsonValue* causes = member(*d, "causes"); causes && causes->IsArray()) {
@@ -60,7 +63,8 @@ Error error_from_status(const JsonValue& status) {
   return e;
 }
 
-Error error_from_response(int http_status, std::string_view body, std::string_view retry_after_header) {
+Error error_from_response(int http_status, std::string_view body,
+                          std::string_view retry_after_header) {
   Error e;
   e.code = Errc::api;
   e.http_status = http_status;
@@ -79,12 +83,15 @@ Error error_from_response(int http_status, std::string_view body, std::string_vi
   if (!parsed) {
     std::string_view head = trimmed;  // a BOM or other blanks do not hide JSON
     if (head.starts_with("\xEF\xBB\xBF")) head.remove_prefix(3);
-    while (!head.empty() && (head.front() == '\f' || head.front() == '\v' || head.front() == ' ')) head.remove_prefix(1);
+    while (!head.empty() && (head.front() == '\f' || head.front() == '\v' || head.front() == ' ')) {
+      head.remove_prefix(1);
+    }
     if (!head.empty() && (head.front() == '{' || head.front() == '[')) {
       // JSON that is not a Status may be an API object (a proxy passing a Secret list on with an
       // odd status): its text would reach logs and last_error(). Only its size is kept.
-      e.message = "HTTP " + std::to_string(http_status) + " with a JSON body that is not a Status (" +
-                  std::to_string(trimmed.size()) + " bytes)";
+      e.message = "HTTP " + std::to_string(http_status) +
+                  " with a JSON body that is not a Status (" + std::to_string(trimmed.size()) +
+                  " bytes)";
     } else {
       constexpr std::size_t kMaxMessage = 1024;
       e.message = std::string(trimmed.substr(0, kMaxMessage));  // a proxy's text or HTML page

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "detail/base64.h"
+#include "detail/sys.h"
 
 namespace kinformer::client {
 namespace {
@@ -20,7 +21,7 @@ namespace fs = std::filesystem;
 std::optional<std::string> read_file(const std::string& path, std::string* why) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    *why = std::strerror(errno);
+    *why = detail::errno_text(errno);
     return std::nullopt;
   }
   std::stringstream ss;
@@ -31,7 +32,8 @@ std::optional<std::string> read_file(const std::string& path, std::string* why) 
 struct Entry {
   YAML::Node node;   // the inner cluster/user/context map
   std::string file;  // the kubeconfig file it came from (or the origin of in-memory data)
-  std::string base;  // relative paths resolve here: the file's folder; "" (the current one) for data
+  std::string
+      base;  // relative paths resolve here: the file's folder; "" (the current one) for data
 };
 
 struct Merged {
@@ -47,8 +49,12 @@ class Fields {
  public:
   Fields(const Entry& entry, std::string what) : entry_(entry), what_(std::move(what)) {}
 
-  [[nodiscard]] std::string prefix() const { return "kubeconfig " + entry_.file + ": " + what_ + ": "; }
-  [[noreturn]] void fail(const std::string& message) const { throw ConfigError(prefix() + message); }
+  [[nodiscard]] std::string prefix() const {
+    return "kubeconfig " + entry_.file + ": " + what_ + ": ";
+  }
+  [[noreturn]] void fail(const std::string& message) const {
+    throw ConfigError(prefix() + message);
+  }
 
   std::string str(const char* field) const {
     YAML::Node n = entry_.node[field];
@@ -76,7 +82,7 @@ class Fields {
     std::string p = str(field);
     if (p.empty()) return {};
     if (p.starts_with("~/")) {
-      if (const char* home = std::getenv("HOME")) p = std::string(home) + p.substr(1);
+      if (const char* home = detail::env("HOME")) p = std::string(home) + p.substr(1);
     }
     fs::path fp(p);
     if (fp.is_relative()) fp = fs::path(entry_.base) / fp;
@@ -101,11 +107,13 @@ class Fields {
 
 // yaml-cpp messages carry line/column and a reason, never the document's values.
 ConfigError invalid_yaml(const std::string& file, const YAML::Exception& e) {
-  return ConfigError("kubeconfig " + file + ": invalid YAML: " + e.msg + " (line " + std::to_string(e.mark.line + 1) +
-                     ", column " + std::to_string(e.mark.column + 1) + ")");
+  return ConfigError("kubeconfig " + file + ": invalid YAML: " + e.msg + " (line " +
+                     std::to_string(e.mark.line + 1) + ", column " +
+                     std::to_string(e.mark.column + 1) + ")");
 }
 
-void merge_root(const YAML::Node& root, const std::string& file, const std::string& base, Merged& merged);
+void merge_root(const YAML::Node& root, const std::string& file, const std::string& base,
+                Merged& merged);
 
 void merge_file(const std::string& file, Merged& merged) {
   // A folder opens like a file and then fails inside yaml-cpp with a std::ios_base::failure,
@@ -117,44 +125,52 @@ void merge_file(const std::string& file, Merged& merged) {
   try {
     root = YAML::LoadFile(file);
   } catch (const YAML::BadFile&) {
-    throw ConfigError("kubeconfig " + file + ": cannot be read: " + std::strerror(errno));
+    throw ConfigError("kubeconfig " + file + ": cannot be read: " + detail::errno_text(errno));
   } catch (const YAML::Exception& e) {
     throw invalid_yaml(file, e);
   } catch (const std::ios_base::failure&) {
-    throw ConfigError("kubeconfig " + file + ": cannot be read: " + std::strerror(errno));
+    throw ConfigError("kubeconfig " + file + ": cannot be read: " + detail::errno_text(errno));
   }
   merge_root(root, file, fs::path(file).parent_path().string(), merged);
 }
 
-void merge_root(const YAML::Node& root, const std::string& file, const std::string& base, Merged& merged) {
+void merge_root(const YAML::Node& root, const std::string& file, const std::string& base,
+                Merged& merged) {
   merged.files.push_back(file);
   if (!root || root.IsNull()) {
     ++merged.empty_files;  // allowed in a KUBECONFIG list (kubectl); alone it is an error
     return;
   }
-  if (!root.IsMap()) throw ConfigError("kubeconfig " + file + ": expected a YAML mapping at the top level");
+  if (!root.IsMap()) {
+    throw ConfigError("kubeconfig " + file + ": expected a YAML mapping at the top level");
+  }
   auto section = [&](const char* list, const char* inner, std::map<std::string, Entry>& into) {
     YAML::Node items = root[list];
     if (!items || items.IsNull()) return;
-    if (!items.IsSequence()) throw ConfigError("kubeconfig " + file + ": " + list + " must be a list");
+    if (!items.IsSequence()) {
+      throw ConfigError("kubeconfig " + file + ": " + list + " must be a list");
+    }
     std::size_t index = 0;
     for (const auto& item : items) {
       std::string where = "kubeconfig " + file + ": " + list + "[" + std::to_string(index++) + "]";
       if (!item.IsMap()) throw ConfigError(where + " must be a mapping");
       YAML::Node name = item["name"];
-      if (!name || !name.IsScalar() || name.Scalar().empty()) throw ConfigError(where + ": name is missing");
+      if (!name || !name.IsScalar() || name.Scalar().empty()) {
+        throw ConfigError(where + ": name is missing");
+      }
       YAML::Node body = item[inner];
       if (body && !body.IsNull() && !body.IsMap()) {
         throw ConfigError(where + " '" + name.Scalar() + "': " + inner + " must be a mapping");
       }
-      into.try_emplace(name.Scalar(), Entry{body ? body : YAML::Node(YAML::NodeType::Map), file, base});
+      into.try_emplace(name.Scalar(),
+                       Entry{body ? body : YAML::Node(YAML::NodeType::Map), file, base});
     }
   };
   section("clusters", "cluster", merged.clusters);
   section("users", "user", merged.users);
   section("contexts", "context", merged.contexts);
-  if (YAML::Node cc = root["current-context"]; cc && cc.IsScalar() && !cc.Scalar().empty() &&
-                                                merged.current_context.empty()) {
+  if (YAML::Node cc = root["current-context"];
+      cc && cc.IsScalar() && !cc.Scalar().empty() && merged.current_context.empty()) {
     merged.current_context = cc.Scalar();
     merged.current_context_file = file;
   }
@@ -177,20 +193,28 @@ void check_policy(const Fields& entry, const KubeconfigPolicy& policy) {
     throw KubeconfigRefused(entry.prefix() + field + " is refused: " + why, field);
   };
   if (!policy.allow_exec && present("exec")) {
-    refuse("exec", "an exec credential plugin would run a program on this machine (KubeconfigPolicy::allow_exec)");
+    refuse("exec",
+           "an exec credential plugin would run a program on this machine "
+           "(KubeconfigPolicy::allow_exec)");
   }
   if (!policy.allow_auth_provider && present("auth-provider")) {
-    refuse("auth-provider", "auth providers are not accepted here (KubeconfigPolicy::allow_auth_provider)");
+    refuse("auth-provider",
+           "auth providers are not accepted here (KubeconfigPolicy::allow_auth_provider)");
   }
   if (!policy.allow_token_file && present("tokenFile")) {
-    refuse("tokenFile", "it would read a file on this machine; use token (KubeconfigPolicy::allow_token_file)");
+    refuse("tokenFile",
+           "it would read a file on this machine; use token (KubeconfigPolicy::allow_token_file)");
   }
   if (!policy.allow_insecure) {
-    if (YAML::Node server = entry.node()["server"]; server && server.IsScalar() && server.Scalar().starts_with("http://")) {
-      refuse("server", "a plain http:// server would get the credentials in clear text (KubeconfigPolicy::allow_insecure)");
+    if (YAML::Node server = entry.node()["server"];
+        server && server.IsScalar() && server.Scalar().starts_with("http://")) {
+      refuse("server",
+             "a plain http:// server would get the credentials in clear text "
+             "(KubeconfigPolicy::allow_insecure)");
     }
     if (YAML::Node skip = entry.node()["insecure-skip-tls-verify"];
-        skip && skip.IsScalar() && (skip.Scalar() == "true" || skip.Scalar() == "True" || skip.Scalar() == "yes")) {
+        skip && skip.IsScalar() &&
+        (skip.Scalar() == "true" || skip.Scalar() == "True" || skip.Scalar() == "yes")) {
       refuse("insecure-skip-tls-verify",
              "an unverified server would get the credentials (KubeconfigPolicy::allow_insecure)");
     }
@@ -198,8 +222,9 @@ void check_policy(const Fields& entry, const KubeconfigPolicy& policy) {
   if (!policy.allow_file_paths) {
     for (const char* field : {"certificate-authority", "client-certificate", "client-key"}) {
       if (present(field)) {
-        refuse(field, "it is a file path on this machine; use the inline -data field "
-                      "(KubeconfigPolicy::allow_file_paths)");
+        refuse(field,
+               "it is a file path on this machine; use the inline -data field "
+               "(KubeconfigPolicy::allow_file_paths)");
       }
     }
   }
@@ -215,7 +240,9 @@ CredentialsProviderPtr user_credentials(const Fields& user) {
     user.fail(base.client_cert_pem.empty() ? "client-key is set but client-certificate is missing"
                                            : "client-certificate is set but client-key is missing");
   }
-  if (user.node()["auth-provider"]) user.fail("auth-provider is not supported; use an exec credential plugin");
+  if (user.node()["auth-provider"]) {
+    user.fail("auth-provider is not supported; use an exec credential plugin");
+  }
   if (YAML::Node exec = user.node()["exec"]; exec && !exec.IsNull()) {
     if (!exec.IsMap()) user.fail("exec must be a mapping");
     Entry e{exec, user.file(), user.base()};
@@ -242,8 +269,11 @@ CredentialsProviderPtr user_credentials(const Fields& user) {
     if (YAML::Node env = exec["env"]; env && !env.IsNull()) {
       if (!env.IsSequence()) user.fail("exec.env must be a list of {name, value}");
       for (const auto& kv : env) {
-        if (!kv.IsMap() || !kv["name"] || !kv["name"].IsScalar()) user.fail("exec.env entries need a name");
-        config.env.emplace_back(kv["name"].Scalar(), kv["value"] && kv["value"].IsScalar() ? kv["value"].Scalar() : "");
+        if (!kv.IsMap() || !kv["name"] || !kv["name"].IsScalar()) {
+          user.fail("exec.env entries need a name");
+        }
+        config.env.emplace_back(kv["name"].Scalar(),
+                                kv["value"] && kv["value"].IsScalar() ? kv["value"].Scalar() : "");
       }
     }
     return exec_credentials(std::move(config), std::move(base));
@@ -256,7 +286,9 @@ CredentialsProviderPtr user_credentials(const Fields& user) {
   }
   if (!token_file.empty()) {
     std::string why;
-    if (!read_file(token_file, &why)) user.fail("tokenFile " + token_file + " cannot be read: " + why);
+    if (!read_file(token_file, &why)) {
+      user.fail("tokenFile " + token_file + " cannot be read: " + why);
+    }
     return token_file_credentials(token_file, std::move(base));
   }
   if (!base.client_cert_pem.empty()) return static_credentials(std::move(base));
@@ -278,7 +310,7 @@ ClusterConfig ClusterConfig::from_kubeconfig(const KubeconfigOptions& options) {
     std::string env;
     if (options.kubeconfig_env) {
       env = *options.kubeconfig_env;
-    } else if (const char* e = std::getenv("KUBECONFIG")) {
+    } else if (const char* e = detail::env("KUBECONFIG")) {
       env = e;
     }
     std::stringstream ss(env);
@@ -286,7 +318,7 @@ ClusterConfig ClusterConfig::from_kubeconfig(const KubeconfigOptions& options) {
       if (!item.empty()) files.push_back(item);
     }
     if (files.empty()) {
-      const char* home = std::getenv("HOME");
+      const char* home = detail::env("HOME");
       if (!home) throw ConfigError("kubeconfig: KUBECONFIG is unset and HOME is unknown");
       files.push_back(std::string(home) + "/.kube/config");
       explicit_files = true;
@@ -303,7 +335,8 @@ ClusterConfig ClusterConfig::from_kubeconfig(const KubeconfigOptions& options) {
   return from_merged(merged, options.context, nullptr);
 }
 
-ClusterConfig ClusterConfig::from_kubeconfig_data(std::string_view yaml, const KubeconfigDataOptions& options) {
+ClusterConfig ClusterConfig::from_kubeconfig_data(std::string_view yaml,
+                                                  const KubeconfigDataOptions& options) {
   YAML::Node root;
   try {
     root = YAML::Load(std::string(yaml));
@@ -321,13 +354,18 @@ ClusterConfig from_merged(const Merged& merged, const std::optional<std::string>
                           const KubeconfigPolicy* policy) {
   std::string where = "kubeconfig " + join(merged.files);
   if (merged.empty_files == merged.files.size()) {
-    throw ConfigError(where + (merged.files.size() == 1 ? ": the file is empty" : ": every file is empty") +
+    throw ConfigError(where +
+                      (merged.files.size() == 1 ? ": the file is empty" : ": every file is empty") +
                       " (no clusters, users or contexts)");
   }
   std::string context_name = context_option.value_or(merged.current_context);
-  if (context_name.empty()) throw ConfigError(where + ": current-context is not set and no context was given");
+  if (context_name.empty()) {
+    throw ConfigError(where + ": current-context is not set and no context was given");
+  }
   auto ctx_it = merged.contexts.find(context_name);
-  if (ctx_it == merged.contexts.end()) throw ConfigError(where + ": context '" + context_name + "' not found");
+  if (ctx_it == merged.contexts.end()) {
+    throw ConfigError(where + ": context '" + context_name + "' not found");
+  }
   Fields context(ctx_it->second, "context '" + context_name + "'");
   std::string cluster_name = context.str("cluster");
   if (cluster_name.empty()) context.fail("cluster is missing");
@@ -348,7 +386,8 @@ ClusterConfig from_merged(const Merged& merged, const std::optional<std::string>
   config.tls_server_name = cluster.str("tls-server-name");
   config.ca_pem = cluster.base64("certificate-authority-data");
   if (config.ca_pem.empty()) config.ca_pem = cluster.file_contents("certificate-authority");
-  if (!config.ca_pem.empty() && config.ca_pem.find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
+  if (!config.ca_pem.empty() &&
+      config.ca_pem.find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
     cluster.fail("certificate-authority does not contain a PEM certificate");
   }
   if (config.insecure_skip_tls_verify && !config.ca_pem.empty()) {
@@ -369,39 +408,45 @@ ClusterConfig from_merged(const Merged& merged, const std::optional<std::string>
 
 ClusterConfig ClusterConfig::in_cluster(const InClusterOptions& options) {
   auto env = [](const char* name) -> std::string {
-    const char* v = std::getenv(name);
+    const char* v = detail::env(name);
     return v ? v : "";
   };
   std::string host = options.host.value_or(env("KUBERNETES_SERVICE_HOST"));
   std::string port = options.port.value_or(env("KUBERNETES_SERVICE_PORT"));
   if (host.empty() || port.empty()) {
-    throw ConfigError("in-cluster config: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be set");
+    throw ConfigError(
+        "in-cluster config: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be set");
   }
   std::string dir = options.service_account_dir;
   std::string why;
   std::string token_path = dir + "/token";
-  if (!read_file(token_path, &why)) throw ConfigError("in-cluster config: " + token_path + " cannot be read: " + why);
+  if (!read_file(token_path, &why)) {
+    throw ConfigError("in-cluster config: " + token_path + " cannot be read: " + why);
+  }
   auto ca = read_file(dir + "/ca.crt", &why);
   if (!ca) throw ConfigError("in-cluster config: " + dir + "/ca.crt cannot be read: " + why);
   ClusterConfig config;
-  config.server = "https://" + (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + port;
+  config.server =
+      "https://" + (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + port;
   config.ca_pem = *ca;
   config.credentials = token_file_credentials(token_path);
   config.context = "in-cluster";
   if (auto ns = read_file(dir + "/namespace", &why)) {
     config.namespace_ = *ns;
-    while (!config.namespace_.empty() && std::isspace(static_cast<unsigned char>(config.namespace_.back()))) {
+    while (!config.namespace_.empty() &&
+           std::isspace(static_cast<unsigned char>(config.namespace_.back()))) {
       config.namespace_.pop_back();
     }
   }
   return config;
 }
 
-ClusterConfig ClusterConfig::load_default(const KubeconfigOptions& options, const InClusterOptions& pod) {
+ClusterConfig ClusterConfig::load_default(const KubeconfigOptions& options,
+                                          const InClusterOptions& pod) {
   // 1. An explicit file: used as given, its errors are the caller's to see.
   if (options.path) return from_kubeconfig(options);
   auto env = [](const char* name) -> std::string {
-    const char* v = std::getenv(name);
+    const char* v = detail::env(name);
     return v ? v : "";
   };
   std::vector<std::string> tried{"no explicit kubeconfig path was given"};
@@ -422,9 +467,11 @@ ClusterConfig ClusterConfig::load_default(const KubeconfigOptions& options, cons
   const std::string token_path = pod.service_account_dir + "/token";
   std::error_code ec;
   if (host.empty() || port.empty()) {
-    tried.emplace_back("in-cluster: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not both set");
+    tried.emplace_back(
+        "in-cluster: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not both set");
   } else if (!fs::exists(token_path, ec)) {
-    tried.emplace_back("in-cluster: KUBERNETES_SERVICE_HOST/PORT are set but " + token_path + " does not exist");
+    tried.emplace_back("in-cluster: KUBERNETES_SERVICE_HOST/PORT are set but " + token_path +
+                       " does not exist");
   } else {
     return in_cluster(pod);
   }
@@ -440,7 +487,9 @@ ClusterConfig ClusterConfig::load_default(const KubeconfigOptions& options, cons
     return from_kubeconfig(at_home);
   }
   std::string message = "no cluster configuration found:";
-  for (std::size_t i = 0; i < tried.size(); ++i) message += " (" + std::to_string(i + 1) + ") " + tried[i] + ";";
+  for (std::size_t i = 0; i < tried.size(); ++i) {
+    message += " (" + std::to_string(i + 1) + ") " + tried[i] + ";";
+  }
   message.back() = '.';
   throw ConfigError(message);
 }

@@ -19,7 +19,8 @@ bool replayable(http::verb method) {
 }
 
 template <class Stream>
-awaitable<error_code> write_read(Stream& stream, beast::flat_buffer& buffer, http::request<http::string_body>& req,
+awaitable<error_code> write_read(Stream& stream, beast::flat_buffer& buffer,
+                                 http::request<http::string_body>& req,
                                  http::response_parser<http::string_body>& parser) {
   auto [wec, wn] = co_await http::async_write(stream, req, kTuple);
   if (wec) co_return wec;
@@ -31,7 +32,8 @@ awaitable<error_code> write_read(Stream& stream, beast::flat_buffer& buffer, htt
 // socket opened close-on-exec (Asio's own open() leaves it inheritable). A child process that
 // inherited a connection (an exec credential plugin, or anything the embedding program runs)
 // would keep it open after we close it: a closed watch would go on being served.
-awaitable<error_code> connect_close_on_exec(beast::tcp_stream& stream, const tcp::resolver::results_type& results) {
+awaitable<error_code> connect_close_on_exec(beast::tcp_stream& stream,
+                                            const tcp::resolver::results_type& results) {
   error_code last = asio::error::host_not_found;
   for (const auto& entry : results) {
     const tcp::endpoint ep = entry.endpoint();
@@ -51,14 +53,17 @@ awaitable<error_code> connect_close_on_exec(beast::tcp_stream& stream, const tcp
     auto [cec] = co_await stream.async_connect(ep, kTuple);
     if (!cec) co_return cec;
     last = cec;
-    if (cec == beast::error::timeout || cec == asio::error::operation_aborted) break;  // the deadline is for all
+    if (cec == beast::error::timeout || cec == asio::error::operation_aborted) {
+      break;  // the deadline is for all
+    }
   }
   co_return last;
 }
 
 }  // namespace
 
-Connection::Connection(asio::any_io_executor ex, std::shared_ptr<ssl::context> context) : ctx(std::move(context)) {
+Connection::Connection(asio::any_io_executor ex, std::shared_ptr<ssl::context> context)
+    : ctx(std::move(context)) {
   if (ctx) {
     tls.emplace(ex, *ctx);
   } else {
@@ -76,32 +81,35 @@ void Connection::close() {
 // and cannot interrupt it (resolver::cancel() only drops queries not yet started), so the
 // coroutine waits for whichever comes first, the answer or the deadline; a late answer lands in
 // the shared state and is dropped.
-awaitable<Result<tcp::resolver::results_type>> Connector::resolve(asio::any_io_executor ex,
-                                                                  std::chrono::steady_clock::time_point deadline) {
+awaitable<Result<tcp::resolver::results_type>> Connector::resolve(
+    asio::any_io_executor ex, std::chrono::steady_clock::time_point deadline) {
   struct Pending {
-    Pending(asio::any_io_executor ex, std::chrono::steady_clock::time_point deadline)
+    Pending(const asio::any_io_executor& ex, std::chrono::steady_clock::time_point deadline)
         : resolver(ex), timer(ex, deadline) {}
     tcp::resolver resolver;
     asio::steady_timer timer;  // fires at the deadline, or is cancelled by the answer
     std::optional<std::pair<error_code, tcp::resolver::results_type>> answer;
   };
   auto pending = std::make_shared<Pending>(ex, deadline);
-  pending->resolver.async_resolve(url_.host, url_.port, [pending](error_code ec, tcp::resolver::results_type results) {
-    pending->answer.emplace(ec, std::move(results));
-    pending->timer.cancel();
-  });
+  pending->resolver.async_resolve(url_.host, url_.port,
+                                  [pending](error_code ec, tcp::resolver::results_type results) {
+                                    pending->answer.emplace(ec, std::move(results));
+                                    pending->timer.cancel();
+                                  });
   co_await pending->timer.async_wait(kTuple);
   if (!pending->answer) {
     pending->resolver.cancel();
-    co_return Error::make(Errc::timeout, "resolve " + url_.host + ": no answer within the request deadline");
+    co_return Error::make(Errc::timeout,
+                          "resolve " + url_.host + ": no answer within the request deadline");
   }
   auto& [ec, results] = *pending->answer;
   if (ec) co_return from_ec(ec, "resolve " + url_.host);
   co_return results;
 }
 
-awaitable<Result<ConnectionPtr>> Connector::connect(std::shared_ptr<ssl::context> context, std::size_t cert_id,
-                                                    std::chrono::steady_clock::time_point deadline) {
+awaitable<Result<ConnectionPtr>> Connector::connect(
+    std::shared_ptr<ssl::context> context, std::size_t cert_id,
+    std::chrono::steady_clock::time_point deadline) {
   auto ex = co_await asio::this_coro::executor;
   auto resolved = co_await resolve(ex, deadline);
   if (!resolved) co_return std::move(resolved).error();
@@ -120,9 +128,9 @@ awaitable<Result<ConnectionPtr>> Connector::connect(std::shared_ptr<ssl::context
   co_return conn;
 }
 
-awaitable<Result<HttpResponse>> ConnectionPool::request(http::request<http::string_body> req,
-                                                        std::shared_ptr<ssl::context> context, std::size_t cert_id,
-                                                        std::chrono::steady_clock::time_point deadline) {
+awaitable<Result<HttpResponse>> ConnectionPool::request(
+    http::request<http::string_body> req, std::shared_ptr<ssl::context> context,
+    std::size_t cert_id, std::chrono::steady_clock::time_point deadline) {
   std::string what = std::string(req.method_string()) + " " + std::string(req.target());
   std::string id = std::to_string(cert_id);
   for (int attempt = 0; attempt < 2; ++attempt) {
@@ -146,7 +154,8 @@ awaitable<Result<HttpResponse>> ConnectionPool::request(http::request<http::stri
     conn->lowest().expires_at(deadline);
     http::response_parser<http::string_body> parser;
     parser.body_limit(max_response_bytes_);
-    error_code ec = co_await conn->with_stream([&](auto& s) { return write_read(s, conn->buffer, req, parser); });
+    error_code ec = co_await conn->with_stream(
+        [&](auto& s) { return write_read(s, conn->buffer, req, parser); });
     if (ec) {
       conn->close();
       if (reused && !parser.got_some() && ec != beast::error::timeout) {
@@ -155,12 +164,13 @@ awaitable<Result<HttpResponse>> ConnectionPool::request(http::request<http::stri
         // fresh connection); anything else could otherwise be applied twice.
         if (replayable(req.method())) continue;
         co_return Error::make(
-            Errc::network,
-            what + ": kept-alive connection closed by the server (" + ec.message() +
-                "); not retried: " + std::string(req.method_string()) + " is not safe to replay");
+            Errc::network, what + ": kept-alive connection closed by the server (" + ec.message() +
+                               "); not retried: " + std::string(req.method_string()) +
+                               " is not safe to replay");
       }
       if (ec == http::error::body_limit) {
-        co_return Error::make(Errc::too_large, what + ": response body exceeds max_response_bytes (" +
+        co_return Error::make(Errc::too_large, what +
+                                                   ": response body exceeds max_response_bytes (" +
                                                    std::to_string(max_response_bytes_) + " bytes)");
       }
       co_return from_ec(ec, what);

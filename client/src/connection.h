@@ -47,12 +47,13 @@ using ConnectionPtr = std::shared_ptr<Connection>;
 class Connector {
  public:
   Connector(const ServerUrl& url, const TlsSettings& tls) : url_(url), tls_(tls) {}
-  awaitable<Result<ConnectionPtr>> connect(std::shared_ptr<ssl::context> context, std::size_t cert_id,
+  awaitable<Result<ConnectionPtr>> connect(std::shared_ptr<ssl::context> context,
+                                           std::size_t cert_id,
                                            std::chrono::steady_clock::time_point deadline);
 
  private:
-  awaitable<Result<tcp::resolver::results_type>> resolve(asio::any_io_executor ex,
-                                                         std::chrono::steady_clock::time_point deadline);
+  awaitable<Result<tcp::resolver::results_type>> resolve(
+      asio::any_io_executor ex, std::chrono::steady_clock::time_point deadline);
   const ServerUrl& url_;
   const TlsSettings& tls_;
 };
@@ -64,8 +65,10 @@ class ConnectionPool {
  public:
   ConnectionPool(Connector& connector, std::size_t max_idle, std::size_t max_response_bytes)
       : connector_(connector), max_idle_(max_idle), max_response_bytes_(max_response_bytes) {}
-  awaitable<Result<HttpResponse>> request(http::request<http::string_body> req, std::shared_ptr<ssl::context> context,
-                                          std::size_t cert_id, std::chrono::steady_clock::time_point deadline);
+  awaitable<Result<HttpResponse>> request(http::request<http::string_body> req,
+                                          std::shared_ptr<ssl::context> context,
+                                          std::size_t cert_id,
+                                          std::chrono::steady_clock::time_point deadline);
   /// Closes every kept connection.
   void close_all();
 

@@ -21,6 +21,7 @@
 
 #include "detail/base64.h"
 #include "detail/json.h"
+#include "detail/sys.h"
 #include "kinformer/client/credentials.h"
 
 extern char** environ;
@@ -41,21 +42,28 @@ class StaticCredentials final : public CredentialsProvider {
 // rotates projected service-account tokens by swapping a symlink).
 class TokenFileCredentials final : public CredentialsProvider {
  public:
-  TokenFileCredentials(std::string path, Credentials base) : path_(std::move(path)), base_(std::move(base)) {}
+  TokenFileCredentials(std::string path, Credentials base)
+      : path_(std::move(path)), base_(std::move(base)) {}
 
   Result<Credentials> current() override {
     struct stat st {};
     if (::stat(path_.c_str(), &st) != 0) {
-      return Error::make(Errc::auth, "token file " + path_ + " cannot be read: " + std::strerror(errno));
+      return Error::make(Errc::auth,
+                         "token file " + path_ + " cannot be read: " + detail::errno_text(errno));
     }
     std::lock_guard lock(mu_);
     if (!unchanged(st)) {
       std::ifstream in(path_, std::ios::binary);
-      if (!in) return Error::make(Errc::auth, "token file " + path_ + " cannot be read: " + std::strerror(errno));
+      if (!in) {
+        return Error::make(Errc::auth,
+                           "token file " + path_ + " cannot be read: " + detail::errno_text(errno));
+      }
       std::stringstream ss;
       ss << in.rdbuf();
       std::string token = ss.str();
-      while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
+      while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) {
+        token.pop_back();
+      }
       if (token.empty()) return Error::make(Errc::auth, "token file " + path_ + " is empty");
       token_ = std::move(token);
       ino_ = st.st_ino;
@@ -100,8 +108,8 @@ std::optional<std::chrono::system_clock::time_point> parse_rfc3339(std::string_v
   std::tm tm{};
   int consumed = 0;
   std::string str(s);
-  if (std::sscanf(str.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min,
-                  &tm.tm_sec, &consumed) != 6) {
+  if (std::sscanf(str.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &consumed) != 6) {
     return std::nullopt;
   }
   tm.tm_year -= 1900;
@@ -110,7 +118,9 @@ std::optional<std::chrono::system_clock::time_point> parse_rfc3339(std::string_v
   std::string_view rest = s.substr(static_cast<std::size_t>(consumed));
   if (!rest.empty() && rest.front() == '.') {
     rest.remove_prefix(1);
-    while (!rest.empty() && std::isdigit(static_cast<unsigned char>(rest.front()))) rest.remove_prefix(1);
+    while (!rest.empty() && std::isdigit(static_cast<unsigned char>(rest.front()))) {
+      rest.remove_prefix(1);
+    }
   }
   if (rest == "Z" || rest == "z") {
   } else if (rest.size() == 6 && (rest[0] == '+' || rest[0] == '-') && rest[3] == ':') {
@@ -126,12 +136,15 @@ std::optional<std::chrono::system_clock::time_point> parse_rfc3339(std::string_v
 
 class ExecCredentials final : public CredentialsProvider {
  public:
-  ExecCredentials(ExecConfig config, Credentials base) : config_(std::move(config)), base_(std::move(base)) {}
+  ExecCredentials(ExecConfig config, Credentials base)
+      : config_(std::move(config)), base_(std::move(base)) {}
 
   Result<Credentials> current() override {
     std::lock_guard lock(mu_);
     auto now = std::chrono::system_clock::now();
-    if (cached_ && (!cached_->expiry || *cached_->expiry > now + std::chrono::seconds(10))) return *cached_;
+    if (cached_ && (!cached_->expiry || *cached_->expiry > now + std::chrono::seconds(10))) {
+      return *cached_;
+    }
     auto fresh = run();
     if (!fresh) return fresh;
     cached_ = fresh.value();
@@ -145,7 +158,8 @@ class ExecCredentials final : public CredentialsProvider {
 
  private:
   Error fail(const std::string& what) const {
-    return Error::make(Errc::auth, config_.origin + ": exec plugin " + config_.command + ": " + what);
+    return Error::make(Errc::auth,
+                       config_.origin + ": exec plugin " + config_.command + ": " + what);
   }
 
   // Sets `name` in `env` ("NAME=value" entries), replacing an earlier value.
@@ -188,7 +202,9 @@ class ExecCredentials final : public CredentialsProvider {
   // is held meanwhile). At the deadline the whole group is killed and reaped.
   Result<Credentials> run() {
     int out[2];
-    if (::pipe2(out, O_CLOEXEC) != 0) return fail(std::string("pipe: ") + std::strerror(errno));
+    if (::pipe2(out, O_CLOEXEC) != 0) {
+      return fail(std::string("pipe: ") + detail::errno_text(errno));
+    }
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
@@ -199,11 +215,13 @@ class ExecCredentials final : public CredentialsProvider {
     posix_spawnattr_setpgroup(&attr, 0);  // a new group whose id is the child's pid
     std::vector<std::string> env_strings = child_environment();
     std::vector<char*> envp;
+    envp.reserve(env_strings.size());
     for (auto& s : env_strings) envp.push_back(s.data());
     envp.push_back(nullptr);
     std::vector<std::string> arg_strings{config_.command};
     arg_strings.insert(arg_strings.end(), config_.args.begin(), config_.args.end());
     std::vector<char*> argv;
+    argv.reserve(arg_strings.size());
     for (auto& s : arg_strings) argv.push_back(s.data());
     argv.push_back(nullptr);
     pid_t pid = 0;
@@ -213,7 +231,7 @@ class ExecCredentials final : public CredentialsProvider {
     ::close(out[1]);
     if (rc != 0) {
       ::close(out[0]);
-      return fail(std::string("cannot be started: ") + std::strerror(rc));
+      return fail(std::string("cannot be started: ") + detail::errno_text(rc));
     }
     auto deadline = std::chrono::steady_clock::now() + config_.timeout;
     auto left = [&] {
@@ -260,7 +278,7 @@ class ExecCredentials final : public CredentialsProvider {
         ::kill(-pid, SIGKILL);
         while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
         }
-        return fail(std::string("waitpid: ") + std::strerror(err));
+        return fail(std::string("waitpid: ") + detail::errno_text(err));
       }
       auto wait = left();
       if (wait.count() <= 0) {
@@ -276,7 +294,8 @@ class ExecCredentials final : public CredentialsProvider {
       return timed_out_error();
     }
     if (status_known && (!WIFEXITED(status) || WEXITSTATUS(status) != 0)) {
-      return fail("exited with status " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1));
+      return fail("exited with status " +
+                  std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1));
     }
     return parse(output);
   }
@@ -284,11 +303,16 @@ class ExecCredentials final : public CredentialsProvider {
   Result<Credentials> parse(std::string& output) const {
     rapidjson::Document doc;
     doc.Parse(output.c_str(), output.size());
-    if (doc.HasParseError() || !doc.IsObject()) return fail("output is not an ExecCredential JSON object");
-    if (detail::get_string(doc, "kind") != "ExecCredential") return fail("output kind is not ExecCredential");
+    if (doc.HasParseError() || !doc.IsObject()) {
+      return fail("output is not an ExecCredential JSON object");
+    }
+    if (detail::get_string(doc, "kind") != "ExecCredential") {
+      return fail("output kind is not ExecCredential");
+    }
     std::string_view api = detail::get_string(doc, "apiVersion");
     if (!config_.api_version.empty() && api != config_.api_version) {
-      return fail("output apiVersion '" + std::string(api) + "' does not match the configured '" + config_.api_version + "'");
+      return fail("output apiVersion '" + std::string(api) + "' does not match the configured '" +
+                  config_.api_version + "'");
     }
     const JsonValue* status = detail::member(doc, "status");
     if (!status || !status->IsObject()) return fail("output has no status");
@@ -296,12 +320,16 @@ class ExecCredentials final : public CredentialsProvider {
     if (auto t = detail::get_string(*status, "token"); !t.empty()) c.token = t;
     auto cert = detail::get_string(*status, "clientCertificateData");
     auto key = detail::get_string(*status, "clientKeyData");
-    if (cert.empty() != key.empty()) return fail("status must set both clientCertificateData and clientKeyData");
+    if (cert.empty() != key.empty()) {
+      return fail("status must set both clientCertificateData and clientKeyData");
+    }
     if (!cert.empty()) {
       c.client_cert_pem = cert;
       c.client_key_pem = key;
     }
-    if (c.token.empty() && c.client_cert_pem.empty()) return fail("status has neither token nor clientCertificateData");
+    if (c.token.empty() && c.client_cert_pem.empty()) {
+      return fail("status has neither token nor clientCertificateData");
+    }
     if (auto e = detail::get_string(*status, "expirationTimestamp"); !e.empty()) {
       auto when = parse_rfc3339(e);
       if (!when) return fail("status.expirationTimestamp is not an RFC 3339 time");

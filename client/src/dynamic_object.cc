@@ -81,6 +81,8 @@ std::shared_ptr<const Codec> dynamic_codec() {
   return codec;
 }
 
-ResourceType dynamic_resource(GroupVersionResource gvr) { return {std::move(gvr), dynamic_codec()}; }
+ResourceType dynamic_resource(GroupVersionResource gvr) {
+  return {std::move(gvr), dynamic_codec()};
+}
 
 }  // namespace kinformer::client

@@ -140,8 +140,8 @@ std::string EndpointSlice::service_name() const {
 }
 
 const ResourceType& ResourceTraits<EndpointSlice>::type() {
-  static const ResourceType t =
-      detail::make_type<EndpointSlice>({"discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", true}, decode, encode);
+  static const ResourceType t = detail::make_type<EndpointSlice>(
+      {"discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", true}, decode, encode);
   return t;
 }
 

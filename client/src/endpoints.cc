@@ -11,8 +11,8 @@ namespace {
 using detail::FieldPath;
 using detail::FieldReader;
 
-void decode_addresses(FieldReader& r, const JsonValue& subset, const FieldPath& at, const char* name,
-                      std::vector<EndpointAddress>& out) {
+void decode_addresses(FieldReader& r, const JsonValue& subset, const FieldPath& at,
+                      const char* name, std::vector<EndpointAddress>& out) {
   const JsonValue* addresses = r.array(subset, at, name);
   if (!addresses) return;
   const FieldPath list_at = at.child(name);
@@ -70,7 +70,8 @@ Status decode(const JsonValue& v, Endpoints& e) {
   return std::move(r).status();
 }
 
-void encode_addresses(detail::JsonWriter& w, const char* key, const std::vector<EndpointAddress>& addresses) {
+void encode_addresses(detail::JsonWriter& w, const char* key,
+                      const std::vector<EndpointAddress>& addresses) {
   if (addresses.empty()) return;
   w.Key(key);
   w.StartArray();

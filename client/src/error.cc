@@ -8,16 +8,26 @@ class Category final : public std::error_category {
   const char* name() const noexcept override { return "kinformer"; }
   std::string message(int value) const override {
     switch (static_cast<Errc>(value)) {
-      case Errc::ok: return "ok";
-      case Errc::network: return "network";
-      case Errc::tls: return "tls";
-      case Errc::timeout: return "timeout";
-      case Errc::cancelled: return "cancelled";
-      case Errc::api: return "api";
-      case Errc::decode: return "decode";
-      case Errc::too_large: return "too large";
-      case Errc::truncated: return "truncated";
-      case Errc::auth: return "auth";
+      case Errc::ok:
+        return "ok";
+      case Errc::network:
+        return "network";
+      case Errc::tls:
+        return "tls";
+      case Errc::timeout:
+        return "timeout";
+      case Errc::cancelled:
+        return "cancelled";
+      case Errc::api:
+        return "api";
+      case Errc::decode:
+        return "decode";
+      case Errc::too_large:
+        return "too large";
+      case Errc::truncated:
+        return "truncated";
+      case Errc::auth:
+        return "auth";
     }
     return "unknown";
   }

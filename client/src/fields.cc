@@ -5,13 +5,19 @@ namespace {
 
 const char* type_name(const JsonValue& v) {
   switch (v.GetType()) {
-    case rapidjson::kNullType: return "null";
+    case rapidjson::kNullType:
+      return "null";
     case rapidjson::kFalseType:
-    case rapidjson::kTrueType: return "a boolean";
-    case rapidjson::kObjectType: return "an object";
-    case rapidjson::kArrayType: return "an array";
-    case rapidjson::kStringType: return "a string";
-    case rapidjson::kNumberType: return v.IsInt64() || v.IsUint64() ? "an integer" : "a number";
+    case rapidjson::kTrueType:
+      return "a boolean";
+    case rapidjson::kObjectType:
+      return "an object";
+    case rapidjson::kArrayType:
+      return "an array";
+    case rapidjson::kStringType:
+      return "a string";
+    case rapidjson::kNumberType:
+      return v.IsInt64() || v.IsUint64() ? "an integer" : "a number";
   }
   return "a value";
 }
@@ -30,7 +36,8 @@ std::string FieldPath::to_string() const {
   return s;
 }
 
-void FieldReader::fail(const FieldPath& at, const char* name, const char* expected, const JsonValue& got) {
+void FieldReader::fail(const FieldPath& at, const char* name, const char* expected,
+                       const JsonValue& got) {
   if (error_) return;
   std::string field = at.to_string();
   if (name) {
@@ -49,7 +56,8 @@ void FieldReader::fail(const FieldPath& at, const char* name, const char* expect
   error_ = decode_error(std::move(message));
 }
 
-void FieldReader::string(const JsonValue& v, const FieldPath& at, const char* name, std::string& out) {
+void FieldReader::string(const JsonValue& v, const FieldPath& at, const char* name,
+                         std::string& out) {
   const JsonValue* m = find(v, name);
   if (!m) return;
   if (!m->IsString()) return fail(at, name, "a string", *m);
@@ -63,7 +71,8 @@ void FieldReader::boolean(const JsonValue& v, const FieldPath& at, const char* n
   out = m->GetBool();
 }
 
-void FieldReader::int32(const JsonValue& v, const FieldPath& at, const char* name, std::int32_t& out) {
+void FieldReader::int32(const JsonValue& v, const FieldPath& at, const char* name,
+                        std::int32_t& out) {
   const JsonValue* m = find(v, name);
   if (!m) return;
   if (!m->IsInt()) return fail(at, name, "a 32-bit integer", *m);

@@ -10,7 +10,8 @@
 namespace kinformer::client::detail {
 
 // json_fwd.h declares JsonValue without RapidJSON; it must be RapidJSON's own default value type.
-static_assert(std::is_same_v<JsonValue, rapidjson::Value>, "json_fwd.h does not match rapidjson::Value");
+static_assert(std::is_same_v<JsonValue, rapidjson::Value>,
+              "json_fwd.h does not match rapidjson::Value");
 
 namespace {
 
@@ -77,8 +78,9 @@ std::optional<JsonParseError> parse_insitu(rapidjson::Document& doc, char* text,
   // in-situ stream too) must be whitespace.
   std::size_t end = in.Tell();
   while (end < size &&
-         (text[end] == ' ' || text[end] == '\t' || text[end] == '\r' || text[end] == '\n'))
+         (text[end] == ' ' || text[end] == '\t' || text[end] == '\r' || text[end] == '\n')) {
     ++end;
+  }
   if (end < size) return JsonParseError{"unexpected bytes after the JSON value", end};
   return std::nullopt;
 }

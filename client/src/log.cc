@@ -9,7 +9,8 @@ namespace {
 bool needs_quotes(std::string_view v) {
   if (v.empty()) return true;
   return std::any_of(v.begin(), v.end(), [](char c) {
-    return c == ' ' || c == '"' || c == '=' || c == '\\' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+    return c == ' ' || c == '"' || c == '=' || c == '\\' || static_cast<unsigned char>(c) < 0x20 ||
+           c == 0x7f;
   });
 }
 
@@ -46,10 +47,14 @@ void append_value(std::string& out, std::string_view v, bool always_quote = fals
 
 std::string_view to_string(LogLevel level) noexcept {
   switch (level) {
-    case LogLevel::debug: return "debug";
-    case LogLevel::info: return "info";
-    case LogLevel::warn: return "warn";
-    case LogLevel::error: return "error";
+    case LogLevel::debug:
+      return "debug";
+    case LogLevel::info:
+      return "info";
+    case LogLevel::warn:
+      return "warn";
+    case LogLevel::error:
+      return "error";
   }
   return "unknown";
 }
@@ -90,7 +95,8 @@ struct Logger::Limits {
   std::unordered_map<std::string, Bucket> buckets;  // guarded by mu
 };
 
-Logger::Logger(LogSink sink, std::string component, std::vector<LogField> context, LogRateLimit limit, Now now)
+Logger::Logger(LogSink sink, std::string component, std::vector<LogField> context,
+               LogRateLimit limit, Now now)
     : sink_(sink ? std::move(sink) : stderr_log_sink()),
       component_(std::move(component)),
       context_(std::move(context)),
@@ -104,12 +110,14 @@ Logger Logger::with(std::string component, std::vector<LogField> more_context) c
   return Logger(sink_, std::move(component), std::move(context), limit_, now_);
 }
 
-void Logger::log(LogLevel level, std::string_view message, std::initializer_list<LogField> fields) const {
+void Logger::log(LogLevel level, std::string_view message,
+                 std::initializer_list<LogField> fields) const {
   std::uint64_t suppressed = 0;
   if (limit_.refill.count() > 0) {
     auto now = now_();
     std::lock_guard lock(limits_->mu);
-    auto [it, fresh] = limits_->buckets.try_emplace(std::string(message), Limits::Bucket{limit_.burst, now});
+    auto [it, fresh] =
+        limits_->buckets.try_emplace(std::string(message), Limits::Bucket{limit_.burst, now});
     Limits::Bucket& b = it->second;
     if (!fresh) {
       double earned = std::chrono::duration<double>(now - b.last) / limit_.refill;

@@ -8,7 +8,8 @@ Error from_ec(const error_code& ec, const std::string& what) {
     code = Errc::timeout;
   } else if (ec == asio::error::operation_aborted) {
     code = Errc::cancelled;
-  } else if (ec.category() == asio::error::get_ssl_category() || ec == ssl::error::stream_truncated) {
+  } else if (ec.category() == asio::error::get_ssl_category() ||
+             ec == ssl::error::stream_truncated) {
     code = Errc::tls;
   } else if (ec == http::error::body_limit) {
     code = Errc::too_large;
@@ -18,7 +19,9 @@ Error from_ec(const error_code& ec, const std::string& what) {
 
 std::vector<std::pair<std::string, std::string>> copy_headers(const http::fields& fields) {
   std::vector<std::pair<std::string, std::string>> out;
-  for (const auto& f : fields) out.emplace_back(std::string(f.name_string()), std::string(f.value()));
+  for (const auto& f : fields) {
+    out.emplace_back(std::string(f.name_string()), std::string(f.value()));
+  }
   return out;
 }
 

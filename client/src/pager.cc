@@ -17,7 +17,8 @@ Result<ObjectList> ListPager::list(ListOptions options) {
     auto r = fetch_(page);
     if (!r) {
       const Error& e = r.error();
-      if (e.is_expired() && !page.continue_token.empty() && restarts < options_.restarts_on_expired_continue) {
+      if (e.is_expired() && !page.continue_token.empty() &&
+          restarts < options_.restarts_on_expired_continue) {
         // The continue token expired: relist from scratch (a consistent snapshot).
         ++restarts;
         all = ObjectList{};

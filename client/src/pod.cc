@@ -75,8 +75,12 @@ void decode_status(FieldReader& r, const JsonValue& status, const FieldPath& at,
 Status decode(const JsonValue& v, Pod& pod) {
   FieldReader r("Pod", pod);
   const FieldPath root;
-  if (const JsonValue* spec = r.object(v, root, "spec")) decode_spec(r, *spec, root.child("spec"), pod);
-  if (const JsonValue* status = r.object(v, root, "status")) decode_status(r, *status, root.child("status"), pod);
+  if (const JsonValue* spec = r.object(v, root, "spec")) {
+    decode_spec(r, *spec, root.child("spec"), pod);
+  }
+  if (const JsonValue* status = r.object(v, root, "status")) {
+    decode_status(r, *status, root.child("status"), pod);
+  }
   return std::move(r).status();
 }
 
@@ -151,7 +155,8 @@ bool Pod::ready() const noexcept {
 }
 
 const ResourceType& ResourceTraits<Pod>::type() {
-  static const ResourceType t = detail::make_type<Pod>({"", "v1", "pods", "Pod", true}, decode, encode);
+  static const ResourceType t =
+      detail::make_type<Pod>({"", "v1", "pods", "Pod", true}, decode, encode);
   return t;
 }
 

@@ -29,9 +29,11 @@ std::chrono::nanoseconds RateLimiter::reserve() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(bucket_.reserve());
 }
 
-Status RateLimiter::acquire(std::stop_token stop) {
+Status RateLimiter::acquire(const std::stop_token& stop) {
   auto cancelled = [] {
-    return Error::make(Errc::cancelled, "rate limiter wait cancelled: the client is shutting down or the caller stopped");
+    return Error::make(
+        Errc::cancelled,
+        "rate limiter wait cancelled: the client is shutting down or the caller stopped");
   };
   if (stop.stop_requested()) return cancelled();
   auto wait = reserve();

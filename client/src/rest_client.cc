@@ -37,10 +37,12 @@ void append_param(std::string& q, std::string_view key, std::string_view value) 
   }
 }
 
-std::string find_header(const std::vector<std::pair<std::string, std::string>>& headers, std::string_view name) {
+std::string find_header(const std::vector<std::pair<std::string, std::string>>& headers,
+                        std::string_view name) {
   for (const auto& [k, v] : headers) {
-    if (k.size() == name.size() &&
-        std::equal(k.begin(), k.end(), name.begin(), [](char a, char b) { return std::tolower(a) == std::tolower(b); })) {
+    if (k.size() == name.size() && std::equal(k.begin(), k.end(), name.begin(), [](char a, char b) {
+          return std::tolower(a) == std::tolower(b);
+        })) {
       return v;
     }
   }
@@ -49,9 +51,12 @@ std::string find_header(const std::vector<std::pair<std::string, std::string>>& 
 
 const char* patch_content_type(PatchType t) {
   switch (t) {
-    case PatchType::merge: return "application/merge-patch+json";
-    case PatchType::json: return "application/json-patch+json";
-    case PatchType::strategic_merge: return "application/strategic-merge-patch+json";
+    case PatchType::merge:
+      return "application/merge-patch+json";
+    case PatchType::json:
+      return "application/json-patch+json";
+    case PatchType::strategic_merge:
+      return "application/strategic-merge-patch+json";
   }
   return "application/merge-patch+json";
 }
@@ -64,7 +69,9 @@ std::string list_query(const ListOptions& o, bool watch) {
   if (!o.label_selector.empty()) append_param(q, "labelSelector", o.label_selector);
   if (!o.field_selector.empty()) append_param(q, "fieldSelector", o.field_selector);
   if (o.resource_version) append_param(q, "resourceVersion", *o.resource_version);
-  if (!o.resource_version_match.empty()) append_param(q, "resourceVersionMatch", o.resource_version_match);
+  if (!o.resource_version_match.empty()) {
+    append_param(q, "resourceVersionMatch", o.resource_version_match);
+  }
   if (o.limit > 0) append_param(q, "limit", std::to_string(o.limit));
   if (!o.continue_token.empty()) append_param(q, "continue", o.continue_token);
   if (watch) {
@@ -110,9 +117,11 @@ struct RestClient::Impl {
   std::set<std::pair<std::string, std::string>> warned;
   std::deque<ApiWarning> warnings;
 
-  void record_warnings(const std::string& resource, const std::vector<std::pair<std::string, std::string>>& headers) {
+  void record_warnings(const std::string& resource,
+                       const std::vector<std::pair<std::string, std::string>>& headers) {
     for (const auto& [k, v] : headers) {
-      if (k.size() != 7 || !std::equal(k.begin(), k.end(), "warning", [](char a, char b) { return std::tolower(a) == b; })) {
+      if (k.size() != 7 || !std::equal(k.begin(), k.end(), "warning",
+                                       [](char a, char b) { return std::tolower(a) == b; })) {
         continue;
       }
       ApiWarning w{resource, parse_warning_header(v)};
@@ -128,7 +137,8 @@ struct RestClient::Impl {
       if (options.on_warning) {
         options.on_warning(w);
       } else {
-        log.warn("the API server sent a warning", {{"resource", w.resource}, {"warning", w.message}});
+        log.warn("the API server sent a warning",
+                 {{"resource", w.resource}, {"warning", w.message}});
       }
     }
   }
@@ -165,7 +175,7 @@ struct RestClient::Impl {
 
   /// `caller` (ListOptions::stop) also ends a wait for the rate limiter.
   Result<detail::HttpResponse> send(const detail::HttpRequest& request, const std::string& resource,
-                                    bool limited = true, std::stop_token caller = {}) {
+                                    bool limited = true, const std::stop_token& caller = {}) {
     for (int attempt = 0;; ++attempt) {
       if (stop.stop_requested()) return shut_down();
       if (limited) {
@@ -194,14 +204,15 @@ struct RestClient::Impl {
       return Error::make(Errc::decode, type.gvr.to_string() + ": response is not valid JSON: " +
                                            e->reason + " at byte " + std::to_string(e->offset));
     }
-    if (!doc.IsObject())
+    if (!doc.IsObject()) {
       return Error::make(Errc::decode, type.gvr.to_string() + ": response is not a JSON object");
+    }
     auto obj = type.codec->decode(doc);
     if (!obj) return std::move(obj).error();
     return ObjectPtr(std::move(obj).value());
   }
 
-  Result<ObjectPtr> object_call(const ResourceType& type, detail::HttpRequest request) {
+  Result<ObjectPtr> object_call(const ResourceType& type, const detail::HttpRequest& request) {
     auto r = send(request, type.gvr.to_string());
     if (!r) return std::move(r).error();
     if (r->status < 200 || r->status >= 300) return to_error(r.value());
@@ -213,7 +224,8 @@ struct RestClient::Impl {
     return options.protobuf ? protobuf_codec(type) : nullptr;
   }
 
-  Result<WatchStreamPtr> open_watch(const ResourceType& type, std::string_view ns, const ListOptions& options) {
+  Result<WatchStreamPtr> open_watch(const ResourceType& type, std::string_view ns,
+                                    const ListOptions& options) {
     detail::HttpRequest req;
     req.target = type.gvr.path(ns) + "?" + list_query(options, true);
     if (protobuf_for(type)) req.accept = detail::pb::kWatchAccept;  // decoded by Content-Type
@@ -222,8 +234,9 @@ struct RestClient::Impl {
       if (stop.stop_requested()) return shut_down();
       auto creds = credentials();
       if (!creds) return std::move(creds).error();
-      auto stream = transport->watch(req, creds.value(), type.codec,
-                                     [&](const detail::HttpResponse& head) { record_warnings(resource, head.headers); });
+      auto stream = transport->watch(
+          req, creds.value(), type.codec,
+          [&](const detail::HttpResponse& head) { record_warnings(resource, head.headers); });
       if (!stream && stream.error().http_status == 401 && attempt == 0 && config.credentials) {
         if (!refreshed(creds.value())) return stream;
         continue;
@@ -232,7 +245,8 @@ struct RestClient::Impl {
     }
   }
 
-  Result<ObjectList> list(const ResourceType& type, std::string_view ns, const ListOptions& options) {
+  Result<ObjectList> list(const ResourceType& type, std::string_view ns,
+                          const ListOptions& options) {
     detail::HttpRequest req;
     std::string q = list_query(options, false);
     req.target = type.gvr.path(ns) + (q.empty() ? "" : "?" + q);
@@ -243,9 +257,12 @@ struct RestClient::Impl {
     if (protobuf) {
       // The server chose: protobuf, or JSON (then decoded below, as without protobuf).
       if (r->status != 200) {
-        return error_from_protobuf_response(r->status, r->body, find_header(r->headers, "Retry-After"));
+        return error_from_protobuf_response(r->status, r->body,
+                                            find_header(r->headers, "Retry-After"));
       }
-      if (detail::pb::is_protobuf(find_header(r->headers, "Content-Type"))) return decode_protobuf_list(*protobuf, r->body);
+      if (detail::pb::is_protobuf(find_header(r->headers, "Content-Type"))) {
+        return decode_protobuf_list(*protobuf, r->body);
+      }
     }
     if (r->status != 200) return to_error(r.value());
     rapidjson::Document doc;
@@ -255,7 +272,8 @@ struct RestClient::Impl {
                                            " at byte " + std::to_string(e->offset));
     }
     if (!doc.IsObject()) {
-      return Error::make(Errc::decode, type.gvr.to_string() + ": list response is not a JSON object");
+      return Error::make(Errc::decode,
+                         type.gvr.to_string() + ": list response is not a JSON object");
     }
     ObjectList out;
     if (const JsonValue* md = detail::member(doc, "metadata")) {
@@ -269,7 +287,8 @@ struct RestClient::Impl {
         auto obj = type.codec->decode(item);
         if (!obj) {
           Error e = std::move(obj).error();
-          e.message = type.gvr.to_string() + " list item " + std::to_string(out.items.size()) + ": " + e.message;
+          e.message = type.gvr.to_string() + " list item " + std::to_string(out.items.size()) +
+                      ": " + e.message;
           return e;
         }
         out.items.push_back(std::move(obj).value());
@@ -281,7 +300,8 @@ struct RestClient::Impl {
   }
 };
 
-RestClient::RestClient(ClusterConfig config, RestClientOptions options) : impl_(std::make_shared<Impl>()) {
+RestClient::RestClient(ClusterConfig config, RestClientOptions options)
+    : impl_(std::make_shared<Impl>()) {
   impl_->config = std::move(config);
   impl_->options = std::move(options);
   // Server warnings are de-duplicated before they are logged, but a pair forgotten past
@@ -289,8 +309,9 @@ RestClient::RestClient(ClusterConfig config, RestClientOptions options) : impl_(
   // distinct warnings of a start-up while bounding a flood.
   impl_->log = Logger(impl_->options.log, "client", {{"server", impl_->config.server}},
                       LogRateLimit{100, std::chrono::seconds(1)});
-  impl_->limiter = impl_->options.rate_limiter ? impl_->options.rate_limiter
-                                               : std::make_shared<RateLimiter>(impl_->options.rate_limit);
+  impl_->limiter = impl_->options.rate_limiter
+                       ? impl_->options.rate_limiter
+                       : std::make_shared<RateLimiter>(impl_->options.rate_limit);
   detail::TransportOptions t;
   t.user_agent = impl_->options.user_agent;
   t.request_timeout = impl_->options.request_timeout;
@@ -314,17 +335,20 @@ std::vector<ApiWarning> RestClient::warnings() const {
   return {impl_->warnings.begin(), impl_->warnings.end()};
 }
 
-Result<ObjectPtr> RestClient::get(const ResourceType& type, std::string_view ns, std::string_view name) {
+Result<ObjectPtr> RestClient::get(const ResourceType& type, std::string_view ns,
+                                  std::string_view name) {
   detail::HttpRequest req;
   req.target = type.gvr.path(ns, name);
-  return impl_->object_call(type, std::move(req));
+  return impl_->object_call(type, req);
 }
 
-Result<ObjectList> RestClient::list(const ResourceType& type, std::string_view ns, const ListOptions& options) {
+Result<ObjectList> RestClient::list(const ResourceType& type, std::string_view ns,
+                                    const ListOptions& options) {
   return impl_->list(type, ns, options);
 }
 
-Result<ObjectList> RestClient::list_all(const ResourceType& type, std::string_view ns, ListOptions options) {
+Result<ObjectList> RestClient::list_all(const ResourceType& type, std::string_view ns,
+                                        ListOptions options) {
   if (options.limit <= 0) options.limit = 500;
   ListPager pager([&](const ListOptions& page) { return impl_->list(type, ns, page); });
   return pager.list(std::move(options));
@@ -336,7 +360,7 @@ Result<ObjectPtr> RestClient::create(const ResourceType& type, const Object& obj
   req.target = type.gvr.path(object.metadata.namespace_);
   req.body = type.codec->encode(object);
   req.content_type = "application/json";
-  return impl_->object_call(type, std::move(req));
+  return impl_->object_call(type, req);
 }
 
 Result<ObjectPtr> RestClient::update(const ResourceType& type, const Object& object) {
@@ -345,17 +369,18 @@ Result<ObjectPtr> RestClient::update(const ResourceType& type, const Object& obj
   req.target = type.gvr.path(object.metadata.namespace_, object.metadata.name);
   req.body = type.codec->encode(object);
   req.content_type = "application/json";
-  return impl_->object_call(type, std::move(req));
+  return impl_->object_call(type, req);
 }
 
-Result<ObjectPtr> RestClient::patch(const ResourceType& type, std::string_view ns, std::string_view name,
-                                    PatchType patch_type, std::string_view patch) {
+Result<ObjectPtr> RestClient::patch(const ResourceType& type, std::string_view ns,
+                                    std::string_view name, PatchType patch_type,
+                                    std::string_view patch) {
   detail::HttpRequest req;
   req.method = "PATCH";
   req.target = type.gvr.path(ns, name);
   req.body = std::string(patch);
   req.content_type = patch_content_type(patch_type);
-  return impl_->object_call(type, std::move(req));
+  return impl_->object_call(type, req);
 }
 
 Status RestClient::delete_(const ResourceType& type, std::string_view ns, std::string_view name) {
@@ -382,7 +407,8 @@ Result<RawResponse> RestClient::get_raw(std::string_view path_and_query) {
   return out;
 }
 
-Result<WatchStreamPtr> RestClient::watch(const ResourceType& type, std::string_view ns, const ListOptions& options) {
+Result<WatchStreamPtr> RestClient::watch(const ResourceType& type, std::string_view ns,
+                                         const ListOptions& options) {
   return impl_->open_watch(type, ns, options);
 }
 
@@ -393,8 +419,12 @@ class RestListerWatcher final : public ListerWatcher {
   RestListerWatcher(std::shared_ptr<RestClient::Impl> impl, ResourceType type, std::string ns)
       : impl_(std::move(impl)), type_(std::move(type)), ns_(std::move(ns)) {}
 
-  Result<ObjectList> list(const ListOptions& options) override { return impl_->list(type_, ns_, options); }
-  Result<WatchStreamPtr> watch(const ListOptions& options) override { return impl_->open_watch(type_, ns_, options); }
+  Result<ObjectList> list(const ListOptions& options) override {
+    return impl_->list(type_, ns_, options);
+  }
+  Result<WatchStreamPtr> watch(const ListOptions& options) override {
+    return impl_->open_watch(type_, ns_, options);
+  }
 
  private:
   std::shared_ptr<RestClient::Impl> impl_;  // keeps the transport (io thread) alive

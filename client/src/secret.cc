@@ -30,7 +30,8 @@ Status decode(const JsonValue& v, Secret& s) {
     auto bytes = detail::base64_decode(encoded);
     if (!bytes) {
       // Name the key, never the value.
-      return detail::decode_error("Secret " + s.key() + ": " + key_at.to_string() + ": not valid base64");
+      return detail::decode_error("Secret " + s.key() + ": " + key_at.to_string() +
+                                  ": not valid base64");
     }
     s.data.emplace_back(std::string(detail::view(it->name)), std::move(*bytes));
   }
@@ -69,7 +70,8 @@ void encode(detail::JsonWriter& w, const Secret& s) {
 }  // namespace
 
 const ResourceType& ResourceTraits<Secret>::type() {
-  static const ResourceType t = detail::make_type<Secret>({"", "v1", "secrets", "Secret", true}, decode, encode);
+  static const ResourceType t =
+      detail::make_type<Secret>({"", "v1", "secrets", "Secret", true}, decode, encode);
   return t;
 }
 

@@ -25,9 +25,13 @@ ServerUrl parse_server(const std::string& server) {
   while (!url.prefix.empty() && url.prefix.back() == '/') url.prefix.pop_back();
   if (authority.starts_with('[')) {
     auto close = authority.find(']');
-    if (close == std::string_view::npos) throw ConfigError("server '" + server + "': unterminated IPv6 address");
+    if (close == std::string_view::npos) {
+      throw ConfigError("server '" + server + "': unterminated IPv6 address");
+    }
     url.host = std::string(authority.substr(1, close - 1));
-    if (close + 1 < authority.size() && authority[close + 1] == ':') url.port = authority.substr(close + 2);
+    if (close + 1 < authority.size() && authority[close + 1] == ':') {
+      url.port = authority.substr(close + 2);
+    }
   } else {
     auto colon = authority.rfind(':');
     url.host = std::string(authority.substr(0, colon));

@@ -7,11 +7,13 @@
 
 namespace kinformer::client::detail {
 
-Result<std::shared_ptr<ssl::context>> TlsContexts::context_for(const Credentials& credentials, std::size_t& cert_id) {
+Result<std::shared_ptr<ssl::context>> TlsContexts::context_for(const Credentials& credentials,
+                                                               std::size_t& cert_id) {
   if (!settings_.enabled) return std::shared_ptr<ssl::context>();
   cert_id = credentials.client_cert_pem.empty()
                 ? 0
-                : std::hash<std::string>()(credentials.client_cert_pem + "\n" + credentials.client_key_pem);
+                : std::hash<std::string>()(credentials.client_cert_pem + "\n" +
+                                           credentials.client_key_pem);
   std::lock_guard lock(mu_);
   if (ctx_ && cert_id_ == cert_id) return ctx_;
   auto made = make_context(credentials);
@@ -21,7 +23,8 @@ Result<std::shared_ptr<ssl::context>> TlsContexts::context_for(const Credentials
   return ctx_;
 }
 
-Result<std::shared_ptr<ssl::context>> TlsContexts::make_context(const Credentials& credentials) const {
+Result<std::shared_ptr<ssl::context>> TlsContexts::make_context(
+    const Credentials& credentials) const {
   auto c = std::make_shared<ssl::context>(ssl::context::tls_client);
   SSL_CTX_set_min_proto_version(c->native_handle(), TLS1_2_VERSION);
   error_code ec;
@@ -31,7 +34,9 @@ Result<std::shared_ptr<ssl::context>> TlsContexts::make_context(const Credential
     c->set_verify_mode(ssl::verify_peer);
     if (!settings_.ca_pem.empty()) {
       c->add_certificate_authority(asio::buffer(settings_.ca_pem), ec);
-      if (ec) return Error::make(Errc::tls, "certificate-authority: not a valid PEM certificate bundle");
+      if (ec) {
+        return Error::make(Errc::tls, "certificate-authority: not a valid PEM certificate bundle");
+      }
     } else {
       c->set_default_verify_paths(ec);
     }
@@ -40,13 +45,16 @@ Result<std::shared_ptr<ssl::context>> TlsContexts::make_context(const Credential
     c->use_certificate_chain(asio::buffer(credentials.client_cert_pem), ec);
     if (ec) return Error::make(Errc::auth, "client certificate: not a valid PEM certificate");
     c->use_private_key(asio::buffer(credentials.client_key_pem), ssl::context::pem, ec);
-    if (ec) return Error::make(Errc::auth, "client key: not a valid PEM private key matching the certificate");
+    if (ec) {
+      return Error::make(Errc::auth,
+                         "client key: not a valid PEM private key matching the certificate");
+    }
   }
   return c;
 }
 
-awaitable<Status> handshake(beast::ssl_stream<beast::tcp_stream>& stream, const TlsSettings& settings,
-                            const ServerUrl& url) {
+awaitable<Status> handshake(beast::ssl_stream<beast::tcp_stream>& stream,
+                            const TlsSettings& settings, const ServerUrl& url) {
   const std::string& verify_name = settings.verify_name;
   const bool verify_is_ip = settings.verify_is_ip;
   SSL* ssl = stream.native_handle();
@@ -60,18 +68,20 @@ awaitable<Status> handshake(beast::ssl_stream<beast::tcp_stream>& stream, const 
                   ? X509_VERIFY_PARAM_set1_ip_asc(param, verify_name.c_str())
                   : X509_VERIFY_PARAM_set1_host(param, verify_name.c_str(), verify_name.size());
     if (set != 1) {
-      co_return Error::make(
-          Errc::tls, "TLS server name '" + verify_name + "' (" + url.host + ":" + url.port +
-                         "): OpenSSL cannot check a certificate against this " +
-                         (verify_is_ip ? "IP address" : "host name"));
+      co_return Error::make(Errc::tls, "TLS server name '" + verify_name + "' (" + url.host + ":" +
+                                           url.port +
+                                           "): OpenSSL cannot check a certificate against this " +
+                                           (verify_is_ip ? "IP address" : "host name"));
     }
   }
   auto [hec] = co_await stream.async_handshake(ssl::stream_base::client, kTuple);
   if (hec) {
     long verify = SSL_get_verify_result(ssl);
-    std::string what = "TLS handshake with " + verify_name + " (" + url.host + ":" + url.port + ") failed";
+    std::string what =
+        "TLS handshake with " + verify_name + " (" + url.host + ":" + url.port + ") failed";
     if (verify != X509_V_OK) {
-      co_return Error::make(Errc::tls, what + ": certificate verify failed: " + X509_verify_cert_error_string(verify));
+      co_return Error::make(Errc::tls, what + ": certificate verify failed: " +
+                                           X509_verify_cert_error_string(verify));
     }
     Error e = from_ec(hec, what);
     if (e.code != Errc::timeout && e.code != Errc::cancelled) e.code = Errc::tls;

@@ -33,23 +33,25 @@ class TlsContexts {
 
   /// The context for `credentials`' client certificate, cached while the certificate stays the
   /// same; `cert_id` names it (0: no client certificate). Null when TLS is off.
-  Result<std::shared_ptr<ssl::context>> context_for(const Credentials& credentials, std::size_t& cert_id);
+  Result<std::shared_ptr<ssl::context>> context_for(const Credentials& credentials,
+                                                    std::size_t& cert_id);
   /// A fresh context: an Errc::tls error for an unparsable CA bundle, Errc::auth for a bad
   /// client certificate or key (messages never quote them).
-  [[nodiscard]] Result<std::shared_ptr<ssl::context>> make_context(const Credentials& credentials) const;
+  [[nodiscard]] Result<std::shared_ptr<ssl::context>> make_context(
+      const Credentials& credentials) const;
   [[nodiscard]] const TlsSettings& settings() const noexcept { return settings_; }
 
  private:
   const TlsSettings settings_;
   std::mutex mu_;
-  std::size_t cert_id_ = 0;             // guarded by mu_
-  std::shared_ptr<ssl::context> ctx_;   // guarded by mu_
+  std::size_t cert_id_ = 0;            // guarded by mu_
+  std::shared_ptr<ssl::context> ctx_;  // guarded by mu_
 };
 
 /// Sets SNI and the name to verify on a connected TLS stream, then handshakes. A name OpenSSL
 /// cannot check fails the connection (it would otherwise verify the chain only). Errors name
 /// the verified name and `url`'s host and port. Runs on the io thread.
-awaitable<Status> handshake(beast::ssl_stream<beast::tcp_stream>& stream, const TlsSettings& settings,
-                            const ServerUrl& url);
+awaitable<Status> handshake(beast::ssl_stream<beast::tcp_stream>& stream,
+                            const TlsSettings& settings, const ServerUrl& url);
 
 }  // namespace kinformer::client::detail

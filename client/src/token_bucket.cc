@@ -31,7 +31,8 @@ Clock::Duration TokenBucket::reserve() {
   tokens_ -= 1;
   if (tokens_ >= 0) return Clock::Duration::zero();
   if (rate_ <= 0) return Clock::Duration::max();
-  return std::chrono::duration_cast<Clock::Duration>(std::chrono::duration<double>(-tokens_ / rate_));
+  return std::chrono::duration_cast<Clock::Duration>(
+      std::chrono::duration<double>(-tokens_ / rate_));
 }
 
 void TokenBucket::resize(double burst, double rate, double extra) {

@@ -48,14 +48,15 @@ struct Transport::Impl {
   const ServerUrl url;
   const std::string host_header;
   TlsContexts tls;
-  Connector connector;     // io thread only
-  ConnectionPool pool;     // io thread only
+  Connector connector;  // io thread only
+  ConnectionPool pool;  // io thread only
 
   asio::io_context ioc{1};
   asio::executor_work_guard<asio::io_context::executor_type> work{ioc.get_executor()};
   std::thread thread;
 
-  http::request<http::string_body> build(const HttpRequest& request, const Credentials& credentials) const {
+  http::request<http::string_body> build(const HttpRequest& request,
+                                         const Credentials& credentials) const {
     http::request<http::string_body> req;
     req.method_string(request.method);
     req.target(url.prefix + request.target);
@@ -63,8 +64,11 @@ struct Transport::Impl {
     req.set(http::field::host, host_header);
     req.set(http::field::user_agent, options.user_agent);
     if (!request.accept.empty()) req.set(http::field::accept, request.accept);
-    if (!credentials.token.empty()) req.set(http::field::authorization, "Bearer " + credentials.token);
-    if (!request.body.empty() || request.method == "POST" || request.method == "PUT" || request.method == "PATCH") {
+    if (!credentials.token.empty()) {
+      req.set(http::field::authorization, "Bearer " + credentials.token);
+    }
+    if (!request.body.empty() || request.method == "POST" || request.method == "PUT" ||
+        request.method == "PATCH") {
       if (!request.content_type.empty()) req.set(http::field::content_type, request.content_type);
       req.body() = request.body;
     }
@@ -74,7 +78,8 @@ struct Transport::Impl {
   }
 };
 
-std::shared_ptr<Transport> Transport::create(const ClusterConfig& config, TransportOptions options) {
+std::shared_ptr<Transport> Transport::create(const ClusterConfig& config,
+                                             TransportOptions options) {
   std::shared_ptr<Transport> t(new Transport());
   t->impl_ = std::make_unique<Impl>(config, std::move(options));
   Impl& impl = *t->impl_;
@@ -86,6 +91,7 @@ std::shared_ptr<Transport> Transport::create(const ClusterConfig& config, Transp
   return t;
 }
 
+// NOLINTNEXTLINE(bugprone-exception-escape): only bad_alloc can escape: terminate
 Transport::~Transport() {
   if (!impl_) return;
   asio::post(impl_->ioc, [impl = impl_.get()] { impl->pool.close_all(); });
@@ -99,7 +105,8 @@ Transport::~Transport() {
   impl_->pool.close_all();
 }
 
-Result<HttpResponse> Transport::request(const HttpRequest& request, const Credentials& credentials) {
+Result<HttpResponse> Transport::request(const HttpRequest& request,
+                                        const Credentials& credentials) {
   if (impl_->ioc.get_executor().running_in_this_thread()) {
     return Error::make(Errc::network, "RestClient called from its own io thread");
   }
@@ -111,12 +118,14 @@ Result<HttpResponse> Transport::request(const HttpRequest& request, const Creden
   auto future = promise->get_future();
   asio::co_spawn(
       impl_->ioc,
-      [impl = impl_.get(), promise, req = impl_->build(request, credentials), ctx = context.value(), cert_id,
-       deadline]() mutable -> awaitable<void> {
+      [impl = impl_.get(), promise, req = impl_->build(request, credentials), ctx = context.value(),
+       cert_id, deadline]() mutable -> awaitable<void> {
         try {
-          promise->set_value(co_await impl->pool.request(std::move(req), std::move(ctx), cert_id, deadline));
+          promise->set_value(
+              co_await impl->pool.request(std::move(req), std::move(ctx), cert_id, deadline));
         } catch (const std::exception& e) {
-          promise->set_value(Error::make(Errc::network, std::string("internal error: ") + e.what()));
+          promise->set_value(
+              Error::make(Errc::network, std::string("internal error: ") + e.what()));
         }
       },
       asio::detached);
@@ -127,9 +136,9 @@ Result<HttpResponse> Transport::request(const HttpRequest& request, const Creden
   }
 }
 
-Result<WatchStreamPtr> Transport::watch(const HttpRequest& request, const Credentials& credentials,
-                                        std::shared_ptr<const Codec> codec,
-                                        const std::function<void(const HttpResponse&)>& on_headers) {
+Result<WatchStreamPtr> Transport::watch(
+    const HttpRequest& request, const Credentials& credentials, std::shared_ptr<const Codec> codec,
+    const std::function<void(const HttpResponse&)>& on_headers) {
   using Phase = WatchState::Phase;
   if (impl_->ioc.get_executor().running_in_this_thread()) {
     return Error::make(Errc::network, "RestClient called from its own io thread");
@@ -144,11 +153,11 @@ Result<WatchStreamPtr> Transport::watch(const HttpRequest& request, const Creden
   st->bytes_limit = std::max<std::size_t>(impl_->options.watch_queue_bytes_limit, 2);
   asio::co_spawn(
       impl_->ioc,
-      [impl = impl_.get(), st, req = impl_->build(request, credentials), ctx = context.value(), cert_id, deadline,
-       codec = std::move(codec)]() mutable -> awaitable<void> {
+      [impl = impl_.get(), st, req = impl_->build(request, credentials), ctx = context.value(),
+       cert_id, deadline, codec = std::move(codec)]() mutable -> awaitable<void> {
         try {
-          co_await run_watch(st, impl->connector, impl->options, std::move(req), std::move(ctx), cert_id, deadline,
-                             std::move(codec));
+          co_await run_watch(st, impl->connector, impl->options, std::move(req), std::move(ctx),
+                             cert_id, deadline, std::move(codec));
         } catch (const std::exception& e) {
           std::lock_guard lock(st->mu);
           Error err = Error::make(Errc::network, std::string("internal error: ") + e.what());

@@ -48,6 +48,7 @@ class Transport : public std::enable_shared_from_this<Transport> {
  public:
   /// Throws ConfigError for a bad server URL or CA bundle.
   static std::shared_ptr<Transport> create(const ClusterConfig& config, TransportOptions options);
+  // NOLINTNEXTLINE(bugprone-exception-escape): only bad_alloc can escape: terminate
   ~Transport();
 
   /// One request/response exchange with a deadline; connections are reused.

@@ -10,14 +10,15 @@ namespace kinformer::client {
 
 // A reused arena: events smaller than the initial buffer decode without allocating for the DOM.
 struct WatchDecoder::Parser {
-  static constexpr std::size_t kArena = 64 * 1024;
+  static constexpr std::size_t kArena = std::size_t{64} * 1024;
   Parser() : pool(arena, kArena) {}
   char arena[kArena];
   rapidjson::MemoryPoolAllocator<> pool;
   rapidjson::CrtAllocator stack;
 };
 
-WatchDecoder::WatchDecoder(std::shared_ptr<const Codec> codec) : WatchDecoder(std::move(codec), Options{}) {}
+WatchDecoder::WatchDecoder(std::shared_ptr<const Codec> codec)
+    : WatchDecoder(std::move(codec), Options{}) {}
 
 WatchDecoder::WatchDecoder(std::shared_ptr<const Codec> codec, Options options)
     : codec_(std::move(codec)), options_(options), parser_(std::make_unique<Parser>()) {}
@@ -30,9 +31,10 @@ Status WatchDecoder::feed(std::string_view bytes, std::vector<WatchEvent>& out) 
     const char* nl = static_cast<const char*>(std::memchr(bytes.data(), '\n', bytes.size()));
     std::size_t take = nl ? static_cast<std::size_t>(nl - bytes.data()) : bytes.size();
     if (line_.size() + take > options_.max_event_bytes) {
-      failed_ = Error::make(Errc::too_large, "watch event at byte offset " + std::to_string(line_start_) +
-                                                 " exceeds the limit of " +
-                                                 std::to_string(options_.max_event_bytes) + " bytes");
+      failed_ =
+          Error::make(Errc::too_large, "watch event at byte offset " + std::to_string(line_start_) +
+                                           " exceeds the limit of " +
+                                           std::to_string(options_.max_event_bytes) + " bytes");
       return *failed_;
     }
     line_.append(bytes.data(), take);
@@ -55,8 +57,9 @@ Status WatchDecoder::finish() {
   if (failed_) return *failed_;
   bool blank = line_.find_first_not_of(" \t\r") == std::string::npos;
   if (!blank) {
-    failed_ = Error::make(Errc::truncated, "watch stream ended inside an event starting at byte offset " +
-                                               std::to_string(line_start_));
+    failed_ =
+        Error::make(Errc::truncated, "watch stream ended inside an event starting at byte offset " +
+                                         std::to_string(line_start_));
     return *failed_;
   }
   return Ok{};
@@ -65,7 +68,9 @@ Status WatchDecoder::finish() {
 Status WatchDecoder::decode_line(char* line, std::size_t size, std::uint64_t line_offset,
                                  std::vector<WatchEvent>& out) {
   std::size_t begin = 0;
-  while (begin < size && (line[begin] == ' ' || line[begin] == '\t' || line[begin] == '\r')) ++begin;
+  while (begin < size && (line[begin] == ' ' || line[begin] == '\t' || line[begin] == '\r')) {
+    ++begin;
+  }
   if (begin == size) return Ok{};  // blank line (keep-alive)
   auto where = [&] { return "watch event at byte offset " + std::to_string(line_offset); };
   // In situ parsing needs a terminated buffer: std::string keeps one at data()[size()].
@@ -82,7 +87,8 @@ Status WatchDecoder::decode_line(char* line, std::size_t size, std::uint64_t lin
   if (type == "ERROR") return error_from_status(*object);
   const std::optional<EventType> event_type = detail::event_type_of(type);
   if (!event_type) {
-    return detail::decode_error(where() + ": unknown event type \"" + std::string(type.substr(0, 32)) + "\"");
+    return detail::decode_error(where() + ": unknown event type \"" +
+                                std::string(type.substr(0, 32)) + "\"");
   }
   auto decoded = codec_->decode(*object);
   if (!decoded) {

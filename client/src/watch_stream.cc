@@ -18,7 +18,8 @@ namespace {
 using Phase = WatchState::Phase;
 
 template <class Stream>
-awaitable<error_code> write_header(Stream& stream, beast::flat_buffer& buffer, http::request<http::string_body>& req,
+awaitable<error_code> write_header(Stream& stream, beast::flat_buffer& buffer,
+                                   http::request<http::string_body>& req,
                                    http::response_parser<http::buffer_body>& parser) {
   auto [wec, wn] = co_await http::async_write(stream, req, kTuple);
   if (wec) co_return wec;
@@ -27,14 +28,16 @@ awaitable<error_code> write_header(Stream& stream, beast::flat_buffer& buffer, h
 }
 
 template <class Stream>
-awaitable<error_code> read_some(Stream& stream, beast::flat_buffer& buffer, http::response_parser<http::buffer_body>& parser) {
+awaitable<error_code> read_some(Stream& stream, beast::flat_buffer& buffer,
+                                http::response_parser<http::buffer_body>& parser) {
   auto [ec, n] = co_await http::async_read_some(stream, buffer, parser, kTuple);
   co_return ec;
 }
 
 // The read-idle deadline of a watch: the configured one, else timeoutSeconds + 60 s from the
 // request's query, else 10 min.
-std::chrono::milliseconds watch_idle_timeout(std::chrono::milliseconds configured, std::string_view target) {
+std::chrono::milliseconds watch_idle_timeout(std::chrono::milliseconds configured,
+                                             std::string_view target) {
   using namespace std::chrono;
   if (configured > milliseconds::zero()) return configured;
   auto q = target.find('?');
@@ -47,7 +50,8 @@ std::chrono::milliseconds watch_idle_timeout(std::chrono::milliseconds configure
       std::int64_t secs = 0;
       auto v = kv.substr(kKey.size());
       auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), secs);
-      if (ec == std::errc() && ptr == v.data() + v.size() && secs > 0 && secs < (std::int64_t{1} << 31)) {
+      if (ec == std::errc() && ptr == v.data() + v.size() && secs > 0 &&
+          secs < (std::int64_t{1} << 31)) {
         return duration_cast<milliseconds>(seconds(secs) + seconds(60));
       }
     }
@@ -78,15 +82,17 @@ std::string header_value(const HttpResponse& r, std::string_view name) {
 
 // Reads the body of an open watch into `st` until it ends, fails or is cancelled.
 template <class Stream>
-awaitable<void> stream_body(std::shared_ptr<WatchState> st, Stream& stream, http::response_parser<http::buffer_body>& parser,
+awaitable<void> stream_body(std::shared_ptr<WatchState> st, Stream& stream,
+                            http::response_parser<http::buffer_body>& parser,
                             std::shared_ptr<const Codec> codec, std::size_t max_event_bytes,
                             std::chrono::milliseconds idle_timeout) {
   Connection& conn = *st->conn;
   // JSON lines or protobuf frames, as the server chose (protobuf/negotiation.h).
   const auto content_type = parser.get()[http::field::content_type];
-  pb::WatchBodyDecoder decoder(std::move(codec), std::string_view(content_type.data(), content_type.size()),
+  pb::WatchBodyDecoder decoder(std::move(codec),
+                               std::string_view(content_type.data(), content_type.size()),
                                max_event_bytes);
-  std::vector<char> chunk(64 * 1024);
+  std::vector<char> chunk(std::size_t{64} * 1024);
   std::vector<WatchEvent> events;
   std::optional<Error> failure;
   for (;;) {
@@ -134,7 +140,8 @@ awaitable<void> stream_body(std::shared_ptr<WatchState> st, Stream& stream, http
       break;
     }
     if (ec) {
-      failure = Error::make(Errc::truncated, "watch stream cut short after " + std::to_string(decoder.offset()) +
+      failure = Error::make(Errc::truncated, "watch stream cut short after " +
+                                                 std::to_string(decoder.offset()) +
                                                  " bytes: " + ec.message());
       break;
     }
@@ -161,9 +168,10 @@ awaitable<void> stream_body(std::shared_ptr<WatchState> st, Stream& stream, http
 
 }  // namespace
 
-awaitable<void> run_watch(std::shared_ptr<WatchState> st, Connector& connector, const TransportOptions& options,
-                          http::request<http::string_body> req, std::shared_ptr<ssl::context> context,
-                          std::size_t cert_id, std::chrono::steady_clock::time_point deadline,
+awaitable<void> run_watch(std::shared_ptr<WatchState> st, Connector& connector,
+                          const TransportOptions& options, http::request<http::string_body> req,
+                          std::shared_ptr<ssl::context> context, std::size_t cert_id,
+                          std::chrono::steady_clock::time_point deadline,
                           std::shared_ptr<const Codec> codec) {
   auto fail_open = [&](Error e) {
     std::lock_guard lock(st->mu);
@@ -171,7 +179,8 @@ awaitable<void> run_watch(std::shared_ptr<WatchState> st, Connector& connector, 
     st->error = std::move(e);
     st->cv.notify_all();
   };
-  st->pause_timer.emplace(co_await asio::this_coro::executor, asio::steady_timer::time_point::max());
+  st->pause_timer.emplace(co_await asio::this_coro::executor,
+                          asio::steady_timer::time_point::max());
   auto made = co_await connector.connect(context, cert_id, deadline);
   if (!made) {
     fail_open(std::move(made).error());
@@ -182,7 +191,8 @@ awaitable<void> run_watch(std::shared_ptr<WatchState> st, Connector& connector, 
   conn.lowest().expires_at(deadline);
   http::response_parser<http::buffer_body> parser;
   parser.body_limit(std::numeric_limits<std::uint64_t>::max());
-  error_code ec = co_await conn.with_stream([&](auto& s) { return write_header(s, conn.buffer, req, parser); });
+  error_code ec =
+      co_await conn.with_stream([&](auto& s) { return write_header(s, conn.buffer, req, parser); });
   if (ec) {
     conn.close();
     fail_open(from_ec(ec, "WATCH " + std::string(req.target())));
@@ -198,7 +208,8 @@ awaitable<void> run_watch(std::shared_ptr<WatchState> st, Connector& connector, 
     while (!parser.is_done() && body.size() < (1u << 20)) {
       parser.get().body().data = buf;
       parser.get().body().size = sizeof buf;
-      error_code rec = co_await conn.with_stream([&](auto& s) { return read_some(s, conn.buffer, parser); });
+      error_code rec =
+          co_await conn.with_stream([&](auto& s) { return read_some(s, conn.buffer, parser); });
       body.append(buf, sizeof buf - parser.get().body().size);
       if (rec && rec != http::error::need_buffer) break;
     }
@@ -220,14 +231,16 @@ awaitable<void> run_watch(std::shared_ptr<WatchState> st, Connector& connector, 
   conn.lowest().expires_never();
   auto idle_timeout = watch_idle_timeout(options.watch_idle_timeout, req.target());
   co_await conn.with_stream([&](auto& s) {
-    return stream_body(st, s, parser, std::move(codec), options.max_watch_event_bytes, idle_timeout);
+    return stream_body(st, s, parser, std::move(codec), options.max_watch_event_bytes,
+                       idle_timeout);
   });
 }
 
 Result<std::optional<WatchEvent>> WatchStreamImpl::next() {
   std::unique_lock lock(state_->mu);
   state_->cv.wait(lock, [&] {
-    return !state_->events.empty() || (state_->phase != Phase::open && state_->phase != Phase::paused);
+    return !state_->events.empty() ||
+           (state_->phase != Phase::open && state_->phase != Phase::paused);
   });
   if (state_->phase == Phase::cancelled) return Error::make(Errc::cancelled, "watch cancelled");
   if (!state_->events.empty()) {

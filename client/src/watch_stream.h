@@ -52,7 +52,9 @@ struct WatchState {
   // The reader is far behind: stop reading the socket (mu held).
   [[nodiscard]] bool full() const { return events.size() >= limit || queued_bytes >= bytes_limit; }
   // It has caught up far enough to read again (mu held).
-  [[nodiscard]] bool drained() const { return events.size() <= limit / 2 && queued_bytes <= bytes_limit / 2; }
+  [[nodiscard]] bool drained() const {
+    return events.size() <= limit / 2 && queued_bytes <= bytes_limit / 2;
+  }
   // Ends the coroutine's reads (io thread).
   void cancel_io() {
     if (conn) conn->close();
@@ -62,9 +64,10 @@ struct WatchState {
 
 /// Sends `req` on a new connection and reads the response into `st` until it ends, fails or is
 /// cancelled: a non-200 response is read (bounded) and mapped to its API error. Io thread.
-awaitable<void> run_watch(std::shared_ptr<WatchState> st, Connector& connector, const TransportOptions& options,
-                          http::request<http::string_body> req, std::shared_ptr<ssl::context> context,
-                          std::size_t cert_id, std::chrono::steady_clock::time_point deadline,
+awaitable<void> run_watch(std::shared_ptr<WatchState> st, Connector& connector,
+                          const TransportOptions& options, http::request<http::string_body> req,
+                          std::shared_ptr<ssl::context> context, std::size_t cert_id,
+                          std::chrono::steady_clock::time_point deadline,
                           std::shared_ptr<const Codec> codec);
 
 /// The reader's side. next() from one thread at a time; cancel() from any thread.
@@ -73,6 +76,7 @@ class WatchStreamImpl final : public WatchStream {
   /// `keep_alive` (the Transport) keeps the io thread running while the stream lives.
   WatchStreamImpl(std::shared_ptr<const void> keep_alive, std::shared_ptr<WatchState> state)
       : keep_alive_(std::move(keep_alive)), state_(std::move(state)) {}
+  // NOLINTNEXTLINE(bugprone-exception-escape): only bad_alloc can escape; terminate is right then
   ~WatchStreamImpl() override { cancel(); }
 
   Result<std::optional<WatchEvent>> next() override;

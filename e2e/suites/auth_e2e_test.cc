@@ -266,7 +266,8 @@ FaultObservation observe_fault(InformerFactory& factory, informer::SharedInforme
   auto& m = inf.metrics();
   f.attempts = static_cast<long>(m.watch_requests.Value());
   f.requests = f.attempts + static_cast<long>(m.list_requests.Value());
-  f.errors = static_cast<long>(m.request_errors("watch", reason).Value() + m.request_errors("list", reason).Value());
+  f.errors = static_cast<long>(m.request_errors("watch", reason).Value() +
+                               m.request_errors("list", reason).Value());
   f.window = Clock::now() - start;
   if (server_count) f.server_counted = server_count() - server_before;
   f.synced_during_fault = f.synced_during_fault || inf.has_synced();
@@ -288,7 +289,8 @@ void expect_bounded_fault(const FaultObservation& f, const std::string& reason, 
   EXPECT_GE(f.attempts, 2) << "the reflector retries";
   // Every attempt failed; none may come sooner than the backoff allows.
   const long bound = max_attempts(informer::BackoffOptions{}, f.window) + 1;  // +1: sampling slack
-  EXPECT_LE(f.attempts, bound) << "sync attempts in " << seconds(f.window) << " s, backoff allows " << bound;
+  EXPECT_LE(f.attempts, bound) << "sync attempts in " << seconds(f.window) << " s, backoff allows "
+                               << bound;
   // +-1: an attempt in flight (its second request not sent yet) when the counters were read.
   EXPECT_LE(f.requests, f.attempts * per_attempt) << "requests per attempt";
   EXPECT_GE(f.requests, f.attempts * per_attempt - 1) << "requests per attempt";
@@ -296,7 +298,8 @@ void expect_bounded_fault(const FaultObservation& f, const std::string& reason, 
     // The server counts what the client really sent: no hidden retries (a 401 with an
     // unchanged token is not retried). +-1: a request in flight while the two counters were
     // read one after the other.
-    EXPECT_LE(f.server_counted, bound * per_attempt) << "failed authentications counted by the server";
+    EXPECT_LE(f.server_counted, bound * per_attempt)
+        << "failed authentications counted by the server";
     EXPECT_LE(f.server_counted, f.requests + 1) << "401s counted by the server vs requests sent";
     EXPECT_GE(f.server_counted, f.requests - 1) << "401s counted by the server vs requests sent";
   }

@@ -63,7 +63,8 @@ std::uint64_t chaos_seed() {
     char* end = nullptr;
     const auto v = std::strtoull(s, &end, 10);
     if (end == s || *end != '\0')
-      throw std::runtime_error(std::string("KINFORMER_CHAOS_SEED: expected a decimal number, got '") + s + "'");
+      throw std::runtime_error(
+          std::string("KINFORMER_CHAOS_SEED: expected a decimal number, got '") + s + "'");
     return v;
   }
   std::random_device rd;
@@ -79,7 +80,8 @@ std::chrono::seconds chaos_duration() {
   const long n = std::strtol(text.c_str(), &end, 10);
   const std::string unit = end;
   if (end == text.c_str() || n <= 0 || (unit != "" && unit != "s" && unit != "m" && unit != "h"))
-    throw std::runtime_error("KINFORMER_CHAOS_DURATION: expected e.g. 45s, 30m or 2h, got '" + text + "'");
+    throw std::runtime_error("KINFORMER_CHAOS_DURATION: expected e.g. 45s, 30m or 2h, got '" +
+                             text + "'");
   return std::chrono::seconds(n * (unit == "m" ? 60 : unit == "h" ? 3600 : 1));
 }
 
@@ -93,7 +95,9 @@ struct Version {
 // Object key ("namespace/name") -> its uid and resourceVersion.
 using View = std::map<std::string, Version>;
 
-Version version_of(const client::Object& o) { return {o.metadata.uid, o.metadata.resource_version}; }
+Version version_of(const client::Object& o) {
+  return {o.metadata.uid, o.metadata.resource_version};
+}
 
 View view_of(const std::vector<client::ObjectPtr>& objects) {
   View v;
@@ -111,7 +115,8 @@ std::vector<std::string> differences(const View& left, const char* left_name, co
     if (it == right.end()) {
       out.push_back(key + ": only in " + left_name + " (" + show(v) + ")");
     } else if (it->second != v) {
-      out.push_back(key + ": " + left_name + " " + show(v) + ", " + right_name + " " + show(it->second));
+      out.push_back(key + ": " + left_name + " " + show(v) + ", " + right_name + " " +
+                    show(it->second));
     }
   }
   for (const auto& [key, v] : right) {
@@ -138,8 +143,8 @@ class ViewHandler final : public informer::ResourceEventHandler {
     if (it == view_.end()) {
       anomaly("update of a key it does not hold", *o);
     } else if (it->second != version_of(*old_object)) {
-      anomaly("update from rv=" + old_object->metadata.resource_version + ", it holds rv=" +
-                  it->second.resource_version,
+      anomaly("update from rv=" + old_object->metadata.resource_version +
+                  ", it holds rv=" + it->second.resource_version,
               *o);
     }
     view_[o->key()] = version_of(*o);
@@ -172,8 +177,8 @@ class ViewHandler final : public informer::ResourceEventHandler {
     anomalies_.push_back(o.key() + ": " + what);
   }
   mutable std::mutex mu_;
-  View view_;                           // guarded by mu_
-  std::vector<std::string> anomalies_;  // guarded by mu_
+  View view_;                                                            // guarded by mu_
+  std::vector<std::string> anomalies_;                                   // guarded by mu_
   std::uint64_t adds_ = 0, updates_ = 0, deletes_ = 0, tombstones_ = 0;  // guarded by mu_
 };
 
@@ -204,7 +209,8 @@ class Trace {
   std::map<std::string, std::vector<std::string>> lines_;  // guarded by mu_
 };
 
-std::string trace_key(const client::ResourceType& type, const std::string& ns, const std::string& selector) {
+std::string trace_key(const client::ResourceType& type, const std::string& ns,
+                      const std::string& selector) {
   return type.gvr.resource + "/" + (ns.empty() ? "*" : ns) + "/" + selector;
 }
 
@@ -221,8 +227,8 @@ class TracedWatch final : public client::WatchStream {
     } else {
       static constexpr const char* kTypes[] = {"ADDED", "MODIFIED", "DELETED", "BOOKMARK"};
       const auto& e = **r;
-      trace_.add(key_, std::string(kTypes[static_cast<int>(e.type)]) + " " + e.object->key() + " rv=" +
-                           e.object->metadata.resource_version);
+      trace_.add(key_, std::string(kTypes[static_cast<int>(e.type)]) + " " + e.object->key() +
+                           " rv=" + e.object->metadata.resource_version);
     }
     return r;
   }
@@ -236,15 +242,16 @@ class TracedWatch final : public client::WatchStream {
 
 class TracedListerWatcher final : public client::ListerWatcher {
  public:
-  TracedListerWatcher(client::ListerWatcherPtr inner, Trace& trace, const client::ResourceType& type,
-                      std::string ns)
+  TracedListerWatcher(client::ListerWatcherPtr inner, Trace& trace,
+                      const client::ResourceType& type, std::string ns)
       : inner_(std::move(inner)), trace_(trace), type_(type), ns_(std::move(ns)) {}
   client::Result<client::ObjectList> list(const client::ListOptions& o) override {
     const auto key = trace_key(type_, ns_, o.label_selector);
     auto r = inner_->list(o);
-    trace_.add(key, "list rv=" + o.resource_version.value_or("<unset>") + " match=" + o.resource_version_match +
-                        (r ? " -> items=" + std::to_string(r->items.size()) + " rv=" + r->resource_version +
-                                 (r->continue_token.empty() ? "" : " (more)")
+    trace_.add(key, "list rv=" + o.resource_version.value_or("<unset>") +
+                        " match=" + o.resource_version_match +
+                        (r ? " -> items=" + std::to_string(r->items.size()) + " rv=" +
+                                 r->resource_version + (r->continue_token.empty() ? "" : " (more)")
                            : " -> " + r.error().to_string()));
     return r;
   }
@@ -272,15 +279,19 @@ constexpr std::array<Kind, 3> kKinds = {Kind::pod, Kind::secret, Kind::slice};
 
 const client::ResourceType& type_of(Kind k) {
   switch (k) {
-    case Kind::pod: return pods();
-    case Kind::secret: return secrets();
-    case Kind::slice: return endpoint_slices();
+    case Kind::pod:
+      return pods();
+    case Kind::secret:
+      return secrets();
+    case Kind::slice:
+      return endpoint_slices();
   }
   return pods();
 }
 
 std::string labels_json(const std::string& run, const std::string& tier) {
-  return R"("labels":{"chaos":")" + run + R"(","tier":")" + tier + R"(","kubernetes.io/service-name":"svc"})";
+  return R"("labels":{"chaos":")" + run + R"(","tier":")" + tier +
+         R"(","kubernetes.io/service-name":"svc"})";
 }
 
 std::string manifest(Kind k, const std::string& ns, const std::string& name, const std::string& run,
@@ -296,7 +307,8 @@ std::string manifest(Kind k, const std::string& ns, const std::string& name, con
              std::to_string(n) + R"("}})";
     case Kind::slice:
       return R"({"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice",)" + meta +
-             R"(,"addressType":"IPv4","endpoints":[{"addresses":["10.3.)" + std::to_string(n % 250) +
+             R"(,"addressType":"IPv4","endpoints":[{"addresses":["10.3.)" +
+             std::to_string(n % 250) +
              R"(.1"],"conditions":{"ready":true}}],"ports":[{"name":"http","port":8080,"protocol":"TCP"}]})";
   }
   return {};
@@ -305,11 +317,13 @@ std::string manifest(Kind k, const std::string& ns, const std::string& name, con
 // A change that is not a relabel: an annotation, the Secret's data, the slice's endpoints.
 std::string update_patch(Kind k, unsigned n) {
   switch (k) {
-    case Kind::pod: return R"({"metadata":{"annotations":{"chaos/gen":")" + std::to_string(n) + R"("}}})";
-    case Kind::secret: return R"({"stringData":{"k":")" + std::to_string(n) + R"("}})";
+    case Kind::pod:
+      return R"({"metadata":{"annotations":{"chaos/gen":")" + std::to_string(n) + R"("}}})";
+    case Kind::secret:
+      return R"({"stringData":{"k":")" + std::to_string(n) + R"("}})";
     case Kind::slice:
-      return R"({"endpoints":[{"addresses":["10.4.)" + std::to_string(n % 250) + R"(.2"],"conditions":{"ready":)" +
-             (n % 2 == 0 ? "true" : "false") + "}}]}";
+      return R"({"endpoints":[{"addresses":["10.4.)" + std::to_string(n % 250) +
+             R"(.2"],"conditions":{"ready":)" + (n % 2 == 0 ? "true" : "false") + "}}]}";
   }
   return {};
 }
@@ -325,10 +339,14 @@ struct ChurnStats {
 // label (chaos=<run>) and tier=web|db; relabels flip the tier.
 class Churn {
  public:
-  Churn(client::RestClient& client, std::string run, std::vector<std::string> namespaces, std::string doomed,
-        std::uint64_t seed, std::chrono::seconds duration)
-      : client_(client), run_(std::move(run)), active_(std::move(namespaces)), doomed_(std::move(doomed)),
-        rng_(seed), duration_(duration) {}
+  Churn(client::RestClient& client, std::string run, std::vector<std::string> namespaces,
+        std::string doomed, std::uint64_t seed, std::chrono::seconds duration)
+      : client_(client),
+        run_(std::move(run)),
+        active_(std::move(namespaces)),
+        doomed_(std::move(doomed)),
+        rng_(seed),
+        duration_(duration) {}
 
   void run(const std::atomic<bool>& stop) {
     const auto start = Clock::now();
@@ -346,7 +364,8 @@ class Churn {
       }
       step(++n);
       // The schedule of the churn (a few dozen operations a second), not a wait for a condition.
-      std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(2, 30)(rng_)));
+      std::this_thread::sleep_for(
+          std::chrono::milliseconds(std::uniform_int_distribution<int>(2, 30)(rng_)));
     }
   }
 
@@ -356,7 +375,9 @@ class Churn {
   void step(unsigned n) {
     const Kind kind = kKinds[pick(kKinds.size())];
     const std::string& ns = active_[pick(active_.size())];
-    const std::string name = std::string(kind == Kind::pod ? "pod-" : kind == Kind::secret ? "secret-" : "slice-") +
+    const std::string name = std::string(kind == Kind::pod      ? "pod-"
+                                         : kind == Kind::secret ? "secret-"
+                                                                : "slice-") +
                              std::to_string(pick(12));
     const std::string tier = pick(2) == 0 ? "web" : "db";
     const auto& type = type_of(kind);
@@ -386,7 +407,9 @@ class Churn {
     }
   }
 
-  std::size_t pick(std::size_t n) { return std::uniform_int_distribution<std::size_t>(0, n - 1)(rng_); }
+  std::size_t pick(std::size_t n) {
+    return std::uniform_int_distribution<std::size_t>(0, n - 1)(rng_);
+  }
 
   // Retries `step` until it succeeds or the churn stops (across an API server restart).
   bool retry(const std::atomic<bool>& stop, const std::function<bool()>& step) {
@@ -463,11 +486,12 @@ TEST(ChaosE2E, CachesAndHandlerViewsEqualTheServerAfterFaultsRestartsAndCompacti
   const std::uint64_t seed = chaos_seed();
   const auto duration = chaos_duration();
   const bool with_launcher = launcher_available();
-  std::printf("chaos: seed=%" PRIu64 " duration=%llds (rerun: KINFORMER_CHAOS_SEED=%" PRIu64 ")\n", seed,
-              static_cast<long long>(duration.count()), seed);
+  std::printf("chaos: seed=%" PRIu64 " duration=%llds (rerun: KINFORMER_CHAOS_SEED=%" PRIu64 ")\n",
+              seed, static_cast<long long>(duration.count()), seed);
   if (!with_launcher)
-    std::printf("chaos: skipped: API server restarts and etcd compactions (no embedded launcher: "
-                "KINFORMER_E2E_DIR/KINFORMER_E2E_LAUNCHED unset); proxy faults and churn still run\n");
+    std::printf(
+        "chaos: skipped: API server restarts and etcd compactions (no embedded launcher: "
+        "KINFORMER_E2E_DIR/KINFORMER_E2E_LAUNCHED unset); proxy faults and churn still run\n");
   std::fflush(stdout);
   std::mt19937_64 seeds(seed);
   const std::uint64_t proxy_seed = seeds(), churn_seed = seeds(), launcher_seed = seeds();
@@ -492,14 +516,17 @@ TEST(ChaosE2E, CachesAndHandlerViewsEqualTheServerAfterFaultsRestartsAndCompacti
   factory_options.backoff.max = 5s;
   Trace trace;
   InformerFactory factory(
-      [&client, &trace](const client::ResourceType& type, const std::string& ns) -> client::ListerWatcherPtr {
-        return std::make_unique<TracedListerWatcher>(client.lister_watcher(type, ns), trace, type, ns);
+      [&client, &trace](const client::ResourceType& type,
+                        const std::string& ns) -> client::ListerWatcherPtr {
+        return std::make_unique<TracedListerWatcher>(client.lister_watcher(type, ns), trace, type,
+                                                     ns);
       },
       factory_options);
   std::vector<Watched> watched;
-  auto watch = [&](const client::ResourceType& type, const std::string& ns, const std::string& selector,
-                   bool watch_list = false) {
-    auto& inf = factory.informer(type, {.namespace_ = ns, .label_selector = selector, .use_watch_list = watch_list});
+  auto watch = [&](const client::ResourceType& type, const std::string& ns,
+                   const std::string& selector, bool watch_list = false) {
+    auto& inf = factory.informer(
+        type, {.namespace_ = ns, .label_selector = selector, .use_watch_list = watch_list});
     watched.push_back({&inf, &type, ns, selector, {}});
   };
   const std::string this_run = "chaos=" + run;
@@ -544,16 +571,20 @@ TEST(ChaosE2E, CachesAndHandlerViewsEqualTheServerAfterFaultsRestartsAndCompacti
   const auto total_ms = std::chrono::duration_cast<std::chrono::milliseconds>(duration);
   std::vector<Event> timeline = {{total_ms / 4, Event::late_handlers}};
   if (with_launcher) {
-    std::uniform_int_distribution<long long> when(total_ms.count() / 10, total_ms.count() * 85 / 100);
+    std::uniform_int_distribution<long long> when(total_ms.count() / 10,
+                                                  total_ms.count() * 85 / 100);
     const bool restart_first = launcher_rng() % 2 == 0;
-    timeline.push_back({std::chrono::milliseconds(when(launcher_rng)), restart_first ? Event::restart : Event::compact});
-    timeline.push_back({std::chrono::milliseconds(when(launcher_rng)), restart_first ? Event::compact : Event::restart});
+    timeline.push_back({std::chrono::milliseconds(when(launcher_rng)),
+                        restart_first ? Event::restart : Event::compact});
+    timeline.push_back({std::chrono::milliseconds(when(launcher_rng)),
+                        restart_first ? Event::compact : Event::restart});
     for (auto extra = duration / 30s; extra > 1; --extra) {
       timeline.push_back({std::chrono::milliseconds(when(launcher_rng)),
                           launcher_rng() % 2 == 0 ? Event::restart : Event::compact});
     }
   }
-  std::sort(timeline.begin(), timeline.end(), [](const Event& x, const Event& y) { return x.at < y.at; });
+  std::sort(timeline.begin(), timeline.end(),
+            [](const Event& x, const Event& y) { return x.at < y.at; });
   Launcher launched;
   const auto started = Clock::now();
   for (const auto& e : timeline) {
@@ -590,7 +621,8 @@ TEST(ChaosE2E, CachesAndHandlerViewsEqualTheServerAfterFaultsRestartsAndCompacti
       options.label_selector = w.label_selector;
       auto listed = admin.list_all(*w.type, w.ns, options);
       if (!listed) {
-        diffs.push_back(w.informer->key().to_string() + ": server list failed: " + listed.error().to_string());
+        diffs.push_back(w.informer->key().to_string() +
+                        ": server list failed: " + listed.error().to_string());
         continue;
       }
       const View server = view_of(listed->items);
@@ -601,7 +633,8 @@ TEST(ChaosE2E, CachesAndHandlerViewsEqualTheServerAfterFaultsRestartsAndCompacti
       for (std::size_t i = 0; i < w.handlers.size(); ++i) {
         const View heard = w.handlers[i]->view();
         for (auto& d : differences(heard, "handler", cache, "cache"))
-          diffs.push_back(w.informer->key().to_string() + " handler " + std::to_string(i) + " " + d);
+          diffs.push_back(w.informer->key().to_string() + " handler " + std::to_string(i) + " " +
+                          d);
         compared_handlers += cache.size();
       }
     }
@@ -611,10 +644,11 @@ TEST(ChaosE2E, CachesAndHandlerViewsEqualTheServerAfterFaultsRestartsAndCompacti
   const auto settle = Clock::now() - quiet;
 
   // The figures of the run.
-  std::uint64_t relists = 0, watches = 0, expired = 0, errors = 0, adds = 0, updates = 0, deletes = 0,
-                tombstones = 0;
+  std::uint64_t relists = 0, watches = 0, expired = 0, errors = 0, adds = 0, updates = 0,
+                deletes = 0, tombstones = 0;
   std::vector<std::string> anomalies;
-  std::printf("chaos: %-72s %7s %7s %7s %7s\n", "informer", "objects", "relists", "watches", "deletes");
+  std::printf("chaos: %-72s %7s %7s %7s %7s\n", "informer", "objects", "relists", "watches",
+              "deletes");
   for (const auto& w : watched) {
     auto& m = w.informer->metrics();
     const auto r = static_cast<std::uint64_t>(m.relists.Value());
@@ -633,62 +667,77 @@ TEST(ChaosE2E, CachesAndHandlerViewsEqualTheServerAfterFaultsRestartsAndCompacti
       heard_deletes += c.deletes;
       for (auto& a : h->anomalies()) anomalies.push_back(w.informer->key().to_string() + " " + a);
     }
-    std::printf("chaos: %-72s %7zu %7" PRIu64 " %7" PRIu64 " %7" PRIu64 "\n", w.informer->key().to_string().c_str(),
-                w.informer->store().list().size(), r, s, heard_deletes);
+    std::printf("chaos: %-72s %7zu %7" PRIu64 " %7" PRIu64 " %7" PRIu64 "\n",
+                w.informer->key().to_string().c_str(), w.informer->store().list().size(), r, s,
+                heard_deletes);
   }
   const std::uint64_t rewatches = watches - std::min<std::uint64_t>(watches, watched.size());
   const auto& cs = churn.stats();
   std::printf("chaos: seed=%" PRIu64 " churn=%.0fs settled_in=%.1fs\n", seed,
-              std::chrono::duration<double>(churned).count(), std::chrono::duration<double>(settle).count());
+              std::chrono::duration<double>(churned).count(),
+              std::chrono::duration<double>(settle).count());
   std::printf("chaos: faults total=%" PRIu64, proxy.faults_total());
   for (Fault f : kAllFaults) std::printf(" %s=%" PRIu64, to_string(f), proxy.faults(f));
   std::printf(" (proxy connections=%" PRIu64 ")\n", proxy.connections());
   if (with_launcher) {
-    std::printf("chaos: restarts=%" PRIu64 " compactions=%" PRIu64 "\n", launched.restarts, launched.compactions);
+    std::printf("chaos: restarts=%" PRIu64 " compactions=%" PRIu64 "\n", launched.restarts,
+                launched.compactions);
   } else {
     std::printf("chaos: restarts=skipped compactions=skipped (no embedded launcher)\n");
   }
-  std::printf("chaos: churn creates=%" PRIu64 " updates=%" PRIu64 " relabels=%" PRIu64 " deletes=%" PRIu64
-              " failed=%" PRIu64 " namespaces created=%" PRIu64 " deleted=%" PRIu64 "\n",
-              cs.creates.load(), cs.updates.load(), cs.relabels.load(), cs.deletes.load(), cs.failed.load(),
-              cs.namespaces_created.load(), cs.namespaces_deleted.load());
+  std::printf("chaos: churn creates=%" PRIu64 " updates=%" PRIu64 " relabels=%" PRIu64
+              " deletes=%" PRIu64 " failed=%" PRIu64 " namespaces created=%" PRIu64
+              " deleted=%" PRIu64 "\n",
+              cs.creates.load(), cs.updates.load(), cs.relabels.load(), cs.deletes.load(),
+              cs.failed.load(), cs.namespaces_created.load(), cs.namespaces_deleted.load());
   std::printf("chaos: informers=%zu handlers=%zu relists=%" PRIu64 " rewatches=%" PRIu64
               " (watch ends: expired=%" PRIu64 " error=%" PRIu64 ")\n",
               watched.size(), registrations.size(), relists, rewatches, expired, errors);
-  std::printf("chaos: handlers heard adds=%" PRIu64 " updates=%" PRIu64 " deletes=%" PRIu64 " (tombstones=%" PRIu64
-              ")\n",
+  std::printf("chaos: handlers heard adds=%" PRIu64 " updates=%" PRIu64 " deletes=%" PRIu64
+              " (tombstones=%" PRIu64 ")\n",
               adds, updates, deletes, tombstones);
-  std::printf("chaos: objects compared=%zu (cache vs server) + %zu (handler views vs cache); differences=%zu "
-              "anomalies=%zu\n",
-              compared_cache, compared_handlers, diffs.size(), anomalies.size());
-  for (std::size_t i = 0; i < diffs.size() && i < 50; ++i) std::printf("chaos: difference: %s\n", diffs[i].c_str());
+  std::printf(
+      "chaos: objects compared=%zu (cache vs server) + %zu (handler views vs cache); "
+      "differences=%zu "
+      "anomalies=%zu\n",
+      compared_cache, compared_handlers, diffs.size(), anomalies.size());
+  for (std::size_t i = 0; i < diffs.size() && i < 50; ++i)
+    std::printf("chaos: difference: %s\n", diffs[i].c_str());
   for (std::size_t i = 0; i < anomalies.size() && i < 50; ++i)
     std::printf("chaos: anomaly: %s\n", anomalies[i].c_str());
   if (!converged) {
     // What each informer was doing, and what the proxy still holds open.
     for (const auto& w : watched) {
       auto& m = w.informer->metrics();
-      std::printf("chaos: state %s open_watches=%.0f watch_starts=%.0f ends timeout=%.0f expired=%.0f error=%.0f "
-                  "lists initial=%.0f relist=%.0f events added=%.0f modified=%.0f deleted=%.0f bookmarks=%.0f "
-                  "backoff_waits=%.0f budget_denials=%.0f last_rv=%s\n",
-                  w.informer->key().to_string().c_str(), m.open_watches.Value(), m.watch_starts.Value(),
-                  m.restarts_timeout.Value(), m.restarts_expired.Value(), m.restarts_error.Value(),
-                  m.initial_lists.Value(), m.relists.Value(), m.events_added.Value(), m.events_modified.Value(),
-                  m.events_deleted.Value(), m.events_bookmark.Value(), m.backoff_waits.Value(),
-                  m.budget_denials.Value(), w.informer->last_sync_resource_version().c_str());
+      std::printf(
+          "chaos: state %s open_watches=%.0f watch_starts=%.0f ends timeout=%.0f expired=%.0f "
+          "error=%.0f "
+          "lists initial=%.0f relist=%.0f events added=%.0f modified=%.0f deleted=%.0f "
+          "bookmarks=%.0f "
+          "backoff_waits=%.0f budget_denials=%.0f last_rv=%s\n",
+          w.informer->key().to_string().c_str(), m.open_watches.Value(), m.watch_starts.Value(),
+          m.restarts_timeout.Value(), m.restarts_expired.Value(), m.restarts_error.Value(),
+          m.initial_lists.Value(), m.relists.Value(), m.events_added.Value(),
+          m.events_modified.Value(), m.events_deleted.Value(), m.events_bookmark.Value(),
+          m.backoff_waits.Value(), m.budget_denials.Value(),
+          w.informer->last_sync_resource_version().c_str());
     }
-    for (const auto& line : proxy.describe_connections()) std::printf("chaos: proxy %s\n", line.c_str());
+    for (const auto& line : proxy.describe_connections())
+      std::printf("chaos: proxy %s\n", line.c_str());
     for (const auto& w : watched) {
       const auto key = w.informer->key().to_string();
-      if (!std::any_of(diffs.begin(), diffs.end(), [&](const std::string& d) { return d.starts_with(key + " "); }))
+      if (!std::any_of(diffs.begin(), diffs.end(),
+                       [&](const std::string& d) { return d.starts_with(key + " "); }))
         continue;
-      for (const auto& line : trace.lines(trace_key(*w.type, w.ns, w.informer->key().label_selector)))
+      for (const auto& line :
+           trace.lines(trace_key(*w.type, w.ns, w.informer->key().label_selector)))
         std::printf("chaos: trace %s %s\n", key.c_str(), line.c_str());
     }
   }
   std::fflush(stdout);
 
-  EXPECT_TRUE(converged) << diffs.size() << " differences 120 s after quiescence (seed " << seed << ")";
+  EXPECT_TRUE(converged) << diffs.size() << " differences 120 s after quiescence (seed " << seed
+                         << ")";
   EXPECT_EQ(diffs.size(), 0u);
   EXPECT_EQ(anomalies.size(), 0u) << "handlers heard callbacks inconsistent with their own past";
   // The run must have been a chaos run, not a quiet one.

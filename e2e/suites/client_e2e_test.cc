@@ -82,17 +82,20 @@ void exercise_crud(client::RestClient& c, const client::ResourceType& type, cons
 
 TEST_F(ClientE2E, CrudOnSecretsPodsEndpointsAndEndpointSlices) {
   exercise_crud(client_, secrets(), ns_, "s1", secret_json(ns_, "s1", "e2e"));
-  exercise_crud(client_, pods(), ns_, "p1",
-                R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"p1","labels":{"app":"e2e"}},)"
-                R"("spec":{"containers":[{"name":"c","image":"example.invalid/app:1"}]}})");
-  exercise_crud(client_, endpoints(), ns_, "e1",
-                R"({"apiVersion":"v1","kind":"Endpoints","metadata":{"name":"e1","labels":{"app":"e2e"}},)"
-                R"("subsets":[{"addresses":[{"ip":"10.1.0.1"}],"ports":[{"port":80}]}]})");
-  exercise_crud(client_, endpoint_slices(), ns_, "es1",
-                R"({"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice","metadata":{"name":"es1",)"
-                R"("labels":{"app":"e2e","kubernetes.io/service-name":"svc"}},"addressType":"IPv4",)"
-                R"("endpoints":[{"addresses":["10.1.0.2"],"conditions":{"ready":true}}],)"
-                R"("ports":[{"name":"http","port":80,"protocol":"TCP"}]})");
+  exercise_crud(
+      client_, pods(), ns_, "p1",
+      R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"p1","labels":{"app":"e2e"}},)"
+      R"("spec":{"containers":[{"name":"c","image":"example.invalid/app:1"}]}})");
+  exercise_crud(
+      client_, endpoints(), ns_, "e1",
+      R"({"apiVersion":"v1","kind":"Endpoints","metadata":{"name":"e1","labels":{"app":"e2e"}},)"
+      R"("subsets":[{"addresses":[{"ip":"10.1.0.1"}],"ports":[{"port":80}]}]})");
+  exercise_crud(
+      client_, endpoint_slices(), ns_, "es1",
+      R"({"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice","metadata":{"name":"es1",)"
+      R"("labels":{"app":"e2e","kubernetes.io/service-name":"svc"}},"addressType":"IPv4",)"
+      R"("endpoints":[{"addresses":["10.1.0.2"],"conditions":{"ready":true}}],)"
+      R"("ports":[{"name":"http","port":80,"protocol":"TCP"}]})");
 }
 
 TEST_F(ClientE2E, WatchSeesChangesInOrder) {
@@ -149,7 +152,8 @@ TEST_F(ClientE2E, StreamingListEndsWithTheInitialEventsBookmark) {
     ASSERT_TRUE(next->has_value());
     const auto& ev = **next;
     if (ev.type == client::EventType::bookmark) {
-      const auto* end = client::find_value(ev.object->metadata.annotations, "k8s.io/initial-events-end");
+      const auto* end =
+          client::find_value(ev.object->metadata.annotations, "k8s.io/initial-events-end");
       if (end != nullptr && *end == "true") break;
       continue;
     }
@@ -162,7 +166,8 @@ TEST_F(ClientE2E, StreamingListEndsWithTheInitialEventsBookmark) {
 
 TEST_F(ClientE2E, RestrictedUserGetsForbiddenWithTheServersMessage) {
   auto restricted = restricted_config();
-  if (!restricted) GTEST_SKIP() << "KUBECONFIG has no 'restricted' context (the embedded launcher's has)";
+  if (!restricted)
+    GTEST_SKIP() << "KUBECONFIG has no 'restricted' context (the embedded launcher's has)";
   client::RestClient c(*restricted);
   auto listed = c.list(secrets(), ns_);
   ASSERT_FALSE(listed);
@@ -189,9 +194,8 @@ TEST_F(ClientE2E, WrongCaFailsTheHandshakeAndSaysWhy) {
 
 TEST_F(ClientE2E, EndpointsDeprecationWarningIsSurfacedOncePerResource) {
   std::vector<client::ApiWarning> callbacks;
-  client::RestClient c(admin_config(), {.on_warning = [&](const client::ApiWarning& w) {
-                                          callbacks.push_back(w);
-                                        }});
+  client::RestClient c(
+      admin_config(), {.on_warning = [&](const client::ApiWarning& w) { callbacks.push_back(w); }});
   ASSERT_TRUE(c.list(endpoints(), ns_));
   ASSERT_TRUE(c.list(endpoints(), ns_));
   ASSERT_TRUE(c.list(endpoints(), ""));
@@ -202,7 +206,8 @@ TEST_F(ClientE2E, EndpointsDeprecationWarningIsSurfacedOncePerResource) {
 }
 
 TEST_F(ClientE2E, CompactedResourceVersionIsExpired) {
-  if (!launcher_available()) GTEST_SKIP() << "needs the embedded launcher's `compact` (not available on kind)";
+  if (!launcher_available())
+    GTEST_SKIP() << "needs the embedded launcher's `compact` (not available on kind)";
   // The launcher runs kube-apiserver without a watch cache for EndpointSlices
   // (--watch-cache-sizes=endpointslices.discovery.k8s.io#0), so their watches are served by etcd
   // and a compacted resourceVersion is 410 at once, as it is on any server once the watch
@@ -212,7 +217,8 @@ TEST_F(ClientE2E, CompactedResourceVersionIsExpired) {
   const std::string old_rv = listed->resource_version;
   ASSERT_TRUE(client_.create(secrets(), *object(ns_, "c1", secret_json(ns_, "c1", "e2e"))));
   ASSERT_EQ(launcher("compact"), 0);
-  auto watch = client_.watch(endpoint_slices(), ns_, {.resource_version = old_rv, .timeout_seconds = 5});
+  auto watch =
+      client_.watch(endpoint_slices(), ns_, {.resource_version = old_rv, .timeout_seconds = 5});
   client::Error error;
   if (!watch) {
     error = watch.error();

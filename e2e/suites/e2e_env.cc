@@ -37,7 +37,8 @@ std::optional<client::ClusterConfig> restricted_config() {
     // Against kind the context may be missing (the test is skipped); against the embedded
     // launcher it is always written, so its absence is a failure, never a skip.
     if (launcher_available())
-      throw std::runtime_error(std::string("the launcher's kubeconfig lacks the 'restricted' context: ") + e.what());
+      throw std::runtime_error(
+          std::string("the launcher's kubeconfig lacks the 'restricted' context: ") + e.what());
     return std::nullopt;
   }
 }
@@ -84,10 +85,11 @@ std::string create_namespace(client::RestClient& client, const std::string& pref
   std::random_device rd;
   const std::string name =
       prefix + "-" + std::to_string(rd() % 100000) + "-" + std::to_string(counter++);
-  auto ns = object("", name, R"({"apiVersion":"v1","kind":"Namespace","metadata":{"name":")" +
-                                 name + R"("}})");
+  auto ns = object(
+      "", name, R"({"apiVersion":"v1","kind":"Namespace","metadata":{"name":")" + name + R"("}})");
   auto created = client.create(namespaces(), *ns);
-  if (!created) throw std::runtime_error("creating namespace " + name + ": " + created.error().to_string());
+  if (!created)
+    throw std::runtime_error("creating namespace " + name + ": " + created.error().to_string());
   return name;
 }
 
@@ -159,7 +161,8 @@ std::map<std::string, std::string> store_state(const informer::SharedInformer& i
   return out;
 }
 
-std::map<std::string, std::string> server_state(client::RestClient& c, const client::ResourceType& t,
+std::map<std::string, std::string> server_state(client::RestClient& c,
+                                                const client::ResourceType& t,
                                                 const std::string& ns) {
   std::map<std::string, std::string> out;
   auto listed = c.list_all(t, ns);

@@ -49,8 +49,8 @@ bool eventually(const std::function<bool()>& condition,
 
 /// Waits until the server's WATCH count for `resource` equals `expected` (it moves a little
 /// after the client opened or closed the connection); returns the last count read.
-long wait_for_server_watches(client::RestClient& client, const std::string& resource,
-                             long expected, std::chrono::milliseconds timeout = std::chrono::seconds(30));
+long wait_for_server_watches(client::RestClient& client, const std::string& resource, long expected,
+                             std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
 /// A DynamicObject for create(): `json` is the whole object; name and namespace are copied into
 /// metadata as create() needs them.
@@ -67,7 +67,8 @@ const client::ResourceType& namespaces();
 /// name -> resourceVersion of what an informer's store holds.
 std::map<std::string, std::string> store_state(const informer::SharedInformer& inf);
 /// name -> resourceVersion of what the server lists in `ns` (one "<error>" entry on failure).
-std::map<std::string, std::string> server_state(client::RestClient& c, const client::ResourceType& t,
+std::map<std::string, std::string> server_state(client::RestClient& c,
+                                                const client::ResourceType& t,
                                                 const std::string& ns);
 
 }  // namespace kinformer::e2e

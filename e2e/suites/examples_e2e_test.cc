@@ -56,11 +56,14 @@ class Program {
   std::string err() const { return slurp(base_ + ".err"); }
   // The exit status once the program has exited within `timeout`; -1 if it is still running.
   int wait(std::chrono::milliseconds timeout = 60s) {
-    eventually([&] {
-      int status = 0;
-      if (code_ < 0 && ::waitpid(pid_, &status, WNOHANG) == pid_) code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-      return code_ >= 0;
-    }, timeout);
+    eventually(
+        [&] {
+          int status = 0;
+          if (code_ < 0 && ::waitpid(pid_, &status, WNOHANG) == pid_)
+            code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+          return code_ >= 0;
+        },
+        timeout);
     return code_;
   }
 
@@ -79,11 +82,13 @@ class ExamplesE2E : public ::testing::Test {
 TEST_F(ExamplesE2E, CertDistributorPrintsTlsSecretsByNameAndSizeNeverTheirBytes) {
   const std::string ns = create_namespace(client_, "examples-certs");
   // base64 of "CERT-BYTES-e2e" (14 bytes) and "KEY-BYTES-e2e" (13 bytes).
-  const std::string tls = R"({"apiVersion":"v1","kind":"Secret","metadata":{"name":"mesh-tls","namespace":")" + ns +
-                          R"("},"type":"kubernetes.io/tls","data":{"tls.crt":"Q0VSVC1CWVRFUy1lMmU=","tls.key":"S0VZLUJZVEVTLWUyZQ=="}})";
+  const std::string tls =
+      R"({"apiVersion":"v1","kind":"Secret","metadata":{"name":"mesh-tls","namespace":")" + ns +
+      R"("},"type":"kubernetes.io/tls","data":{"tls.crt":"Q0VSVC1CWVRFUy1lMmU=","tls.key":"S0VZLUJZVEVTLWUyZQ=="}})";
   ASSERT_TRUE(client_.create(secrets(), *object(ns, "mesh-tls", tls)));
-  const std::string opaque = R"({"apiVersion":"v1","kind":"Secret","metadata":{"name":"not-a-cert","namespace":")" +
-                             ns + R"("},"type":"Opaque","data":{"x":"eA=="}})";
+  const std::string opaque =
+      R"({"apiVersion":"v1","kind":"Secret","metadata":{"name":"not-a-cert","namespace":")" + ns +
+      R"("},"type":"Opaque","data":{"x":"eA=="}})";
   ASSERT_TRUE(client_.create(secrets(), *object(ns, "not-a-cert", opaque)));
 
   Program run(CERT_DISTRIBUTOR_PATH, {"--namespace", ns, "--exit-after-sync"});
@@ -99,16 +104,21 @@ TEST_F(ExamplesE2E, CertDistributorPrintsTlsSecretsByNameAndSizeNeverTheirBytes)
 
 TEST_F(ExamplesE2E, EndpointPublisherPrintsTheSetAndItsEmptinessAfterTheSliceGoes) {
   const std::string ns = create_namespace(client_, "examples-eps");
-  const std::string slice = R"({"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice","metadata":{"name":"web-abc","namespace":")" +
-                            ns + R"(","labels":{"kubernetes.io/service-name":"web"}},"addressType":"IPv4",)"
-                            R"("endpoints":[{"addresses":["10.1.2.3"],"conditions":{"ready":true}}],)"
-                            R"("ports":[{"name":"http","port":8080,"protocol":"TCP"}]})";
+  const std::string slice =
+      R"({"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice","metadata":{"name":"web-abc","namespace":")" +
+      ns +
+      R"(","labels":{"kubernetes.io/service-name":"web"}},"addressType":"IPv4",)"
+      R"("endpoints":[{"addresses":["10.1.2.3"],"conditions":{"ready":true}}],)"
+      R"("ports":[{"name":"http","port":8080,"protocol":"TCP"}]})";
   ASSERT_TRUE(client_.create(endpoint_slices(), *object(ns, "web-abc", slice)));
 
   // Two changes: the initial add, then the deletion.
-  Program run(ENDPOINT_PUBLISHER_PATH, {"--namespace", ns, "--service", "web", "--max-events", "2"});
-  ASSERT_TRUE(eventually([&] { return run.out().find("10.1.2.3 ready=true port=8080") != std::string::npos; }))
-      << run.out() << run.err();
+  Program run(ENDPOINT_PUBLISHER_PATH,
+              {"--namespace", ns, "--service", "web", "--max-events", "2"});
+  ASSERT_TRUE(eventually([&] {
+    return run.out().find("10.1.2.3 ready=true port=8080") != std::string::npos;
+  })) << run.out()
+      << run.err();
   EXPECT_EQ(run.out().find("(no endpoints)"), std::string::npos) << run.out();
   ASSERT_TRUE(client_.delete_(endpoint_slices(), ns, "web-abc"));
   ASSERT_EQ(run.wait(), 0) << run.out() << run.err();

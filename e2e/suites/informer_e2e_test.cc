@@ -58,13 +58,15 @@ class Recorder : public informer::ResourceEventHandler {
 };
 
 std::string secret_json(const std::string& ns, const std::string& name, int version) {
-  return R"({"apiVersion":"v1","kind":"Secret","metadata":{"name":")" + name + R"(","namespace":")" +
-         ns + R"(","labels":{"v":")" + std::to_string(version) + R"("}},"data":{"k":"dg=="}})";
+  return R"({"apiVersion":"v1","kind":"Secret","metadata":{"name":")" + name +
+         R"(","namespace":")" + ns + R"(","labels":{"v":")" + std::to_string(version) +
+         R"("}},"data":{"k":"dg=="}})";
 }
 
 std::string slice_json(const std::string& ns, const std::string& name) {
-  return R"({"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice","metadata":{"name":")" + name +
-         R"(","namespace":")" + ns + R"(","labels":{"kubernetes.io/service-name":"svc"}},)"
+  return R"({"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice","metadata":{"name":")" +
+         name + R"(","namespace":")" + ns +
+         R"(","labels":{"kubernetes.io/service-name":"svc"}},)"
          R"("addressType":"IPv4","endpoints":[{"addresses":["10.2.0.1"],"conditions":{"ready":true}}],)"
          R"("ports":[{"name":"http","port":8080,"protocol":"TCP"}]})";
 }
@@ -84,14 +86,16 @@ struct Component {
 Component make_component(InformerFactory& factory, const std::string& ns) {
   Component c;
   for (const auto* type : {&secrets(), &pods(), &endpoint_slices()}) {
-    c.registrations.push_back(factory.informer(*type, {.namespace_ = ns})
-                                  .add_handler(std::make_shared<informer::ResourceEventHandlerFuncs>()));
+    c.registrations.push_back(
+        factory.informer(*type, {.namespace_ = ns})
+            .add_handler(std::make_shared<informer::ResourceEventHandlerFuncs>()));
   }
   return c;
 }
 
 TEST_F(InformerE2E, HundredComponentsHoldOneServerWatchPerResourceThroughThousandRebuilds) {
-  const std::vector<std::string> resources = {"secrets", "pods", "discovery.k8s.io/v1/endpointslices"};
+  const std::vector<std::string> resources = {"secrets", "pods",
+                                              "discovery.k8s.io/v1/endpointslices"};
   std::map<std::string, long> before;
   for (const auto& r : resources) before[r] = server_watches(admin_, r);
 
@@ -112,10 +116,12 @@ TEST_F(InformerE2E, HundredComponentsHoldOneServerWatchPerResourceThroughThousan
     for (int i = 0; i < 1000; ++i) {
       Component transient = make_component(factory, ns_);
       if (i == 500) {
-        for (const auto& [key, count] : factory.handler_counts()) EXPECT_EQ(count, 101u) << key.to_string();
+        for (const auto& [key, count] : factory.handler_counts())
+          EXPECT_EQ(count, 101u) << key.to_string();
       }
     }
-    for (const auto& [key, count] : factory.handler_counts()) EXPECT_EQ(count, 100u) << key.to_string();
+    for (const auto& [key, count] : factory.handler_counts())
+      EXPECT_EQ(count, 100u) << key.to_string();
     EXPECT_EQ(factory.informer_count(), 3u);
     for (const auto& r : resources) {
       EXPECT_EQ(server_watches(admin_, r), before[r] + 1) << r;
@@ -132,7 +138,8 @@ TEST_F(InformerE2E, HundredComponentsHoldOneServerWatchPerResourceThroughThousan
 
 TEST_F(InformerE2E, FailedInitializationIsRetriedAndEndsWithExactlyOneWatch) {
   auto restricted = restricted_config();
-  if (!restricted) GTEST_SKIP() << "KUBECONFIG has no 'restricted' context (the embedded launcher's has)";
+  if (!restricted)
+    GTEST_SKIP() << "KUBECONFIG has no 'restricted' context (the embedded launcher's has)";
   const long before = server_watches(admin_, "secrets");
 
   informer::OnceGuard guard;
@@ -167,7 +174,8 @@ TEST_F(InformerE2E, FailedInitializationIsRetriedAndEndsWithExactlyOneWatch) {
 }
 
 TEST_F(InformerE2E, SliceDeletedWhileCutOffAndCompactedIsDeletedForEveryHandler) {
-  if (!launcher_available()) GTEST_SKIP() << "needs the embedded launcher's `compact` (not available on kind)";
+  if (!launcher_available())
+    GTEST_SKIP() << "needs the embedded launcher's `compact` (not available on kind)";
   auto config = admin_config();
   // Route the informer's connections through a proxy the test can cut.
   const auto colon = config.server.rfind(':');
@@ -212,7 +220,8 @@ TEST_F(InformerE2E, SliceDeletedWhileCutOffAndCompactedIsDeletedForEveryHandler)
 }
 
 TEST_F(InformerE2E, CachesConvergeAcrossAnApiServerRestartWhileObjectsChange) {
-  if (!launcher_available()) GTEST_SKIP() << "needs the embedded launcher's `restart-apiserver` (not available on kind)";
+  if (!launcher_available())
+    GTEST_SKIP() << "needs the embedded launcher's `restart-apiserver` (not available on kind)";
   client::RestClient client(admin_config());
   InformerFactory factory(lister_watchers(client));
   auto& informer_secrets = factory.informer(secrets(), {.namespace_ = ns_});
@@ -239,8 +248,9 @@ TEST_F(InformerE2E, CachesConvergeAcrossAnApiServerRestartWhileObjectsChange) {
           break;
         case 1:
           retry([&] {
-            auto r = admin_.patch(secrets(), ns_, name, client::PatchType::merge,
-                                  R"({"metadata":{"labels":{"v":")" + std::to_string(i) + R"("}}})");
+            auto r =
+                admin_.patch(secrets(), ns_, name, client::PatchType::merge,
+                             R"({"metadata":{"labels":{"v":")" + std::to_string(i) + R"("}}})");
             return r.ok() || r.error().http_status == 404;
           });
           break;
@@ -258,10 +268,13 @@ TEST_F(InformerE2E, CachesConvergeAcrossAnApiServerRestartWhileObjectsChange) {
   churn.join();
 
   std::map<std::string, std::string> expected;
-  ASSERT_TRUE(eventually([&] {
-    expected = server_state(admin_, secrets(), ns_);
-    return store_state(informer_secrets) == expected;
-  }, 120s)) << "cache never converged";
+  ASSERT_TRUE(eventually(
+      [&] {
+        expected = server_state(admin_, secrets(), ns_);
+        return store_state(informer_secrets) == expected;
+      },
+      120s))
+      << "cache never converged";
   EXPECT_FALSE(expected.empty());
   EXPECT_TRUE(eventually([&] { return recorder->state() == expected; }));
 }

@@ -39,7 +39,8 @@ std::string quote(const std::string& s) {
 // Runs kwatch with `args` (KUBECONFIG from the environment); captures stdout and stderr.
 Run kwatch(const std::vector<std::string>& args) {
   static int counter = 0;
-  const std::string base = "/tmp/kwatch-e2e-" + std::to_string(getpid()) + "-" + std::to_string(counter++);
+  const std::string base =
+      "/tmp/kwatch-e2e-" + std::to_string(getpid()) + "-" + std::to_string(counter++);
   std::string cmd = quote(KWATCH_PATH);
   for (const auto& a : args) cmd += " " + quote(a);
   cmd += " >" + quote(base + ".out") + " 2>" + quote(base + ".err") + " </dev/null";
@@ -61,7 +62,8 @@ std::map<std::string, long> audit_json(const Run& r) {
   std::map<std::string, long> out;
   if (doc.HasParseError() || !doc.IsObject()) return out;
   EXPECT_TRUE(doc["source"].IsString());
-  for (const auto& e : doc["resources"].GetArray()) out[e["resource"].GetString()] = e["count"].GetInt64();
+  for (const auto& e : doc["resources"].GetArray())
+    out[e["resource"].GetString()] = e["count"].GetInt64();
   return out;
 }
 
@@ -111,7 +113,8 @@ TEST_F(KwatchE2E, MaxWatchesExitsOneWhenExceededAndZeroOtherwise) {
   for (const auto& [resource, count] : counts) most = std::max(most, count);
   ASSERT_GE(most, 5);
 
-  const auto exceeded = kwatch({"audit", "--max-watches", std::to_string(counts.at("secrets") - 1)});
+  const auto exceeded =
+      kwatch({"audit", "--max-watches", std::to_string(counts.at("secrets") - 1)});
   EXPECT_EQ(exceeded.code, 1) << exceeded.err;
   EXPECT_NE(exceeded.err.find("resource=secrets"), std::string::npos) << exceeded.err;
 
@@ -120,11 +123,13 @@ TEST_F(KwatchE2E, MaxWatchesExitsOneWhenExceededAndZeroOtherwise) {
 }
 
 TEST_F(KwatchE2E, AuditWithoutPermissionExitsTwo) {
-  if (!restricted_config()) GTEST_SKIP() << "KUBECONFIG has no 'restricted' context (the embedded launcher's has)";
+  if (!restricted_config())
+    GTEST_SKIP() << "KUBECONFIG has no 'restricted' context (the embedded launcher's has)";
   const auto r = kwatch({"audit", "--context", "restricted"});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("no permission to read /metrics"), std::string::npos) << r.err;
-  const auto c = kwatch({"cache", "--resource", "secrets", "--context", "restricted", "--until-synced", "--timeout", "20"});
+  const auto c = kwatch({"cache", "--resource", "secrets", "--context", "restricted",
+                         "--until-synced", "--timeout", "20"});
   EXPECT_EQ(c.code, 2);
   EXPECT_NE(c.err.find("forbidden"), std::string::npos) << c.err;
 }
@@ -135,9 +140,11 @@ TEST_F(KwatchE2E, CacheDumpAfterChurnEqualsTheServerAndHidesSecretValues) {
   const std::string v1 = "czNjcjN0LXZhbHVl", v2 = "YW5vdGhlci1zZWNyZXQ=";
   for (int i = 0; i < 12; ++i) {
     const std::string name = "s" + std::to_string(i);
-    auto created = client_.create(secrets(), *object(ns, name,
-        R"({"apiVersion":"v1","kind":"Secret","metadata":{"name":")" + name + R"("},"data":{"password":")" + v1 +
-        R"("},"stringData":{"other":"plain-secret-text"}})"));
+    auto created = client_.create(
+        secrets(), *object(ns, name,
+                           R"({"apiVersion":"v1","kind":"Secret","metadata":{"name":")" + name +
+                               R"("},"data":{"password":")" + v1 +
+                               R"("},"stringData":{"other":"plain-secret-text"}})"));
     ASSERT_TRUE(created) << created.error().to_string();
   }
   for (int i = 0; i < 12; i += 3) {
@@ -145,7 +152,8 @@ TEST_F(KwatchE2E, CacheDumpAfterChurnEqualsTheServerAndHidesSecretValues) {
                                  R"({"data":{"password":")" + v2 + R"("}})");
     ASSERT_TRUE(patched) << patched.error().to_string();
   }
-  for (int i = 1; i < 12; i += 4) ASSERT_TRUE(client_.delete_(secrets(), ns, "s" + std::to_string(i)));
+  for (int i = 1; i < 12; i += 4)
+    ASSERT_TRUE(client_.delete_(secrets(), ns, "s" + std::to_string(i)));
 
   auto listed = client_.list_all(secrets(), ns);
   ASSERT_TRUE(listed) << listed.error().to_string();
@@ -159,7 +167,8 @@ TEST_F(KwatchE2E, CacheDumpAfterChurnEqualsTheServerAndHidesSecretValues) {
   // The informer's first list is served from the watch cache (resourceVersion "0"), which may
   // trail the consistent list above by a moment.
   for (int attempt = 0; attempt < 10 && dumped != server; ++attempt) {
-    const auto r = kwatch({"cache", "--resource", "secrets", "-n", ns, "--until-synced", "--dump", file});
+    const auto r =
+        kwatch({"cache", "--resource", "secrets", "-n", ns, "--until-synced", "--dump", file});
     ASSERT_EQ(r.code, 0) << r.err;
     text = slurp(file);
     dumped.clear();

@@ -9,14 +9,14 @@
 #include <atomic>
 #include <cinttypes>
 #include <cstdlib>
-#include <random>
-#include <set>
-#include <thread>
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <random>
+#include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base64.h"
@@ -24,10 +24,10 @@
 #include "kinformer/cache/endpoint_index.h"
 #include "kinformer/client/endpoint_slice.h"
 #include "kinformer/client/pod.h"
-#include "kinformer/informer/endpoint_subscriptions.h"
-#include "tcp_proxy.h"
 #include "kinformer/informer/cluster_endpoint_feeds.h"
 #include "kinformer/informer/cluster_registry.h"
+#include "kinformer/informer/endpoint_subscriptions.h"
+#include "tcp_proxy.h"
 
 #ifndef KWATCH_PATH
 #error "KWATCH_PATH must be defined (the kwatch binary)"
@@ -44,17 +44,20 @@ using informer::RemoteClusterPtr;
 std::string remote_dir() { return "/tmp/kinformer-e2e-remote-" + std::to_string(::getpid()); }
 
 int run_launcher(const std::string& args) {
-  std::string cmd = std::string(KINFORMER_SOURCE_DIR) + "/e2e/launcher.sh " + args + " --dir " + remote_dir() + " >" +
-                    remote_dir() + ".log 2>&1";
+  std::string cmd = std::string(KINFORMER_SOURCE_DIR) + "/e2e/launcher.sh " + args + " --dir " +
+                    remote_dir() + " >" + remote_dir() + ".log 2>&1";
   return std::system(cmd.c_str());
 }
 
 // A kubeconfig for the remote server with inline fields only (what the default policy accepts):
 // the CA as data and either the admin client certificate or a bearer token.
 std::string inline_kubeconfig(const std::string& server, const std::string& user_fields) {
-  return "apiVersion: v1\nkind: Config\ncurrent-context: remote\nclusters:\n- name: remote\n  cluster:\n    server: " +
-         server + "\n    certificate-authority-data: " + testing::base64(slurp(remote_dir() + "/pki/ca.crt")) +
-         "\ncontexts:\n- name: remote\n  context:\n    cluster: remote\n    user: remote\nusers:\n- name: remote\n  user:\n" +
+  return "apiVersion: v1\nkind: Config\ncurrent-context: remote\nclusters:\n- name: remote\n  "
+         "cluster:\n    server: " +
+         server + "\n    certificate-authority-data: " +
+         testing::base64(slurp(remote_dir() + "/pki/ca.crt")) +
+         "\ncontexts:\n- name: remote\n  context:\n    cluster: remote\n    user: "
+         "remote\nusers:\n- name: remote\n  user:\n" +
          user_fields;
 }
 
@@ -64,12 +67,15 @@ std::string admin_user_fields() {
 }
 
 // The few dynamic types this suite writes (version v1), one per resource path.
-const client::ResourceType& dynamic(const std::string& group, const std::string& resource, const std::string& kind) {
+const client::ResourceType& dynamic(const std::string& group, const std::string& resource,
+                                    const std::string& kind) {
   static std::mutex mu;
   static std::map<std::string, client::ResourceType> types;
   std::lock_guard lock(mu);
   auto it = types.find(resource);
-  if (it == types.end()) it = types.emplace(resource, client::dynamic_resource({group, "v1", resource, kind, true})).first;
+  if (it == types.end())
+    it = types.emplace(resource, client::dynamic_resource({group, "v1", resource, kind, true}))
+             .first;
   return it->second;
 }
 
@@ -87,7 +93,8 @@ class History {
     std::lock_guard lock(mu_);
     return addresses_locked(cluster);
   }
-  bool wait(const std::string& cluster, const std::vector<std::string>& want, std::chrono::milliseconds timeout = 60s) {
+  bool wait(const std::string& cluster, const std::vector<std::string>& want,
+            std::chrono::milliseconds timeout = 60s) {
     std::unique_lock lock(mu_);
     return cv_.wait_for(lock, timeout, [&] { return addresses_locked(cluster) == want; });
   }
@@ -118,7 +125,8 @@ class History {
 class MulticlusterE2E : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    ASSERT_EQ(run_launcher("up"), 0) << "starting the second API server failed; see " << remote_dir() << ".log";
+    ASSERT_EQ(run_launcher("up"), 0)
+        << "starting the second API server failed; see " << remote_dir() << ".log";
   }
   static void TearDownTestSuite() { run_launcher("down --purge"); }
 
@@ -128,8 +136,9 @@ class MulticlusterE2E : public ::testing::Test {
 
   // The remote's admin client for the suite's own writes and /metrics.
   static client::RestClient inline_config(const std::string& user) {
-    return client::RestClient(client::ClusterConfig::from_kubeconfig_data(inline_kubeconfig(server(), user)),
-                              fast_client_options());
+    return client::RestClient(
+        client::ClusterConfig::from_kubeconfig_data(inline_kubeconfig(server(), user)),
+        fast_client_options());
   }
   static std::string server() {
     std::string k = slurp(remote_dir() + "/kubeconfig");
@@ -141,7 +150,9 @@ class MulticlusterE2E : public ::testing::Test {
     secrets_ns_ = create_namespace(*local_, "mc-secrets");
     remote_ns_ = create_namespace(remote_admin_, "mc-remote");
     factory_ = std::make_shared<informer::InformerFactory>(
-        [c = local_](const client::ResourceType& t, const std::string& ns) { return c->lister_watcher(t, ns); });
+        [c = local_](const client::ResourceType& t, const std::string& ns) {
+          return c->lister_watcher(t, ns);
+        });
   }
   void TearDown() override {
     if (registry_) registry_->shutdown();
@@ -157,12 +168,15 @@ class MulticlusterE2E : public ::testing::Test {
 
   void put_secret(const std::string& name, const std::map<std::string, std::string>& data) {
     std::string d;
-    for (const auto& [k, v] : data) d += (d.empty() ? "" : ",") + ("\"" + k + "\":\"" + testing::base64(v) + "\"");
-    std::string json = R"({"apiVersion":"v1","kind":"Secret","metadata":{"name":")" + name + R"(","namespace":")" +
-                       secrets_ns_ + R"(","labels":{"kinformer.io/multicluster":"true"}},"data":{)" + d + "}}";
+    for (const auto& [k, v] : data)
+      d += (d.empty() ? "" : ",") + ("\"" + k + "\":\"" + testing::base64(v) + "\"");
+    std::string json = R"({"apiVersion":"v1","kind":"Secret","metadata":{"name":")" + name +
+                       R"(","namespace":")" + secrets_ns_ +
+                       R"(","labels":{"kinformer.io/multicluster":"true"}},"data":{)" + d + "}}";
     auto existing = local_->get(secrets(), secrets_ns_, name);
     if (existing) {
-      json.insert(json.find(R"(,"labels")"), R"(,"resourceVersion":")" + existing.value()->metadata.resource_version + "\"");
+      json.insert(json.find(R"(,"labels")"),
+                  R"(,"resourceVersion":")" + existing.value()->metadata.resource_version + "\"");
       ASSERT_TRUE(local_->update(secrets(), *object(secrets_ns_, name, json)));
     } else {
       ASSERT_TRUE(local_->create(secrets(), *object(secrets_ns_, name, json)));
@@ -173,15 +187,18 @@ class MulticlusterE2E : public ::testing::Test {
   void put_slice(const std::string& name, const std::vector<std::string>& addresses) {
     std::string eps;
     for (const auto& a : addresses) {
-      eps += (eps.empty() ? "" : ",") + (R"({"addresses":[")" + a + R"("],"conditions":{"ready":true}})");
+      eps += (eps.empty() ? "" : ",") +
+             (R"({"addresses":[")" + a + R"("],"conditions":{"ready":true}})");
     }
-    std::string json = R"({"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice","metadata":{"name":")" + name +
-                       R"(","namespace":")" + remote_ns_ +
-                       R"(","labels":{"kubernetes.io/service-name":"svc"}},"addressType":"IPv4","ports":[{"name":"http","port":80,"protocol":"TCP"}],"endpoints":[)" +
-                       eps + "]}";
+    std::string json =
+        R"({"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice","metadata":{"name":")" +
+        name + R"(","namespace":")" + remote_ns_ +
+        R"(","labels":{"kubernetes.io/service-name":"svc"}},"addressType":"IPv4","ports":[{"name":"http","port":80,"protocol":"TCP"}],"endpoints":[)" +
+        eps + "]}";
     auto existing = remote_admin_.get(endpoint_slices(), remote_ns_, name);
     if (existing) {
-      json.insert(json.find(R"(,"labels")"), R"(,"resourceVersion":")" + existing.value()->metadata.resource_version + "\"");
+      json.insert(json.find(R"(,"labels")"),
+                  R"(,"resourceVersion":")" + existing.value()->metadata.resource_version + "\"");
       ASSERT_TRUE(remote_admin_.update(endpoint_slices(), *object(remote_ns_, name, json)));
     } else {
       ASSERT_TRUE(remote_admin_.create(endpoint_slices(), *object(remote_ns_, name, json)));
@@ -211,7 +228,8 @@ class MulticlusterE2E : public ::testing::Test {
   std::unique_ptr<ClusterRegistry> registry_;
 };
 
-TEST_F(MulticlusterE2E, RemoteEndpointsAppearEmptyIsExplicitAndDeletingTheSecretRestoresTheRemoteWatchCount) {
+TEST_F(MulticlusterE2E,
+       RemoteEndpointsAppearEmptyIsExplicitAndDeletingTheSecretRestoresTheRemoteWatchCount) {
   const long baseline = server_watches(remote_admin_, "discovery.k8s.io/v1/endpointslices");
   const long pods_baseline = server_watches(remote_admin_, "pods");
   put_slice("svc-a", {"10.1.0.1", "10.1.0.2"});
@@ -223,9 +241,12 @@ TEST_F(MulticlusterE2E, RemoteEndpointsAppearEmptyIsExplicitAndDeletingTheSecret
   registry_ = std::make_unique<ClusterRegistry>(local_, factory_, registry_options());
   informer::ClusterEndpointFeeds feeds(index, *registry_, feed_options(), /*include_local=*/false);
   ASSERT_TRUE(registry_->start());
-  ASSERT_TRUE(history.wait("west", {"10.1.0.1", "10.1.0.2"})) << ::testing::PrintToString(history.addresses("west"));
+  ASSERT_TRUE(history.wait("west", {"10.1.0.1", "10.1.0.2"}))
+      << ::testing::PrintToString(history.addresses("west"));
   EXPECT_TRUE(registry_->wait_for_sync(60s));
-  EXPECT_EQ(wait_for_server_watches(remote_admin_, "discovery.k8s.io/v1/endpointslices", baseline + 1), baseline + 1);
+  EXPECT_EQ(
+      wait_for_server_watches(remote_admin_, "discovery.k8s.io/v1/endpointslices", baseline + 1),
+      baseline + 1);
 
   // Scaled to zero endpoints: an explicit empty shard for west, not an absent one.
   put_slice("svc-a", {});
@@ -240,17 +261,20 @@ TEST_F(MulticlusterE2E, RemoteEndpointsAppearEmptyIsExplicitAndDeletingTheSecret
   ASSERT_TRUE(local_->delete_(secrets(), secrets_ns_, "remotes"));
   ASSERT_TRUE(history.wait("west", {"absent"}));
   EXPECT_TRUE(eventually([&] { return registry_->factory("west") == nullptr; }));
-  EXPECT_EQ(wait_for_server_watches(remote_admin_, "discovery.k8s.io/v1/endpointslices", baseline), baseline);
+  EXPECT_EQ(wait_for_server_watches(remote_admin_, "discovery.k8s.io/v1/endpointslices", baseline),
+            baseline);
   EXPECT_EQ(wait_for_server_watches(remote_admin_, "pods", pods_baseline), pods_baseline);
 }
 
-TEST_F(MulticlusterE2E, ExecPluginAndFilePathKubeconfigsAreRefusedByClusterAndFieldWhileTheOtherClusterWorks) {
+TEST_F(MulticlusterE2E,
+       ExecPluginAndFilePathKubeconfigsAreRefusedByClusterAndFieldWhileTheOtherClusterWorks) {
   put_slice("svc-a", {"10.2.0.1"});
   std::string exec_user =
       "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: /bin/true\n";
-  put_secret("remotes", {{"good", inline_kubeconfig(server(), admin_user_fields())},
-                         {"exec", inline_kubeconfig(server(), exec_user)},
-                         {"files", slurp(remote_dir() + "/kubeconfig")}});  // the launcher's: file paths
+  put_secret("remotes",
+             {{"good", inline_kubeconfig(server(), admin_user_fields())},
+              {"exec", inline_kubeconfig(server(), exec_user)},
+              {"files", slurp(remote_dir() + "/kubeconfig")}});  // the launcher's: file paths
   auto index = std::make_shared<cache::EndpointIndex>();
   History history;
   auto watch = index->watch(query(), [&](const cache::EndpointSnapshotPtr& s) { history.add(s); });
@@ -264,10 +288,12 @@ TEST_F(MulticlusterE2E, ExecPluginAndFilePathKubeconfigsAreRefusedByClusterAndFi
   EXPECT_EQ(by_id["good"].state, ClusterState::synced) << by_id["good"].reason;
   EXPECT_EQ(by_id["exec"].state, ClusterState::refused);
   EXPECT_NE(by_id["exec"].reason.find("key 'exec'"), std::string::npos) << by_id["exec"].reason;
-  EXPECT_NE(by_id["exec"].reason.find("exec is refused"), std::string::npos) << by_id["exec"].reason;
+  EXPECT_NE(by_id["exec"].reason.find("exec is refused"), std::string::npos)
+      << by_id["exec"].reason;
   EXPECT_EQ(by_id["files"].state, ClusterState::refused);
   EXPECT_NE(by_id["files"].reason.find("key 'files'"), std::string::npos) << by_id["files"].reason;
-  EXPECT_NE(by_id["files"].reason.find("certificate-authority is refused"), std::string::npos) << by_id["files"].reason;
+  EXPECT_NE(by_id["files"].reason.find("certificate-authority is refused"), std::string::npos)
+      << by_id["files"].reason;
   EXPECT_EQ(registry_->factory("exec"), nullptr);
   EXPECT_EQ(history.addresses("exec"), std::vector<std::string>{"absent"});
 }
@@ -275,21 +301,30 @@ TEST_F(MulticlusterE2E, ExecPluginAndFilePathKubeconfigsAreRefusedByClusterAndFi
 TEST_F(MulticlusterE2E, NewTokenForTheSameClusterNeverShowsItsShardMissingOrEmpty) {
   // A ServiceAccount on the remote allowed to read EndpointSlices and Pods, and two tokens of it.
   const auto& sa = dynamic("", "serviceaccounts", "ServiceAccount");
-  ASSERT_TRUE(remote_admin_.create(sa, *object(remote_ns_, "mesh-reader",
-                                              R"({"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":"mesh-reader"}})")));
+  ASSERT_TRUE(remote_admin_.create(
+      sa,
+      *object(remote_ns_, "mesh-reader",
+              R"({"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":"mesh-reader"}})")));
   const auto& roles = dynamic("rbac.authorization.k8s.io", "roles", "Role");
   const auto& bindings = dynamic("rbac.authorization.k8s.io", "rolebindings", "RoleBinding");
   ASSERT_TRUE(remote_admin_.create(
-      roles, *object(remote_ns_, "mesh-reader",
-                     R"({"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"mesh-reader"},"rules":[{"apiGroups":["","discovery.k8s.io"],"resources":["pods","endpointslices"],"verbs":["get","list","watch"]}]})")));
+      roles,
+      *object(
+          remote_ns_, "mesh-reader",
+          R"({"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"mesh-reader"},"rules":[{"apiGroups":["","discovery.k8s.io"],"resources":["pods","endpointslices"],"verbs":["get","list","watch"]}]})")));
   ASSERT_TRUE(remote_admin_.create(
-      bindings, *object(remote_ns_, "mesh-reader",
-                        R"({"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"mesh-reader"},"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"Role","name":"mesh-reader"},"subjects":[{"kind":"ServiceAccount","name":"mesh-reader","namespace":")" +
-                            remote_ns_ + R"("}]})")));
+      bindings,
+      *object(
+          remote_ns_, "mesh-reader",
+          R"({"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"mesh-reader"},"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"Role","name":"mesh-reader"},"subjects":[{"kind":"ServiceAccount","name":"mesh-reader","namespace":")" +
+              remote_ns_ + R"("}]})")));
   const auto& token_request = dynamic("", "serviceaccounts/mesh-reader/token", "TokenRequest");
   auto token = [&] {
-    auto r = remote_admin_.create(token_request, *object(remote_ns_, "",
-                                                         R"({"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{"expirationSeconds":3600}})"));
+    auto r = remote_admin_.create(
+        token_request,
+        *object(
+            remote_ns_, "",
+            R"({"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{"expirationSeconds":3600}})"));
     if (!r) return std::string("<error: ") + r.error().to_string() + ">";
     const std::string& json = static_cast<const client::DynamicObject&>(*r.value()).json;
     auto at = json.find("\"token\":\"");
@@ -315,15 +350,18 @@ TEST_F(MulticlusterE2E, NewTokenForTheSameClusterNeverShowsItsShardMissingOrEmpt
   ASSERT_EQ(registry_->cluster("west")->generation, 1u);
 
   put_secret("remotes", {{"west", inline_kubeconfig(server(), "    token: " + token2 + "\n")}});
-  ASSERT_TRUE(eventually([&] {
-    auto c = registry_->cluster("west");
-    return c && c->generation == 2;
-  }, 60s));
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto c = registry_->cluster("west");
+        return c && c->generation == 2;
+      },
+      60s));
   // While the switch settles, a change made through the new client still arrives.
   put_slice("svc-a", {"10.3.0.1", "10.3.0.2", "10.3.0.3"});
   ASSERT_TRUE(history.wait("west", {"10.3.0.1", "10.3.0.2", "10.3.0.3"}));
   auto all = history.all("west");
-  auto first_full = std::find(all.begin(), all.end(), std::vector<std::string>{"10.3.0.1", "10.3.0.2"});
+  auto first_full =
+      std::find(all.begin(), all.end(), std::vector<std::string>{"10.3.0.1", "10.3.0.2"});
   ASSERT_NE(first_full, all.end());
   for (auto it = first_full; it != all.end(); ++it) {
     EXPECT_NE(*it, std::vector<std::string>{"absent"}) << ::testing::PrintToString(all);
@@ -337,7 +375,9 @@ TEST_F(MulticlusterE2E, AThousandComponentBuildsLeaveOneSecretWatchAndAFailedFir
   ASSERT_TRUE(restricted.has_value()) << "the launcher's kubeconfig has a 'restricted' context";
   auto restricted_client = std::make_shared<client::RestClient>(*restricted, fast_client_options());
   auto restricted_factory = std::make_shared<informer::InformerFactory>(
-      [c = restricted_client](const client::ResourceType& t, const std::string& ns) { return c->lister_watcher(t, ns); });
+      [c = restricted_client](const client::ResourceType& t, const std::string& ns) {
+        return c->lister_watcher(t, ns);
+      });
   const long baseline = server_watches(*local_, "secrets");
   ClusterRegistry registry(restricted_client, restricted_factory, registry_options());
 
@@ -351,12 +391,17 @@ TEST_F(MulticlusterE2E, AThousandComponentBuildsLeaveOneSecretWatchAndAFailedFir
   const auto& roles = dynamic("rbac.authorization.k8s.io", "roles", "Role");
   const auto& bindings = dynamic("rbac.authorization.k8s.io", "rolebindings", "RoleBinding");
   ASSERT_TRUE(local_->create(
-      roles, *object(secrets_ns_, "secret-reader",
-                     R"({"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"secret-reader"},"rules":[{"apiGroups":[""],"resources":["secrets"],"verbs":["get","list","watch"]}]})")));
+      roles,
+      *object(
+          secrets_ns_, "secret-reader",
+          R"({"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"secret-reader"},"rules":[{"apiGroups":[""],"resources":["secrets"],"verbs":["get","list","watch"]}]})")));
   ASSERT_TRUE(local_->create(
-      bindings, *object(secrets_ns_, "secret-reader",
-                        R"({"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"secret-reader"},"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"Role","name":"secret-reader"},"subjects":[{"kind":"User","name":"restricted"}]})")));
-  ASSERT_TRUE(eventually([&] { return static_cast<bool>(registry.start()); }, 30s));  // RBAC takes a moment
+      bindings,
+      *object(
+          secrets_ns_, "secret-reader",
+          R"({"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"secret-reader"},"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"Role","name":"secret-reader"},"subjects":[{"kind":"User","name":"restricted"}]})")));
+  ASSERT_TRUE(
+      eventually([&] { return static_cast<bool>(registry.start()); }, 30s));  // RBAC takes a moment
 
   for (int i = 0; i < 1000; ++i) {
     ASSERT_TRUE(registry.start());
@@ -370,7 +415,6 @@ TEST_F(MulticlusterE2E, AThousandComponentBuildsLeaveOneSecretWatchAndAFailedFir
   EXPECT_EQ(wait_for_server_watches(*local_, "secrets", baseline), baseline);
 }
 
-
 // kwatch clusters / kwatch endpoints as a platform engineer runs them (KUBECONFIG from the
 // environment), against the same two servers.
 struct KwatchRun {
@@ -381,7 +425,8 @@ struct KwatchRun {
 
 KwatchRun kwatch(const std::vector<std::string>& args) {
   static int counter = 0;
-  const std::string base = "/tmp/multicluster-kwatch-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+  const std::string base =
+      "/tmp/multicluster-kwatch-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
   std::string cmd = std::string("'") + KWATCH_PATH + "'";
   for (const auto& a : args) cmd += " '" + a + "'";
   cmd += " >" + base + ".out 2>" + base + ".err </dev/null";
@@ -396,9 +441,11 @@ TEST_F(MulticlusterE2E, KwatchClustersAndEndpointsShowBothClustersAndTheExplicit
   put_slice("svc-a", {"10.4.0.1"});
   put_slice("svc-b", {});
   const std::string token = "tok-never-printed-4711";
-  std::string exec_user = "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: /bin/true\n";
-  put_secret("remotes", {{"west", inline_kubeconfig(server(), admin_user_fields())},
-                         {"sneaky", inline_kubeconfig(server(), exec_user + "    token: " + token + "\n")}});
+  std::string exec_user =
+      "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: /bin/true\n";
+  put_secret("remotes",
+             {{"west", inline_kubeconfig(server(), admin_user_fields())},
+              {"sneaky", inline_kubeconfig(server(), exec_user + "    token: " + token + "\n")}});
   const std::vector<std::string> flags = {"--secret-namespace", secrets_ns_, "--timeout", "20"};
 
   auto with = [&](std::vector<std::string> args) {
@@ -406,17 +453,23 @@ TEST_F(MulticlusterE2E, KwatchClustersAndEndpointsShowBothClustersAndTheExplicit
     return kwatch(args);
   };
   KwatchRun clusters = with({"clusters", "--json"});
-  EXPECT_EQ(clusters.code, 1) << "a refused cluster: not every cluster synced\n" << clusters.out << clusters.err;
-  EXPECT_NE(clusters.out.find(R"({"id":"local","local":true,"state":"synced")"), std::string::npos) << clusters.out;
-  EXPECT_NE(clusters.out.find(R"("id":"west","local":false,"state":"synced")"), std::string::npos) << clusters.out;
-  EXPECT_NE(clusters.out.find(R"("id":"sneaky","local":false,"state":"refused")"), std::string::npos) << clusters.out;
+  EXPECT_EQ(clusters.code, 1) << "a refused cluster: not every cluster synced\n"
+                              << clusters.out << clusters.err;
+  EXPECT_NE(clusters.out.find(R"({"id":"local","local":true,"state":"synced")"), std::string::npos)
+      << clusters.out;
+  EXPECT_NE(clusters.out.find(R"("id":"west","local":false,"state":"synced")"), std::string::npos)
+      << clusters.out;
+  EXPECT_NE(clusters.out.find(R"("id":"sneaky","local":false,"state":"refused")"),
+            std::string::npos)
+      << clusters.out;
   EXPECT_NE(clusters.out.find("exec is refused"), std::string::npos) << clusters.out;
   EXPECT_EQ(clusters.out.find(token), std::string::npos);
   EXPECT_EQ(clusters.err.find(token), std::string::npos);
 
   KwatchRun table = with({"endpoints", "svc", "-n", remote_ns_, "--port", "http"});
   EXPECT_EQ(table.code, 0) << table.err;
-  EXPECT_NE(table.out.find("service " + remote_ns_ + "/svc  port http"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("service " + remote_ns_ + "/svc  port http"), std::string::npos)
+      << table.out;
   EXPECT_NE(table.out.find("west     10.4.0.1"), std::string::npos) << table.out;
 
   ASSERT_TRUE(remote_admin_.delete_(endpoint_slices(), remote_ns_, "svc-a"));
@@ -428,7 +481,8 @@ TEST_F(MulticlusterE2E, KwatchClustersAndEndpointsShowBothClustersAndTheExplicit
 // ---- convergence under churn, cut watches and compactions ----
 
 std::uint64_t convergence_seed() {
-  if (const char* s = std::getenv("KINFORMER_MULTICLUSTER_SEED"); s != nullptr && *s != '\0') return std::stoull(s);
+  if (const char* s = std::getenv("KINFORMER_MULTICLUSTER_SEED"); s != nullptr && *s != '\0')
+    return std::stoull(s);
   return std::random_device{}();
 }
 
@@ -463,11 +517,19 @@ class EndpointChurn {
     const std::string slice = prefix_ + "-s" + std::to_string(rng_() % 4);
     switch (op) {
       case 0:
-      case 1: put_slice(slice); break;
-      case 2: (void)client_.delete_(endpoint_slices(), ns_, slice); break;
+      case 1:
+        put_slice(slice);
+        break;
+      case 2:
+        (void)client_.delete_(endpoint_slices(), ns_, slice);
+        break;
       case 3:
-      case 4: put_pod(pod); break;
-      default: (void)client_.delete_(pods(), ns_, pod); break;
+      case 4:
+        put_pod(pod);
+        break;
+      default:
+        (void)client_.delete_(pods(), ns_, pod);
+        break;
     }
     ++ops;
   }
@@ -478,19 +540,23 @@ class EndpointChurn {
     std::string eps;
     const int n = static_cast<int>(rng_() % 4);  // 0 endpoints is a state too
     for (int i = 0; i < n; ++i) {
-      const std::string address = "10." + std::to_string(prefix_[0] == 'l' ? 10 : 20) + ".0." + std::to_string(1 + rng_() % 12);
-      eps += (eps.empty() ? "" : ",") + (R"({"addresses":[")" + address + R"("],"targetRef":{"kind":"Pod","namespace":")" + ns_ +
-                                         R"(","name":"p)" + std::to_string(rng_() % 6) + R"("}})");
+      const std::string address = "10." + std::to_string(prefix_[0] == 'l' ? 10 : 20) + ".0." +
+                                  std::to_string(1 + rng_() % 12);
+      eps += (eps.empty() ? "" : ",") +
+             (R"({"addresses":[")" + address + R"("],"targetRef":{"kind":"Pod","namespace":")" +
+              ns_ + R"(","name":"p)" + std::to_string(rng_() % 6) + R"("}})");
     }
-    std::string json = R"({"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice","metadata":{"name":")" + name +
-                       R"(","namespace":")" + ns_ +
-                       R"(","labels":{"kubernetes.io/service-name":"svc"}},"addressType":"IPv4","ports":[{"name":"http","port":80,"protocol":"TCP"}],"endpoints":[)" +
-                       eps + "]}";
+    std::string json =
+        R"({"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice","metadata":{"name":")" +
+        name + R"(","namespace":")" + ns_ +
+        R"(","labels":{"kubernetes.io/service-name":"svc"}},"addressType":"IPv4","ports":[{"name":"http","port":80,"protocol":"TCP"}],"endpoints":[)" +
+        eps + "]}";
     upsert(endpoint_slices(), name, json);
   }
   void put_pod(const std::string& name) {
-    std::string json = R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":")" + name + R"(","namespace":")" + ns_ +
-                       R"(","labels":{"app":")" + (rng_() % 2 == 0 ? "a" : "b") +
+    std::string json = R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":")" + name +
+                       R"(","namespace":")" + ns_ + R"(","labels":{"app":")" +
+                       (rng_() % 2 == 0 ? "a" : "b") +
                        R"("}},"spec":{"containers":[{"name":"c","image":"example.invalid/c"}]}})";
     upsert(pods(), name, json);
   }
@@ -500,10 +566,12 @@ class EndpointChurn {
       if (&type == &pods()) {
         // A Pod's spec is immutable: only its labels change.
         std::string app = json.find(R"("app":"a")") != std::string::npos ? "a" : "b";
-        (void)client_.patch(type, ns_, name, client::PatchType::merge, R"({"metadata":{"labels":{"app":")" + app + R"("}}})");
+        (void)client_.patch(type, ns_, name, client::PatchType::merge,
+                            R"({"metadata":{"labels":{"app":")" + app + R"("}}})");
         return;
       }
-      json.insert(json.find(R"(,"labels")"), R"(,"resourceVersion":")" + existing.value()->metadata.resource_version + "\"");
+      json.insert(json.find(R"(,"labels")"),
+                  R"(,"resourceVersion":")" + existing.value()->metadata.resource_version + "\"");
       (void)client_.update(type, *object(ns_, name, json));
     } else {
       (void)client_.create(type, *object(ns_, name, json));
@@ -519,12 +587,15 @@ class EndpointChurn {
 Shards server_shards(client::RestClient& local, client::RestClient& remote, const std::string& ns,
                      const cache::EndpointQuery& query) {
   cache::EndpointIndex fresh;
-  for (auto [cluster, client] : {std::pair<std::string, client::RestClient*>{"local", &local}, {"west", &remote}}) {
+  for (auto [cluster, client] :
+       {std::pair<std::string, client::RestClient*>{"local", &local}, {"west", &remote}}) {
     auto slices = client->list_all(client::ResourceTraits<client::EndpointSlice>::type(), ns);
     auto listed_pods = client->list_all(client::ResourceTraits<client::Pod>::type(), ns);
     if (!slices || !listed_pods) return {{"<error>", {}}};
-    for (const auto& o : listed_pods->items) fresh.upsert_pod(cluster, std::static_pointer_cast<const client::Pod>(o));
-    for (const auto& o : slices->items) fresh.upsert_slice(cluster, std::static_pointer_cast<const client::EndpointSlice>(o));
+    for (const auto& o : listed_pods->items)
+      fresh.upsert_pod(cluster, std::static_pointer_cast<const client::Pod>(o));
+    for (const auto& o : slices->items)
+      fresh.upsert_slice(cluster, std::static_pointer_cast<const client::EndpointSlice>(o));
   }
   auto snap = fresh.snapshot(query);
   return shards_of(snap.get());
@@ -533,27 +604,33 @@ Shards server_shards(client::RestClient& local, client::RestClient& remote, cons
 TEST_F(MulticlusterE2E, SubscribersConvergeToBothServersAfterChurnCutWatchesAndCompactions) {
   const std::uint64_t seed = convergence_seed();
   const auto duration = convergence_duration();
-  std::printf("multicluster convergence: seed=%" PRIu64 " duration=%llds (rerun: KINFORMER_MULTICLUSTER_SEED=%" PRIu64
-              ")\n", seed, static_cast<long long>(duration.count()), seed);
+  std::printf("multicluster convergence: seed=%" PRIu64
+              " duration=%llds (rerun: KINFORMER_MULTICLUSTER_SEED=%" PRIu64 ")\n",
+              seed, static_cast<long long>(duration.count()), seed);
   std::fflush(stdout);
   std::mt19937_64 seeds(seed);
-  const std::uint64_t local_churn_seed = seeds(), remote_churn_seed = seeds(), proxy_seed = seeds(), timeline_seed = seeds();
+  const std::uint64_t local_churn_seed = seeds(), remote_churn_seed = seeds(), proxy_seed = seeds(),
+                      timeline_seed = seeds();
 
   // The service's namespace must have the same name in both clusters.
-  ASSERT_TRUE(local_->create(namespaces(), *object("", remote_ns_, R"({"apiVersion":"v1","kind":"Namespace","metadata":{"name":")" +
-                                                                     remote_ns_ + R"("}})")));
+  ASSERT_TRUE(local_->create(
+      namespaces(), *object("", remote_ns_,
+                            R"({"apiVersion":"v1","kind":"Namespace","metadata":{"name":")" +
+                                remote_ns_ + R"("}})")));
   // Both clusters are reached through fault proxies: the local client (Secrets and endpoints)
   // and the remote kubeconfig in the Secret.
   auto proxied = [](const std::string& server) {
     const auto host_start = server.find("://") + 3;
     const auto colon = server.rfind(':');
-    return std::make_unique<TcpProxy>(server.substr(host_start, colon - host_start),
-                                      static_cast<std::uint16_t>(std::stoi(server.substr(colon + 1))));
+    return std::make_unique<TcpProxy>(
+        server.substr(host_start, colon - host_start),
+        static_cast<std::uint16_t>(std::stoi(server.substr(colon + 1))));
   };
   auto local_config = admin_config();
   auto local_proxy = proxied(local_config.server);
   if (local_config.tls_server_name.empty()) {
-    local_config.tls_server_name = local_config.server.substr(8, local_config.server.rfind(':') - 8);
+    local_config.tls_server_name =
+        local_config.server.substr(8, local_config.server.rfind(':') - 8);
   }
   local_config.server = "https://127.0.0.1:" + std::to_string(local_proxy->port());
   auto remote_proxy = proxied(server());
@@ -561,9 +638,14 @@ TEST_F(MulticlusterE2E, SubscribersConvergeToBothServersAfterChurnCutWatchesAndC
   informer::FactoryOptions fo;
   fo.backoff.max = 5s;
   auto factory = std::make_shared<informer::InformerFactory>(
-      [c = local_client](const client::ResourceType& t, const std::string& ns) { return c->lister_watcher(t, ns); }, fo);
-  put_secret("remotes", {{"west", inline_kubeconfig("https://127.0.0.1:" + std::to_string(remote_proxy->port()),
-                                                    admin_user_fields())}});
+      [c = local_client](const client::ResourceType& t, const std::string& ns) {
+        return c->lister_watcher(t, ns);
+      },
+      fo);
+  put_secret(
+      "remotes",
+      {{"west", inline_kubeconfig("https://127.0.0.1:" + std::to_string(remote_proxy->port()),
+                                  admin_user_fields())}});
   auto options = registry_options();
   options.local_cluster_id = "local";
   options.remote_factory.backoff.max = 5s;
@@ -598,8 +680,10 @@ TEST_F(MulticlusterE2E, SubscribersConvergeToBothServersAfterChurnCutWatchesAndC
   EndpointChurn local_churn(*local_, remote_ns_, "local", local_churn_seed);
   EndpointChurn remote_churn(remote_admin_, remote_ns_, "west", remote_churn_seed);
   std::mt19937_64 timeline(timeline_seed);
-  const auto compact_local_at = 2s + std::chrono::milliseconds(timeline() % (duration.count() * 700));
-  const auto compact_remote_at = 2s + std::chrono::milliseconds(timeline() % (duration.count() * 700));
+  const auto compact_local_at =
+      2s + std::chrono::milliseconds(timeline() % (duration.count() * 700));
+  const auto compact_remote_at =
+      2s + std::chrono::milliseconds(timeline() % (duration.count() * 700));
   bool local_compacted = false, remote_compacted = false;
   const auto started = std::chrono::steady_clock::now();
   while (std::chrono::steady_clock::now() - started < duration) {
@@ -618,27 +702,33 @@ TEST_F(MulticlusterE2E, SubscribersConvergeToBothServersAfterChurnCutWatchesAndC
   }
   local_proxy->stop_faults();
   remote_proxy->stop_faults();
-  std::printf("multicluster convergence: %" PRIu64 " + %" PRIu64 " operations, faults local %" PRIu64 " remote %" PRIu64 ", compacted local %d remote %d\n",
-              local_churn.ops, remote_churn.ops, local_proxy->faults_total(), remote_proxy->faults_total(),
-              local_compacted, remote_compacted);
+  std::printf("multicluster convergence: %" PRIu64 " + %" PRIu64
+              " operations, faults local %" PRIu64 " remote %" PRIu64
+              ", compacted local %d remote %d\n",
+              local_churn.ops, remote_churn.ops, local_proxy->faults_total(),
+              remote_proxy->faults_total(), local_compacted, remote_compacted);
 
   Shards want_all, want_a, got_all, got_a;
-  const bool converged = eventually([&] {
-    want_all = server_shards(*local_, remote_admin_, remote_ns_, all);
-    want_a = server_shards(*local_, remote_admin_, remote_ns_, only_a);
-    {
-      std::lock_guard lock(last_all.mu);
-      got_all = shards_of(last_all.snapshot.get());
-    }
-    {
-      std::lock_guard lock(last_a.mu);
-      got_a = shards_of(last_a.snapshot.get());
-    }
-    return want_all == got_all && want_a == got_a;
-  }, 120s);
-  EXPECT_TRUE(converged) << "seed " << seed << "\nall: server " << ::testing::PrintToString(want_all) << "\n     subscriber "
-                         << ::testing::PrintToString(got_all) << "\napp=a: server " << ::testing::PrintToString(want_a)
-                         << "\n       subscriber " << ::testing::PrintToString(got_a);
+  const bool converged = eventually(
+      [&] {
+        want_all = server_shards(*local_, remote_admin_, remote_ns_, all);
+        want_a = server_shards(*local_, remote_admin_, remote_ns_, only_a);
+        {
+          std::lock_guard lock(last_all.mu);
+          got_all = shards_of(last_all.snapshot.get());
+        }
+        {
+          std::lock_guard lock(last_a.mu);
+          got_a = shards_of(last_a.snapshot.get());
+        }
+        return want_all == got_all && want_a == got_a;
+      },
+      120s);
+  EXPECT_TRUE(converged) << "seed " << seed << "\nall: server "
+                         << ::testing::PrintToString(want_all) << "\n     subscriber "
+                         << ::testing::PrintToString(got_all) << "\napp=a: server "
+                         << ::testing::PrintToString(want_a) << "\n       subscriber "
+                         << ::testing::PrintToString(got_a);
   EXPECT_FALSE(want_all.empty()) << "the churn left no endpoint at all: the check proved little";
   feeds.close();
   registry.shutdown();

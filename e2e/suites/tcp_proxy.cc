@@ -27,11 +27,16 @@ using std::chrono::milliseconds;
 
 const char* to_string(Fault fault) {
   switch (fault) {
-    case Fault::cut: return "cut";
-    case Fault::stall: return "stall";
-    case Fault::truncate: return "truncate";
-    case Fault::delay: return "delay";
-    case Fault::reset: return "reset";
+    case Fault::cut:
+      return "cut";
+    case Fault::stall:
+      return "stall";
+    case Fault::truncate:
+      return "truncate";
+    case Fault::delay:
+      return "delay";
+    case Fault::reset:
+      return "reset";
   }
   return "?";
 }
@@ -47,7 +52,8 @@ struct Connection {
       : id(connection_id),
         client(std::move(client_socket)),
         server(client.get_executor()),
-        timers{asio::steady_timer(client.get_executor()), asio::steady_timer(client.get_executor())} {}
+        timers{asio::steady_timer(client.get_executor()),
+               asio::steady_timer(client.get_executor())} {}
 
   const std::uint64_t id;
   tcp::socket client;
@@ -94,7 +100,8 @@ struct Schedule {
   bool stopped = false;
 
   milliseconds draw(milliseconds lo, milliseconds hi) {
-    return milliseconds(std::uniform_int_distribution<long long>(lo.count(), std::max(lo, hi).count())(rng));
+    return milliseconds(
+        std::uniform_int_distribution<long long>(lo.count(), std::max(lo, hi).count())(rng));
   }
   std::size_t draw(std::size_t lo, std::size_t hi) {
     return std::uniform_int_distribution<std::size_t>(lo, std::max(lo, hi))(rng);
@@ -216,14 +223,21 @@ struct TcpProxy::Impl {
     milliseconds duration{0}, latency{0};
     std::size_t bytes = 0;
     switch (kind) {
-      case Fault::cut: duration = s.draw(p.min_cut, p.max_cut); break;
-      case Fault::stall: duration = s.draw(p.min_stall, p.max_stall); break;
-      case Fault::truncate: bytes = s.draw(p.min_truncate_bytes, p.max_truncate_bytes); break;
+      case Fault::cut:
+        duration = s.draw(p.min_cut, p.max_cut);
+        break;
+      case Fault::stall:
+        duration = s.draw(p.min_stall, p.max_stall);
+        break;
+      case Fault::truncate:
+        bytes = s.draw(p.min_truncate_bytes, p.max_truncate_bytes);
+        break;
       case Fault::delay:
         latency = s.draw(p.min_delay, p.max_delay);
         duration = s.draw(p.min_delay_for, p.max_delay_for);
         break;
-      case Fault::reset: break;
+      case Fault::reset:
+        break;
     }
     const std::uint64_t pick = s.rng();
     const auto now = Clock::now();
@@ -244,7 +258,8 @@ struct TcpProxy::Impl {
         case Fault::stall:
           c.stalled_until = now + duration;
           std::snprintf(line, sizeof line, "t=%.1fs fault=stall conn=%llu for_ms=%lld", at,
-                        static_cast<unsigned long long>(c.id), static_cast<long long>(duration.count()));
+                        static_cast<unsigned long long>(c.id),
+                        static_cast<long long>(duration.count()));
           break;
         case Fault::truncate:
           c.truncate_after = bytes;
@@ -254,9 +269,10 @@ struct TcpProxy::Impl {
         case Fault::delay:
           c.delay = latency;
           c.delayed_until = now + duration;
-          std::snprintf(line, sizeof line, "t=%.1fs fault=delay conn=%llu latency_ms=%lld for_ms=%lld", at,
-                        static_cast<unsigned long long>(c.id), static_cast<long long>(latency.count()),
-                        static_cast<long long>(duration.count()));
+          std::snprintf(
+              line, sizeof line, "t=%.1fs fault=delay conn=%llu latency_ms=%lld for_ms=%lld", at,
+              static_cast<unsigned long long>(c.id), static_cast<long long>(latency.count()),
+              static_cast<long long>(duration.count()));
           break;
         default:
           c.close(true);
@@ -349,14 +365,19 @@ std::vector<std::string> TcpProxy::describe_connections() const {
   std::vector<std::string> out;
   impl_->run([&, impl = impl_.get()] {
     const auto now = Clock::now();
-    auto ms = [](Clock::duration d) { return static_cast<long long>(std::chrono::duration_cast<milliseconds>(d).count()); };
+    auto ms = [](Clock::duration d) {
+      return static_cast<long long>(std::chrono::duration_cast<milliseconds>(d).count());
+    };
     for (const auto& c : impl->open_connections()) {
       char line[200];
-      std::snprintf(line, sizeof line, "conn=%llu age_ms=%lld up_bytes=%llu down_bytes=%llu idle_ms=%lld%s%s%s",
+      std::snprintf(line, sizeof line,
+                    "conn=%llu age_ms=%lld up_bytes=%llu down_bytes=%llu idle_ms=%lld%s%s%s",
                     static_cast<unsigned long long>(c->id), ms(now - c->opened),
-                    static_cast<unsigned long long>(c->bytes[0]), static_cast<unsigned long long>(c->bytes[1]),
-                    ms(now - c->last_byte), now < c->stalled_until ? " stalled" : "",
-                    now < c->delayed_until ? " delayed" : "", c->truncate_after ? " truncating" : "");
+                    static_cast<unsigned long long>(c->bytes[0]),
+                    static_cast<unsigned long long>(c->bytes[1]), ms(now - c->last_byte),
+                    now < c->stalled_until ? " stalled" : "",
+                    now < c->delayed_until ? " delayed" : "",
+                    c->truncate_after ? " truncating" : "");
       out.emplace_back(line);
     }
   });

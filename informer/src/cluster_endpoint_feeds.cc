@@ -11,7 +11,8 @@ ClusterEndpointFeeds::ClusterEndpointFeeds(cache::EndpointIndexPtr index, Cluste
   state_->options = std::move(options);
   if (include_local) {
     auto feed = std::make_unique<EndpointFeed>(state_->index, registry.local_cluster_id(),
-                                               *registry.factory(registry.local_cluster_id()), state_->options);
+                                               *registry.factory(registry.local_cluster_id()),
+                                               state_->options);
     state_->feeds.emplace(registry.local_cluster_id(), std::move(feed));
   }
   // The handlers hold the state, not this object: a call running while it closes is harmless.
@@ -25,7 +26,8 @@ ClusterEndpointFeeds::ClusterEndpointFeeds(cache::EndpointIndexPtr index, Cluste
           },
       .updated =
           [s](const RemoteClusterPtr& now, const RemoteClusterPtr&) {
-            auto fresh = std::make_unique<EndpointFeed>(s->index, now->id, *now->factory, s->options);
+            auto fresh =
+                std::make_unique<EndpointFeed>(s->index, now->id, *now->factory, s->options);
             std::lock_guard lock(s->mu);
             if (s->closed) return;
             if (auto& old = s->feeds[now->id]) old->close(false);

@@ -25,11 +25,16 @@ constexpr std::chrono::milliseconds kProbeRetry{5000};
 
 std::string_view to_string(ClusterState state) noexcept {
   switch (state) {
-    case ClusterState::syncing: return "syncing";
-    case ClusterState::synced: return "synced";
-    case ClusterState::timed_out: return "timed_out";
-    case ClusterState::refused: return "refused";
-    case ClusterState::unreachable: return "unreachable";
+    case ClusterState::syncing:
+      return "syncing";
+    case ClusterState::synced:
+      return "synced";
+    case ClusterState::timed_out:
+      return "timed_out";
+    case ClusterState::refused:
+      return "refused";
+    case ClusterState::unreachable:
+      return "unreachable";
   }
   return "unknown";
 }
@@ -41,10 +46,10 @@ struct ClusterSubscription::State {
   ClusterHandler handler;
   std::mutex mu;
   std::condition_variable cv;
-  bool closed = false;        // guarded by mu
-  bool running = false;       // guarded by mu
-  std::thread::id runner;     // guarded by mu
-  bool needs_replay = true;   // guarded by the registry's mu_
+  bool closed = false;       // guarded by mu
+  bool running = false;      // guarded by mu
+  std::thread::id runner;    // guarded by mu
+  bool needs_replay = true;  // guarded by the registry's mu_
 
   // Runs one call unless closed; close() waits for it (except from inside it). Returns what an
   // exception said ("" when none): a component's exception must not stop the registry.
@@ -84,7 +89,9 @@ void ClusterSubscription::close() {
   if (!state) return;
   std::unique_lock lock(state->mu);
   state->closed = true;
-  if (state->running && state->runner == std::this_thread::get_id()) return;  // from inside its own call
+  if (state->running && state->runner == std::this_thread::get_id()) {
+    return;  // from inside its own call
+  }
   state->cv.wait(lock, [&] { return !state->running; });
 }
 
@@ -98,10 +105,10 @@ struct ClusterRegistry::Entry {
   RemoteClusterPtr pending;  // make-before-break: the new client, syncing
   SteadyClock::time_point active_since{};
   SteadyClock::time_point pending_since{};
-  bool timed_out = false;    // active did not sync within sync_timeout
-  bool settled = false;      // sticky: active synced or timed out, or refused
+  bool timed_out = false;         // active did not sync within sync_timeout
+  bool settled = false;           // sticky: active synced or timed out, or refused
   std::uint64_t synced_told = 0;  // the generation whose `synced` subscribers got
-  std::string refused;       // why the latest kubeconfig was refused; empty otherwise
+  std::string refused;            // why the latest kubeconfig was refused; empty otherwise
   // Reachability of the active client while it has no informer (a GET /version by the prober).
   std::uint64_t probed = 0;  // generation the result is for
   bool probe_ok = false;
@@ -124,10 +131,12 @@ struct ClusterRegistry::Metrics {
                      .Name("kinformer_cluster_kubeconfig_refusals_total")
                      .Help("Remote kubeconfigs refused, by field (\"invalid\": malformed)")
                      .Register(r)),
-        changes(prometheus::BuildCounter()
-                    .Name("kinformer_cluster_updates_total")
-                    .Help("Remote cluster changes told to subscribers, by kind (added, updated, removed)")
-                    .Register(r)) {}
+        changes(
+            prometheus::BuildCounter()
+                .Name("kinformer_cluster_updates_total")
+                .Help(
+                    "Remote cluster changes told to subscribers, by kind (added, updated, removed)")
+                .Register(r)) {}
   prometheus::Family<prometheus::Gauge>& clusters;
   prometheus::Family<prometheus::Counter>& sync_timeouts;
   prometheus::Family<prometheus::Counter>& refusals;
@@ -137,13 +146,18 @@ struct ClusterRegistry::Metrics {
 // ---- the registry ----
 
 ClusterRegistry::ClusterRegistry(std::shared_ptr<client::RestClient> local_client,
-                                 std::shared_ptr<InformerFactory> local_factory, ClusterRegistryOptions options)
+                                 std::shared_ptr<InformerFactory> local_factory,
+                                 ClusterRegistryOptions options)
     : local_client_(std::move(local_client)),
       local_factory_(std::move(local_factory)),
       options_(std::move(options)),
       log_(options_.log, "cluster-registry", {{"namespace", options_.secret_namespace}}) {
-  if (!local_client_ || !local_factory_) throw client::ConfigError("ClusterRegistry: a local client and factory are required");
-  if (options_.secret_namespace.empty()) throw client::ConfigError("ClusterRegistry: secret_namespace is required");
+  if (!local_client_ || !local_factory_) {
+    throw client::ConfigError("ClusterRegistry: a local client and factory are required");
+  }
+  if (options_.secret_namespace.empty()) {
+    throw client::ConfigError("ClusterRegistry: secret_namespace is required");
+  }
   options_.label_selector = cache::LabelSelector::parse(options_.label_selector).to_string();
   if (!options_.registry) options_.registry = local_factory_->registry_ptr();
   if (!options_.remote_client.log) options_.remote_client.log = options_.log;
@@ -170,6 +184,7 @@ ClusterRegistry::ClusterRegistry(std::shared_ptr<client::RestClient> local_clien
   });
 }
 
+// NOLINTNEXTLINE(bugprone-exception-escape): only bad_alloc can escape: terminate
 ClusterRegistry::~ClusterRegistry() { shutdown(); }
 
 client::Status ClusterRegistry::start() {
@@ -179,28 +194,34 @@ client::Status ClusterRegistry::start() {
 client::Status ClusterRegistry::start_once() {
   {
     std::lock_guard lock(mu_);
-    if (stopping_) return client::Error{.code = client::Errc::cancelled, .message = "ClusterRegistry: shut down"};
+    if (stopping_) {
+      return client::Error{.code = client::Errc::cancelled,
+                           .message = "ClusterRegistry: shut down"};
+    }
   }
   // One request before any watch: a registry that may not read its Secrets (403) says so now,
   // and the failed start leaves no informer behind to retry on its own.
   client::ListOptions probe;
   probe.label_selector = options_.label_selector;
   probe.limit = 1;
-  auto listed = local_client_->list(client::ResourceTraits<client::Secret>::type(), options_.secret_namespace, probe);
+  auto listed = local_client_->list(client::ResourceTraits<client::Secret>::type(),
+                                    options_.secret_namespace, probe);
   if (!listed) {
     client::Error e = std::move(listed).error();
-    e.message = "ClusterRegistry: cannot list Secrets in namespace " + options_.secret_namespace + " (" +
-                options_.label_selector + "): " + e.message;
+    e.message = "ClusterRegistry: cannot list Secrets in namespace " + options_.secret_namespace +
+                " (" + options_.label_selector + "): " + e.message;
     log_.warn("cannot list the cluster Secrets", {{"error", e.to_string()}});
     return e;
   }
   if (!secrets_) {
-    secrets_ = &local_factory_->informer(client::ResourceTraits<client::Secret>::type(),
-                                          {.namespace_ = options_.secret_namespace,
-                                           .label_selector = options_.label_selector});
+    secrets_ = &local_factory_->informer(
+        client::ResourceTraits<client::Secret>::type(),
+        {.namespace_ = options_.secret_namespace, .label_selector = options_.label_selector});
     auto handler = std::make_shared<ResourceEventHandlerFuncs>();
     handler->add = [this](const client::ObjectPtr& o, bool) { on_secret(o, false); };
-    handler->update = [this](const client::ObjectPtr&, const client::ObjectPtr& o) { on_secret(o, false); };
+    handler->update = [this](const client::ObjectPtr&, const client::ObjectPtr& o) {
+      on_secret(o, false);
+    };
     handler->del = [this](const client::ObjectPtr& o, bool) { on_secret(o, true); };
     Registration registration = secrets_->add_handler(handler, {.name = "cluster-registry"});
     std::unique_lock lock(mu_);
@@ -208,15 +229,17 @@ client::Status ClusterRegistry::start_once() {
       lock.unlock();
       registration.close();
       secrets_ = nullptr;
-      return client::Error{.code = client::Errc::cancelled, .message = "ClusterRegistry: shut down"};
+      return client::Error{.code = client::Errc::cancelled,
+                           .message = "ClusterRegistry: shut down"};
     }
     secret_handler_ = std::move(registration);
     secrets_registered_ = true;
   }
   local_factory_->start();
   if (!secrets_->wait_for_sync(options_.start_timeout)) {
-    std::string why = "ClusterRegistry: the Secrets of namespace " + options_.secret_namespace + " did not sync within " +
-                      std::to_string(options_.start_timeout.count()) + " ms";
+    std::string why = "ClusterRegistry: the Secrets of namespace " + options_.secret_namespace +
+                      " did not sync within " + std::to_string(options_.start_timeout.count()) +
+                      " ms";
     if (auto e = secrets_->last_error()) why += ": " + e->to_string();
     return client::Error{.code = client::Errc::timeout, .message = why};
   }
@@ -270,8 +293,12 @@ SteadyClock::time_point ClusterRegistry::next_deadline() const {
   // The Secret handler has not yet seen the initial list: has_synced() waits for the next look.
   if (secrets_registered_ && !reconciled_after_sync_) wait = std::chrono::milliseconds(20);
   for (const auto& [id, entry] : entries_) {
-    if (entry->pending || (entry->active && !entry->settled)) wait = std::min(wait, std::chrono::milliseconds(50));
-    if (entry->active && entry->synced_told != entry->active->generation) wait = std::min(wait, std::chrono::milliseconds(500));
+    if (entry->pending || (entry->active && !entry->settled)) {
+      wait = std::min(wait, std::chrono::milliseconds(50));
+    }
+    if (entry->active && entry->synced_told != entry->active->generation) {
+      wait = std::min(wait, std::chrono::milliseconds(500));
+    }
   }
   return SteadyClock::now() + wait;
 }
@@ -288,7 +315,9 @@ void ClusterRegistry::notify(const std::function<void(const ClusterHandler&)>& c
 }
 
 void ClusterRegistry::report(const std::string& thrown) const {
-  if (!thrown.empty()) log_.error("a cluster subscriber threw; the registry goes on", {{"error", thrown}});
+  if (!thrown.empty()) {
+    log_.error("a cluster subscriber threw; the registry goes on", {{"error", thrown}});
+  }
 }
 
 void ClusterRegistry::retire(RemoteClusterPtr cluster) {
@@ -315,7 +344,11 @@ void ClusterRegistry::reconcile(std::unique_lock<std::mutex>& lock) {
       if (entry->active) known.push_back(entry->active);
     }
     lock.unlock();
-    for (const auto& c : known) report(s->call([&](const ClusterHandler& h) { if (h.added) h.added(c); }));
+    for (const auto& c : known) {
+      report(s->call([&](const ClusterHandler& h) {
+        if (h.added) h.added(c);
+      }));
+    }
     lock.lock();
     if (stopping_) return;
   }
@@ -328,14 +361,18 @@ void ClusterRegistry::reconcile(std::unique_lock<std::mutex>& lock) {
   std::set<std::string> ignored;  // "id\nsecret" ignored now; each is logged when it starts
   for (const auto& [secret, ids] : secrets_seen_) {
     for (const auto& [id, kubeconfig] : ids) {
+      std::string ignored_key = id;
+      ignored_key += '\n';
+      ignored_key += secret;
       if (id == options_.local_cluster_id) {
-        if (ignored.insert(id + "\n" + secret).second && !ignored_.contains(id + "\n" + secret)) {
-          log_.warn("ignoring a remote kubeconfig named like the local cluster", {{"cluster", id}, {"secret", secret}});
+        if (ignored.insert(ignored_key).second && !ignored_.contains(ignored_key)) {
+          log_.warn("ignoring a remote kubeconfig named like the local cluster",
+                    {{"cluster", id}, {"secret", secret}});
         }
         continue;
       }
       auto [it, inserted] = desired.try_emplace(id, Desired{secret, kubeconfig});
-      if (!inserted && ignored.insert(id + "\n" + secret).second && !ignored_.contains(id + "\n" + secret)) {
+      if (!inserted && ignored.insert(ignored_key).second && !ignored_.contains(ignored_key)) {
         log_.warn("ignoring a cluster ID held by two Secrets",
                   {{"cluster", id}, {"secret", secret}, {"kept", it->second.secret}});
       }
@@ -357,7 +394,11 @@ void ClusterRegistry::reconcile(std::unique_lock<std::mutex>& lock) {
     if (entry->active) {
       RemoteClusterPtr before = entry->active;
       metrics_->changes.Add({{"kind", "removed"}}).Increment();
-      notify([&](const ClusterHandler& h) { if (h.removed) h.removed(before); }, lock);
+      notify(
+          [&](const ClusterHandler& h) {
+            if (h.removed) h.removed(before);
+          },
+          lock);
     }
     retire(entry->pending);
     retire(entry->active);
@@ -401,10 +442,13 @@ void ClusterRegistry::build(const std::string& id, Entry& entry, const Desired& 
   lock.unlock();
   try {
     client::ClusterConfig config = client::ClusterConfig::from_kubeconfig_data(
-        want.kubeconfig, {.origin = origin, .context = std::nullopt, .policy = options_.kubeconfig_policy});
+        want.kubeconfig,
+        {.origin = origin, .context = std::nullopt, .policy = options_.kubeconfig_policy});
     auto rest = std::make_shared<client::RestClient>(std::move(config), options_.remote_client);
     auto factory = std::make_shared<InformerFactory>(
-        [rest](const client::ResourceType& type, const std::string& ns) { return rest->lister_watcher(type, ns); },
+        [rest](const client::ResourceType& type, const std::string& ns) {
+          return rest->lister_watcher(type, ns);
+        },
         options_.remote_factory);
     auto cluster = std::make_shared<RemoteCluster>();
     cluster->id = id;
@@ -416,14 +460,16 @@ void ClusterRegistry::build(const std::string& id, Entry& entry, const Desired& 
   } catch (const client::KubeconfigRefused& e) {
     refused = e.what();
     field = e.field();
-  } catch (const std::exception& e) {  // ConfigError: malformed kubeconfig, unusable server URL or CA
+  } catch (
+      const std::exception& e) {  // ConfigError: malformed kubeconfig, unusable server URL or CA
     refused = e.what();
     field = "invalid";
   }
   lock.lock();
 
   if (!built) {
-    log_.warn("remote kubeconfig refused", {{"cluster", id}, {"secret", want.secret}, {"field", field}, {"error", refused}});
+    log_.warn("remote kubeconfig refused",
+              {{"cluster", id}, {"secret", want.secret}, {"field", field}, {"error", refused}});
     metrics_->refusals.Add({{"field", field}}).Increment();
     // A working cluster whose kubeconfig is edited into something refused keeps its current
     // client (a typo must not become an outage); only deleting the key removes it. A new
@@ -443,14 +489,16 @@ void ClusterRegistry::build(const std::string& id, Entry& entry, const Desired& 
       try {
         (void)built->factory->informer(spec.type, spec.options);
       } catch (const std::exception& e) {
-        log_.warn("cannot recreate an informer on the new client", {{"cluster", id}, {"error", e.what()}});
+        log_.warn("cannot recreate an informer on the new client",
+                  {{"cluster", id}, {"error", e.what()}});
       }
     }
     built->factory->start();
     retire(std::exchange(entry.pending, built));
     entry.pending_since = SteadyClock::now();
-    log_.info("remote cluster kubeconfig changed; syncing the new client",
-              {{"cluster", id}, {"secret", want.secret}, {"generation", std::to_string(generation)}});
+    log_.info(
+        "remote cluster kubeconfig changed; syncing the new client",
+        {{"cluster", id}, {"secret", want.secret}, {"generation", std::to_string(generation)}});
     return;
   }
   built->factory->start();
@@ -460,26 +508,35 @@ void ClusterRegistry::build(const std::string& id, Entry& entry, const Desired& 
   entry.settled = false;
   log_.info("remote cluster added", {{"cluster", id}, {"secret", want.secret}});
   metrics_->changes.Add({{"kind", "added"}}).Increment();
-  notify([&](const ClusterHandler& h) { if (h.added) h.added(built); }, lock);
+  notify(
+      [&](const ClusterHandler& h) {
+        if (h.added) h.added(built);
+      },
+      lock);
 }
 
 bool ClusterRegistry::synced(const Entry& entry, const RemoteCluster& cluster) const {
   // With no informer there is nothing to sync; the prober's GET /version says it is reachable.
-  if (cluster.factory->informer_count() == 0) return entry.probed == cluster.generation && entry.probe_ok;
+  if (cluster.factory->informer_count() == 0) {
+    return entry.probed == cluster.generation && entry.probe_ok;
+  }
   return cluster.factory->has_synced();
 }
 
-void ClusterRegistry::copy_informers(const std::string& id, const RemoteCluster& from, const RemoteCluster& to) {
+void ClusterRegistry::copy_informers(const std::string& id, const RemoteCluster& from,
+                                     const RemoteCluster& to) {
   for (const InformerSpec& spec : from.factory->informer_specs()) {
     try {
       (void)to.factory->informer(spec.type, spec.options);  // an existing key is returned as is
     } catch (const std::exception& e) {
-      log_.warn("cannot recreate an informer on the new client", {{"cluster", id}, {"error", e.what()}});
+      log_.warn("cannot recreate an informer on the new client",
+                {{"cluster", id}, {"error", e.what()}});
     }
   }
 }
 
-void ClusterRegistry::settle(const std::string& id, Entry& entry, std::unique_lock<std::mutex>& lock) {
+void ClusterRegistry::settle(const std::string& id, Entry& entry,
+                             std::unique_lock<std::mutex>& lock) {
   const auto now = SteadyClock::now();
   if (entry.active && entry.active->factory->informer_count() == 0 && !entry.probe_queued &&
       (entry.probed != entry.active->generation || (!entry.probe_ok && now >= entry.next_probe))) {
@@ -504,7 +561,11 @@ void ClusterRegistry::settle(const std::string& id, Entry& entry, std::unique_lo
       entry.timed_out = !synced;
       entry.settled = true;
       metrics_->changes.Add({{"kind", "updated"}}).Increment();
-      notify([&](const ClusterHandler& h) { if (h.updated) h.updated(after, before); }, lock);
+      notify(
+          [&](const ClusterHandler& h) {
+            if (h.updated) h.updated(after, before);
+          },
+          lock);
       retire(before);
     }
     return;
@@ -513,9 +574,14 @@ void ClusterRegistry::settle(const std::string& id, Entry& entry, std::unique_lo
   if (entry.synced_told != entry.active->generation && synced(entry, *entry.active)) {
     entry.synced_told = entry.active->generation;
     entry.settled = true;
-    log_.info("remote cluster synced", {{"cluster", id}, {"generation", std::to_string(entry.active->generation)}});
+    log_.info("remote cluster synced",
+              {{"cluster", id}, {"generation", std::to_string(entry.active->generation)}});
     RemoteClusterPtr c = entry.active;
-    notify([&](const ClusterHandler& h) { if (h.synced) h.synced(c); }, lock);
+    notify(
+        [&](const ClusterHandler& h) {
+          if (h.synced) h.synced(c);
+        },
+        lock);
     return;
   }
   if (entry.settled) return;
@@ -543,7 +609,9 @@ ClusterStatus ClusterRegistry::status_of(const std::string& id, const Entry& ent
   s.informers = f.informer_count();
   std::optional<std::string> error;
   if (auto e = f.last_error()) error = e->to_string();
-  if (s.informers == 0 && entry.probed == entry.active->generation && !entry.probe_ok) error = entry.probe_error;
+  if (s.informers == 0 && entry.probed == entry.active->generation && !entry.probe_ok) {
+    error = entry.probe_error;
+  }
   if (synced(entry, *entry.active)) {
     s.state = error ? ClusterState::unreachable : ClusterState::synced;
   } else if (entry.timed_out) {
@@ -580,7 +648,9 @@ std::vector<ClusterStatus> ClusterRegistry::clusters() const {
   local.local = true;
   local.informers = local_factory_->informer_count();
   auto error = local_factory_->last_error();
-  local.state = error ? ClusterState::unreachable : local_factory_->has_synced() ? ClusterState::synced : ClusterState::syncing;
+  local.state = error                          ? ClusterState::unreachable
+                : local_factory_->has_synced() ? ClusterState::synced
+                                               : ClusterState::syncing;
   if (error) local.reason = error->to_string();
   out.push_back(std::move(local));
   std::lock_guard lock(mu_);
@@ -593,7 +663,8 @@ bool ClusterRegistry::has_synced() const {
   std::lock_guard lock(mu_);
   // The worker has looked at the Secrets since the handler saw the initial list.
   if (!reconciled_after_sync_) return false;
-  return std::all_of(entries_.begin(), entries_.end(), [](const auto& e) { return e.second->settled; });
+  return std::all_of(entries_.begin(), entries_.end(),
+                     [](const auto& e) { return e.second->settled; });
 }
 
 bool ClusterRegistry::wait_for_sync(std::chrono::milliseconds timeout) const {
@@ -610,7 +681,8 @@ bool ClusterRegistry::wait_for_sync(std::chrono::milliseconds timeout) const {
 
 void ClusterRegistry::shutdown() {
   if (std::this_thread::get_id() == worker_id_) {
-    throw std::logic_error("ClusterRegistry::shutdown() called from a ClusterHandler (the registry's own thread)");
+    throw std::logic_error(
+        "ClusterRegistry::shutdown() called from a ClusterHandler (the registry's own thread)");
   }
   std::lock_guard serial(shutdown_mu_);  // a second caller waits for the first, then returns
   {

@@ -17,8 +17,8 @@ HandlerOptions named(std::string name) {
 
 }  // namespace
 
-EndpointFeed::EndpointFeed(cache::EndpointIndexPtr index, std::string cluster, InformerFactory& factory,
-                           EndpointFeedOptions options)
+EndpointFeed::EndpointFeed(cache::EndpointIndexPtr index, std::string cluster,
+                           InformerFactory& factory, const EndpointFeedOptions& options)
     : index_(std::move(index)), cluster_(std::move(cluster)) {
   if (!index_) throw std::invalid_argument("EndpointFeed: the index is null");
   if (cluster_.empty()) throw std::invalid_argument("EndpointFeed: the cluster name is empty");
@@ -33,7 +33,9 @@ EndpointFeed::EndpointFeed(cache::EndpointIndexPtr index, std::string cluster, I
   const std::string c = cluster_;
   if (options.source == cache::EndpointSource::slices) {
     auto informer = factory.informer<client::EndpointSlice>(options.endpoints);
-    endpoints_store_ = factory.informer(client::ResourceTraits<client::EndpointSlice>::type(), options.endpoints).store_ptr();
+    endpoints_store_ =
+        factory.informer(client::ResourceTraits<client::EndpointSlice>::type(), options.endpoints)
+            .store_ptr();
     using Ptr = TypedInformer<client::EndpointSlice>::Ptr;
     TypedInformer<client::EndpointSlice>::Handler h;
     h.add = [index_ptr, c](const Ptr& s, bool) { index_ptr->upsert_slice(c, s); };
@@ -42,7 +44,9 @@ EndpointFeed::EndpointFeed(cache::EndpointIndexPtr index, std::string cluster, I
     endpoints_ = informer.add_handler(std::move(h), named(name + "-slices"));
   } else {
     auto informer = factory.informer<client::Endpoints>(options.endpoints);
-    endpoints_store_ = factory.informer(client::ResourceTraits<client::Endpoints>::type(), options.endpoints).store_ptr();
+    endpoints_store_ =
+        factory.informer(client::ResourceTraits<client::Endpoints>::type(), options.endpoints)
+            .store_ptr();
     using Ptr = TypedInformer<client::Endpoints>::Ptr;
     TypedInformer<client::Endpoints>::Handler h;
     h.add = [index_ptr, c](const Ptr& e, bool) { index_ptr->upsert_endpoints(c, e); };
@@ -51,7 +55,8 @@ EndpointFeed::EndpointFeed(cache::EndpointIndexPtr index, std::string cluster, I
     endpoints_ = informer.add_handler(std::move(h), named(name + "-endpoints"));
   }
   auto pods = factory.informer<client::Pod>(options.pods);
-  pods_store_ = factory.informer(client::ResourceTraits<client::Pod>::type(), options.pods).store_ptr();
+  pods_store_ =
+      factory.informer(client::ResourceTraits<client::Pod>::type(), options.pods).store_ptr();
   using PodPtr = TypedInformer<client::Pod>::Ptr;
   TypedInformer<client::Pod>::Handler h;
   h.add = [index_ptr, c](const PodPtr& p, bool) { index_ptr->upsert_pod(c, p); };
@@ -75,19 +80,25 @@ std::size_t EndpointFeed::prune_stale() {
     if (endpoints_store_->get(k)) continue;
     index_->remove_slice(cluster_, k);
     ++removed;
-    if (auto back = endpoints_store_->get(k)) index_->upsert_slice(cluster_, std::static_pointer_cast<const client::EndpointSlice>(back));
+    if (auto back = endpoints_store_->get(k)) {
+      index_->upsert_slice(cluster_, std::static_pointer_cast<const client::EndpointSlice>(back));
+    }
   }
   for (const auto& k : keys.endpoints) {
     if (endpoints_store_->get(k)) continue;
     index_->remove_endpoints(cluster_, k);
     ++removed;
-    if (auto back = endpoints_store_->get(k)) index_->upsert_endpoints(cluster_, std::static_pointer_cast<const client::Endpoints>(back));
+    if (auto back = endpoints_store_->get(k)) {
+      index_->upsert_endpoints(cluster_, std::static_pointer_cast<const client::Endpoints>(back));
+    }
   }
   for (const auto& k : keys.pods) {
     if (pods_store_->get(k)) continue;
     index_->remove_pod(cluster_, k);
     ++removed;
-    if (auto back = pods_store_->get(k)) index_->upsert_pod(cluster_, std::static_pointer_cast<const client::Pod>(back));
+    if (auto back = pods_store_->get(k)) {
+      index_->upsert_pod(cluster_, std::static_pointer_cast<const client::Pod>(back));
+    }
   }
   return removed;
 }

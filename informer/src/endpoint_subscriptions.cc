@@ -16,14 +16,16 @@ namespace detail {
 struct SubscriberMetricFamilies {
   explicit SubscriberMetricFamilies(std::shared_ptr<prometheus::Registry> r)
       : registry(std::move(r)),
-        delivered_version(prometheus::BuildGauge()
-                              .Name("kinformer_endpoint_subscriber_delivered_version")
-                              .Help("Version of the newest endpoint snapshot whose callback returned")
-                              .Register(*registry)),
-        applied_version(prometheus::BuildGauge()
-                            .Name("kinformer_endpoint_subscriber_applied_version")
-                            .Help("Version of the newest endpoint snapshot the subscriber acknowledged")
-                            .Register(*registry)),
+        delivered_version(
+            prometheus::BuildGauge()
+                .Name("kinformer_endpoint_subscriber_delivered_version")
+                .Help("Version of the newest endpoint snapshot whose callback returned")
+                .Register(*registry)),
+        applied_version(
+            prometheus::BuildGauge()
+                .Name("kinformer_endpoint_subscriber_applied_version")
+                .Help("Version of the newest endpoint snapshot the subscriber acknowledged")
+                .Register(*registry)),
         lag(prometheus::BuildGauge()
                 .Name("kinformer_endpoint_subscriber_lag_seconds")
                 .Help("At the last delivery: how long the oldest undelivered snapshot had waited")
@@ -51,8 +53,8 @@ double unix_now() {
 }
 
 void log_subscriber(const char* level, const char* msg, const std::string& name) {
-  std::fprintf(stderr, "level=%s component=endpoint_subscriptions msg=\"%s\" subscriber=%s\n", level, msg,
-               name.c_str());
+  std::fprintf(stderr, "level=%s component=endpoint_subscriptions msg=\"%s\" subscriber=%s\n",
+               level, msg, name.c_str());
 }
 
 }  // namespace
@@ -71,7 +73,8 @@ class Subscriber : public std::enable_shared_from_this<Subscriber> {
   };
 
   Subscriber(std::string name, EndpointSubscriptions::Callback callback, ClockPtr clock,
-             std::shared_ptr<SubscriberMetricFamilies> families, std::chrono::milliseconds close_timeout)
+             std::shared_ptr<SubscriberMetricFamilies> families,
+             std::chrono::milliseconds close_timeout)
       : name_(std::move(name)),
         callback_(std::move(callback)),
         clock_(std::move(clock)),
@@ -96,7 +99,8 @@ class Subscriber : public std::enable_shared_from_this<Subscriber> {
     families_->coalesced.Remove(metrics_.coalesced);
   }
 
-  void start(HandlerExecutor& executor, cache::EndpointIndex& index, const cache::EndpointQuery& query) {
+  void start(HandlerExecutor& executor, cache::EndpointIndex& index,
+             const cache::EndpointQuery& query) {
     std::weak_ptr<Subscriber> weak = weak_from_this();
     strand_ = executor.make_strand(
         [weak] {
@@ -163,7 +167,9 @@ class Subscriber : public std::enable_shared_from_this<Subscriber> {
     delivered_version_ = s->version;
     ++deliveries_;
     if (metrics_.stalled_since) metrics_.stalled_since->Set(0);
-    if (metrics_.delivered_version) metrics_.delivered_version->Set(static_cast<double>(s->version));
+    if (metrics_.delivered_version) {
+      metrics_.delivered_version->Set(static_cast<double>(s->version));
+    }
     return !pending_.empty() && !closed_;
   }
 
@@ -181,7 +187,10 @@ class Subscriber : public std::enable_shared_from_this<Subscriber> {
     strand_->close();
     if (strand_->running_here()) return false;
     bool idle = strand_->wait_idle(close_timeout_);
-    if (!idle) log_subscriber("warn", "endpoint subscriber callback still running after close timeout", name_);
+    if (!idle) {
+      log_subscriber("warn", "endpoint subscriber callback still running after close timeout",
+                     name_);
+    }
     return idle;
   }
 
@@ -215,21 +224,22 @@ class Subscriber : public std::enable_shared_from_this<Subscriber> {
   const std::shared_ptr<SubscriberMetricFamilies> families_;
   const std::chrono::milliseconds close_timeout_;
   Metrics metrics_;
-  StrandPtr strand_;                  // set by start(), then read only
+  StrandPtr strand_;  // set by start(), then read only
   std::mutex watch_mu_;
   cache::EndpointIndex::Watch watch_;  // guarded by watch_mu_
 
   mutable std::mutex mu_;
-  std::deque<cache::EndpointSnapshotPtr> pending_;   // guarded by mu_: at most one, the latest
-  Clock::TimePoint pending_since_{};                 // guarded by mu_: when pending_ filled
-  std::optional<Clock::TimePoint> in_flight_since_;  // guarded by mu_: pending_since_ of the running one
-  std::optional<Clock::TimePoint> running_since_;    // guarded by mu_
-  std::uint64_t latest_version_ = 0;                 // guarded by mu_
-  std::uint64_t delivered_version_ = 0;              // guarded by mu_
-  std::uint64_t applied_version_ = 0;                // guarded by mu_
-  std::uint64_t deliveries_ = 0;                     // guarded by mu_
-  std::uint64_t coalesced_ = 0;                      // guarded by mu_
-  bool closed_ = false;                              // guarded by mu_
+  std::deque<cache::EndpointSnapshotPtr> pending_;  // guarded by mu_: at most one, the latest
+  Clock::TimePoint pending_since_{};                // guarded by mu_: when pending_ filled
+  std::optional<Clock::TimePoint>
+      in_flight_since_;  // guarded by mu_: pending_since_ of the running one
+  std::optional<Clock::TimePoint> running_since_;  // guarded by mu_
+  std::uint64_t latest_version_ = 0;               // guarded by mu_
+  std::uint64_t delivered_version_ = 0;            // guarded by mu_
+  std::uint64_t applied_version_ = 0;              // guarded by mu_
+  std::uint64_t deliveries_ = 0;                   // guarded by mu_
+  std::uint64_t coalesced_ = 0;                    // guarded by mu_
+  bool closed_ = false;                            // guarded by mu_
 };
 
 }  // namespace detail
@@ -283,9 +293,12 @@ bool Subscription::active() const { return subscriber() != nullptr; }
 
 // ---- EndpointSubscriptions ----
 
-EndpointSubscriptions::EndpointSubscriptions(cache::EndpointIndexPtr index, HandlerExecutorPtr executor,
-                                             ClockPtr clock, std::shared_ptr<prometheus::Registry> registry)
-    : index_(std::move(index)), executor_(std::move(executor)), clock_(clock ? std::move(clock) : system_clock()) {
+EndpointSubscriptions::EndpointSubscriptions(cache::EndpointIndexPtr index,
+                                             HandlerExecutorPtr executor, ClockPtr clock,
+                                             std::shared_ptr<prometheus::Registry> registry)
+    : index_(std::move(index)),
+      executor_(std::move(executor)),
+      clock_(clock ? std::move(clock) : system_clock()) {
   if (!index_) throw std::invalid_argument("EndpointSubscriptions: the index is null");
   if (!executor_) throw std::invalid_argument("EndpointSubscriptions: the executor is null");
   if (registry) families_ = std::make_shared<detail::SubscriberMetricFamilies>(std::move(registry));
@@ -296,9 +309,10 @@ EndpointSubscriptions::~EndpointSubscriptions() = default;
 Subscription EndpointSubscriptions::subscribe(const cache::EndpointQuery& query, Callback callback,
                                               SubscriberOptions options) {
   std::uint64_t id = ++next_id_;
-  std::string name = options.name.empty() ? "subscriber-" + std::to_string(id) : std::move(options.name);
-  auto s = std::make_shared<detail::Subscriber>(std::move(name), std::move(callback), clock_, families_,
-                                                options.close_timeout);
+  std::string name =
+      options.name.empty() ? "subscriber-" + std::to_string(id) : std::move(options.name);
+  auto s = std::make_shared<detail::Subscriber>(std::move(name), std::move(callback), clock_,
+                                                families_, options.close_timeout);
   s->start(*executor_, *index_, query);
   return Subscription(std::move(s));
 }

@@ -368,10 +368,13 @@ void ExecutorState::run_monitor() {
       it = next;
     }
     lock.unlock();
-    if (!spawn_error.empty()) log_.error("cannot start a replacement handler worker", {{"error", spawn_error}});
+    if (!spawn_error.empty()) {
+      log_.error("cannot start a replacement handler worker", {{"error", spawn_error}});
+    }
     for (const std::string& name : newly_blocked) {
-      log_.warn("handler ran past the blocking threshold; its worker no longer counts against the pool",
-                {{"handler", name}});
+      log_.warn(
+          "handler ran past the blocking threshold; its worker no longer counts against the pool",
+          {{"handler", name}});
     }
     if (cap_reached) {
       log_.warn("handler executor at its cap of extra workers; ready handlers wait for a worker",
@@ -419,8 +422,9 @@ void ExecutorState::shutdown(std::chrono::milliseconds timeout) {
     }
   }
   for (const std::string& name : stuck) {
-    log_.error("handler did not return within the executor's shutdown timeout; detaching its worker",
-               {{"handler", name}});
+    log_.error(
+        "handler did not return within the executor's shutdown timeout; detaching its worker",
+        {{"handler", name}});
   }
   for (Worker& w : finished) w.thread.join();
 }
@@ -444,7 +448,7 @@ std::uint64_t ExecutorState::extra_threads_started() const {
 
 // ---- HandlerExecutor ------------------------------------------------------------------------
 
-HandlerExecutor::HandlerExecutor(HandlerExecutorOptions options)
+HandlerExecutor::HandlerExecutor(const HandlerExecutorOptions& options)
     : state_(std::make_shared<detail::ExecutorState>(options)) {
   try {
     state_->start();

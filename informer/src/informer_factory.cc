@@ -37,7 +37,8 @@ InformerFactory::InformerFactory(ListerWatcherFactory lister_watchers, FactoryOp
 
 InformerFactory::~InformerFactory() { shutdown(); }
 
-SharedInformer& InformerFactory::informer(const client::ResourceType& type, const InformerOptions& options) {
+SharedInformer& InformerFactory::informer(const client::ResourceType& type,
+                                          const InformerOptions& options) {
   InformerKey key;
   key.resource = type.gvr.to_string();
   key.namespace_ = options.namespace_;
@@ -52,7 +53,8 @@ SharedInformer& InformerFactory::informer(const client::ResourceType& type, cons
 
   std::lock_guard lock(mu_);
   if (shut_down_) {
-    throw client::ConfigError("InformerFactory: informer " + key.to_string() + " requested after shutdown()");
+    throw client::ConfigError("InformerFactory: informer " + key.to_string() +
+                              " requested after shutdown()");
   }
   if (auto it = informers_.find(key); it != informers_.end()) {
     // One key, one watch, one object model: typed handles cast the stored objects, so a typed
@@ -87,8 +89,9 @@ SharedInformer& InformerFactory::informer(const client::ResourceType& type, cons
   config.handler_stop_timeout = options_.handler_stop_timeout;
   config.executor = executor_;
   config.log = log_;
-  config.metrics = std::make_shared<InformerMetrics>(
-      metrics_, key.resource, key.namespace_, selector_hash(key.label_selector, key.field_selector));
+  config.metrics =
+      std::make_shared<InformerMetrics>(metrics_, key.resource, key.namespace_,
+                                        selector_hash(key.label_selector, key.field_selector));
   auto lw = lister_watchers_(type, key.namespace_);
   if (!lw) throw client::ConfigError("InformerFactory: no ListerWatcher for " + key.to_string());
   auto inf = std::make_shared<SharedInformer>(key, type, std::move(lw), std::move(config));
@@ -116,7 +119,8 @@ bool InformerFactory::wait_for_cache_sync(std::chrono::milliseconds timeout) {
     for (auto& [key, inf] : informers_) all.push_back(inf);
   }
   for (auto& inf : all) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
     if (!inf->wait_for_sync(std::max(left, std::chrono::milliseconds(0)))) return false;
   }
   return true;

@@ -17,7 +17,8 @@ thread_local Listener* tl_current = nullptr;
 std::size_t key_hash(const client::ObjectMeta& meta) noexcept {
   std::size_t h = std::hash<std::string_view>{}(meta.name);
   // boost::hash_combine's mixing step.
-  return h ^ (std::hash<std::string_view>{}(meta.namespace_) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2));
+  return h ^ (std::hash<std::string_view>{}(meta.namespace_) + 0x9e3779b97f4a7c15ULL + (h << 6) +
+              (h >> 2));
 }
 
 bool Listener::SlotEq::operator()(const Probe& p, std::uint32_t i) const noexcept {
@@ -26,8 +27,8 @@ bool Listener::SlotEq::operator()(const Probe& p, std::uint32_t i) const noexcep
 }
 
 Listener::Listener(ResourceEventHandlerPtr handler, std::string name, std::uint64_t id,
-                   std::shared_ptr<InformerMetrics> metrics, HandlerExecutorPtr executor, const client::Logger& log,
-                   ClockPtr clock)
+                   std::shared_ptr<InformerMetrics> metrics, HandlerExecutorPtr executor,
+                   const client::Logger& log, ClockPtr clock)
     : handler_(std::move(handler)),
       name_(std::move(name)),
       id_(id),
@@ -89,7 +90,8 @@ void Listener::shrink_if_idle() {
   clear_pending();
 }
 
-HandlerExecutor::Strand* Listener::enqueue(std::span<const Delta> batch, Clock::TimePoint enqueued) {
+HandlerExecutor::Strand* Listener::enqueue(std::span<const Delta> batch,
+                                           Clock::TimePoint enqueued) {
   std::lock_guard lock(mu_);
   if (stopped_) return nullptr;
   for (const Delta& d : batch) {
@@ -208,9 +210,15 @@ std::size_t Listener::queue_depth() const {
 void Listener::deliver(const Notification& n) {
   try {
     switch (n.kind) {
-      case Notification::Kind::add: handler_->on_add(n.object, n.flag); break;
-      case Notification::Kind::update: handler_->on_update(n.old_object, n.object); break;
-      case Notification::Kind::del: handler_->on_delete(n.object, n.flag); break;
+      case Notification::Kind::add:
+        handler_->on_add(n.object, n.flag);
+        break;
+      case Notification::Kind::update:
+        handler_->on_update(n.old_object, n.object);
+        break;
+      case Notification::Kind::del:
+        handler_->on_delete(n.object, n.flag);
+        break;
     }
   } catch (const std::exception& e) {
     exceptions_.fetch_add(1);
@@ -250,7 +258,8 @@ bool Listener::drain() {
     if (stopped_.load(std::memory_order_acquire)) break;
     in_batch_.fetch_sub(1);  // being delivered: no longer waiting
     // Read per callback: with a slow handler, the last of a batch waits for all before it.
-    metrics_->delivery_lag.Observe(std::chrono::duration<double>(clock_->now() - n.enqueued).count());
+    metrics_->delivery_lag.Observe(
+        std::chrono::duration<double>(clock_->now() - n.enqueued).count());
     deliver(n);
   }
   tl_current = outer;

@@ -52,8 +52,8 @@ class Listener : public std::enable_shared_from_this<Listener> {
   /// `log`: the informer's logger (this listener adds handler and handler_id to its lines).
   /// `clock`: the informer's (enqueue() times are on it; the delivery lag is measured on it).
   Listener(ResourceEventHandlerPtr handler, std::string name, std::uint64_t id,
-           std::shared_ptr<InformerMetrics> metrics, HandlerExecutorPtr executor, const client::Logger& log,
-           ClockPtr clock);
+           std::shared_ptr<InformerMetrics> metrics, HandlerExecutorPtr executor,
+           const client::Logger& log, ClockPtr clock);
   ~Listener();
 
   /// Creates the strand (and wakes it if notifications are already pending).
@@ -62,7 +62,8 @@ class Listener : public std::enable_shared_from_this<Listener> {
   /// nothing is pending or the listener is not started): the caller wakes it, once per batch,
   /// possibly together with other listeners' strands (HandlerExecutor::wake_all). The pointer
   /// stays valid while the caller holds this listener (the strand is set once, never reset).
-  [[nodiscard]] HandlerExecutor::Strand* enqueue(std::span<const Delta> batch, Clock::TimePoint enqueued);
+  [[nodiscard]] HandlerExecutor::Strand* enqueue(std::span<const Delta> batch,
+                                                 Clock::TimePoint enqueued);
   /// Every notification enqueued so far belongs to this handler's initial state.
   void mark_sync_barrier();
   /// Stops delivering: pending notifications are dropped, no callback starts after this returns
@@ -89,6 +90,7 @@ class Listener : public std::enable_shared_from_this<Listener> {
   // The pending notifications of one key (never empty while the slot is in use). Slots live in
   // slots_ (reused through free_) and form a list, linked by index, in the order their key became
   // pending (seq ascending), so the oldest key is delivered first.
+  // NOLINTNEXTLINE(bugprone-exception-escape): small_vector's noexcept move of Notifications
   struct Slot {
     std::uint64_t seq = 0;
     std::size_t hash = 0;
@@ -121,12 +123,12 @@ class Listener : public std::enable_shared_from_this<Listener> {
 
   bool drain();  // one turn of the strand
   void deliver(const Notification& n);
-  std::uint32_t new_slot();              // mu_ held
-  void link_tail(std::uint32_t i);       // mu_ held
-  void unlink(std::uint32_t i);          // mu_ held
-  void check_synced();                   // mu_ held
-  void clear_pending();                  // mu_ held
-  void shrink_if_idle();                 // mu_ held
+  std::uint32_t new_slot();         // mu_ held
+  void link_tail(std::uint32_t i);  // mu_ held
+  void unlink(std::uint32_t i);     // mu_ held
+  void check_synced();              // mu_ held
+  void clear_pending();             // mu_ held
+  void shrink_if_idle();            // mu_ held
 
   const ResourceEventHandlerPtr handler_;
   const std::string name_;
@@ -138,21 +140,21 @@ class Listener : public std::enable_shared_from_this<Listener> {
   std::unique_ptr<HandlerMetrics> metrics_;
 
   mutable std::mutex mu_;
-  std::vector<Slot> slots_;                                        // guarded by mu_
-  std::vector<std::uint32_t> free_;                                // guarded by mu_
+  std::vector<Slot> slots_;                                           // guarded by mu_
+  std::vector<std::uint32_t> free_;                                   // guarded by mu_
   boost::unordered_flat_set<std::uint32_t, SlotHash, SlotEq> index_;  // guarded by mu_
-  std::uint32_t head_ = kNone;                                     // guarded by mu_
-  std::uint32_t tail_ = kNone;                                     // guarded by mu_
-  std::size_t depth_ = 0;                          // guarded by mu_: notifications pending
-  std::uint64_t next_seq_ = 1;                     // guarded by mu_
-  std::optional<std::uint64_t> barrier_;           // guarded by mu_
-  std::uint64_t in_flight_first_seq_ = 0;          // guarded by mu_ (0: no batch in flight)
-  bool synced_ = false;                            // guarded by mu_
-  bool in_turn_ = false;                           // guarded by mu_: drain() is delivering
-  StrandPtr strand_;                               // guarded by mu_ (set once by start())
-  std::atomic<bool> stopped_{false};               // written under mu_
-  std::atomic<std::size_t> in_batch_{0};  // taken by the running turn, not yet delivered
-  std::atomic<int> closing_others_{0};    // >0: a callback of this handler is inside close()
+  std::uint32_t head_ = kNone;                                        // guarded by mu_
+  std::uint32_t tail_ = kNone;                                        // guarded by mu_
+  std::size_t depth_ = 0;                  // guarded by mu_: notifications pending
+  std::uint64_t next_seq_ = 1;             // guarded by mu_
+  std::optional<std::uint64_t> barrier_;   // guarded by mu_
+  std::uint64_t in_flight_first_seq_ = 0;  // guarded by mu_ (0: no batch in flight)
+  bool synced_ = false;                    // guarded by mu_
+  bool in_turn_ = false;                   // guarded by mu_: drain() is delivering
+  StrandPtr strand_;                       // guarded by mu_ (set once by start())
+  std::atomic<bool> stopped_{false};       // written under mu_
+  std::atomic<std::size_t> in_batch_{0};   // taken by the running turn, not yet delivered
+  std::atomic<int> closing_others_{0};     // >0: a callback of this handler is inside close()
   std::atomic<std::uint64_t> exceptions_{0};
   std::vector<Notification> batch_;  // only touched by drain() (serial)
 };

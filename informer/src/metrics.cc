@@ -6,7 +6,8 @@ namespace kinformer::informer {
 namespace {
 
 const prometheus::Histogram::BucketBoundaries& list_buckets() {
-  static const prometheus::Histogram::BucketBoundaries b{0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60};
+  static const prometheus::Histogram::BucketBoundaries b{0.01, 0.05, 0.1, 0.5, 1,
+                                                         2.5,  5,    10,  30,  60};
   return b;
 }
 const prometheus::Histogram::BucketBoundaries& lag_buckets() {
@@ -25,49 +26,148 @@ std::map<std::string, std::string> with(std::map<std::string, std::string> label
 
 Metrics::Metrics(std::shared_ptr<prometheus::Registry> registry)
     : registry_(std::move(registry)),
-      open_watches(prometheus::BuildGauge().Name("kinformer_open_watches").Help("Open watch streams").Register(*registry_)),
-      watch_starts(prometheus::BuildCounter().Name("kinformer_watch_starts_total").Help("Watches opened").Register(*registry_)),
-      watch_restarts(prometheus::BuildCounter().Name("kinformer_watch_restarts_total").Help("Watch ends by reason (timeout, expired, error, shutdown)").Register(*registry_)),
-      lists(prometheus::BuildCounter().Name("kinformer_lists_total").Help("Completed lists (kind=initial|relist)").Register(*registry_)),
-      list_duration(prometheus::BuildHistogram().Name("kinformer_list_duration_seconds").Help("Duration of a complete (paginated) list").Register(*registry_)),
-      events(prometheus::BuildCounter().Name("kinformer_watch_events_total").Help("Watch events received by type").Register(*registry_)),
-      objects(prometheus::BuildGauge().Name("kinformer_cache_objects").Help("Objects in the cache").Register(*registry_)),
-      last_sync_timestamp(prometheus::BuildGauge().Name("kinformer_last_sync_timestamp_seconds").Help("Unix time the resourceVersion last advanced").Register(*registry_)),
-      backoff_waits(prometheus::BuildCounter().Name("kinformer_backoff_waits_total").Help("Waits before a retry").Register(*registry_)),
-      budget_denials(prometheus::BuildCounter().Name("kinformer_reconnect_budget_denials_total").Help("Reconnects delayed by the reconnect budget").Register(*registry_)),
-      watch_list_fallbacks(prometheus::BuildCounter().Name("kinformer_watch_list_fallbacks_total").Help("WatchList syncs that fell back to LIST (reason=refused|initial_events_timeout)").Register(*registry_)),
-      requests(prometheus::BuildCounter().Name("kinformer_requests_total").Help("LIST pages and watch openings the reflector requested (verb=list|watch)").Register(*registry_)),
-      request_errors(prometheus::BuildCounter().Name("kinformer_request_errors_total").Help("Failed LIST pages and watch openings by verb and reason (unauthorized, forbidden, network, ...)").Register(*registry_)),
-      handlers(prometheus::BuildGauge().Name("kinformer_registered_handlers").Help("Open registrations (reference count)").Register(*registry_)),
-      queue_depth(prometheus::BuildGauge().Name("kinformer_handler_queue_depth").Help("Pending notifications per handler, after coalescing").Register(*registry_)),
-      delivery_lag(prometheus::BuildHistogram().Name("kinformer_handler_delivery_lag_seconds").Help("Enqueue to callback start").Register(*registry_)),
-      stalled_since(prometheus::BuildGauge().Name("kinformer_handler_stalled_since_seconds").Help("Unix time the running callback started; 0 when idle").Register(*registry_)),
-      handler_exceptions(prometheus::BuildCounter().Name("kinformer_handler_exceptions_total").Help("Exceptions thrown by handler callbacks").Register(*registry_)) {}
+      open_watches(prometheus::BuildGauge()
+                       .Name("kinformer_open_watches")
+                       .Help("Open watch streams")
+                       .Register(*registry_)),
+      watch_starts(prometheus::BuildCounter()
+                       .Name("kinformer_watch_starts_total")
+                       .Help("Watches opened")
+                       .Register(*registry_)),
+      watch_restarts(prometheus::BuildCounter()
+                         .Name("kinformer_watch_restarts_total")
+                         .Help("Watch ends by reason (timeout, expired, error, shutdown)")
+                         .Register(*registry_)),
+      lists(prometheus::BuildCounter()
+                .Name("kinformer_lists_total")
+                .Help("Completed lists (kind=initial|relist)")
+                .Register(*registry_)),
+      list_duration(prometheus::BuildHistogram()
+                        .Name("kinformer_list_duration_seconds")
+                        .Help("Duration of a complete (paginated) list")
+                        .Register(*registry_)),
+      events(prometheus::BuildCounter()
+                 .Name("kinformer_watch_events_total")
+                 .Help("Watch events received by type")
+                 .Register(*registry_)),
+      objects(prometheus::BuildGauge()
+                  .Name("kinformer_cache_objects")
+                  .Help("Objects in the cache")
+                  .Register(*registry_)),
+      last_sync_timestamp(prometheus::BuildGauge()
+                              .Name("kinformer_last_sync_timestamp_seconds")
+                              .Help("Unix time the resourceVersion last advanced")
+                              .Register(*registry_)),
+      backoff_waits(prometheus::BuildCounter()
+                        .Name("kinformer_backoff_waits_total")
+                        .Help("Waits before a retry")
+                        .Register(*registry_)),
+      budget_denials(prometheus::BuildCounter()
+                         .Name("kinformer_reconnect_budget_denials_total")
+                         .Help("Reconnects delayed by the reconnect budget")
+                         .Register(*registry_)),
+      watch_list_fallbacks(
+          prometheus::BuildCounter()
+              .Name("kinformer_watch_list_fallbacks_total")
+              .Help(
+                  "WatchList syncs that fell back to LIST (reason=refused|initial_events_timeout)")
+              .Register(*registry_)),
+      requests(prometheus::BuildCounter()
+                   .Name("kinformer_requests_total")
+                   .Help("LIST pages and watch openings the reflector requested (verb=list|watch)")
+                   .Register(*registry_)),
+      request_errors(prometheus::BuildCounter()
+                         .Name("kinformer_request_errors_total")
+                         .Help("Failed LIST pages and watch openings by verb and reason "
+                               "(unauthorized, forbidden, network, ...)")
+                         .Register(*registry_)),
+      handlers(prometheus::BuildGauge()
+                   .Name("kinformer_registered_handlers")
+                   .Help("Open registrations (reference count)")
+                   .Register(*registry_)),
+      queue_depth(prometheus::BuildGauge()
+                      .Name("kinformer_handler_queue_depth")
+                      .Help("Pending notifications per handler, after coalescing")
+                      .Register(*registry_)),
+      delivery_lag(prometheus::BuildHistogram()
+                       .Name("kinformer_handler_delivery_lag_seconds")
+                       .Help("Enqueue to callback start")
+                       .Register(*registry_)),
+      stalled_since(prometheus::BuildGauge()
+                        .Name("kinformer_handler_stalled_since_seconds")
+                        .Help("Unix time the running callback started; 0 when idle")
+                        .Register(*registry_)),
+      handler_exceptions(prometheus::BuildCounter()
+                             .Name("kinformer_handler_exceptions_total")
+                             .Help("Exceptions thrown by handler callbacks")
+                             .Register(*registry_)) {}
 
-InformerMetrics::InformerMetrics(std::shared_ptr<Metrics> fp, const std::string& resource, const std::string& ns,
-                                 const std::string& selector)
-    : open_watches(fp->open_watches.Add({{"resource", resource}, {"namespace", ns}, {"selector", selector}})),
-      watch_starts(fp->watch_starts.Add({{"resource", resource}, {"namespace", ns}, {"selector", selector}})),
-      restarts_timeout(fp->watch_restarts.Add({{"resource", resource}, {"namespace", ns}, {"selector", selector}, {"reason", "timeout"}})),
-      restarts_expired(fp->watch_restarts.Add({{"resource", resource}, {"namespace", ns}, {"selector", selector}, {"reason", "expired"}})),
-      restarts_error(fp->watch_restarts.Add({{"resource", resource}, {"namespace", ns}, {"selector", selector}, {"reason", "error"}})),
-      restarts_shutdown(fp->watch_restarts.Add({{"resource", resource}, {"namespace", ns}, {"selector", selector}, {"reason", "shutdown"}})),
-      initial_lists(fp->lists.Add({{"resource", resource}, {"namespace", ns}, {"selector", selector}, {"kind", "initial"}})),
-      relists(fp->lists.Add({{"resource", resource}, {"namespace", ns}, {"selector", selector}, {"kind", "relist"}})),
-      list_duration(fp->list_duration.Add({{"resource", resource}, {"namespace", ns}, {"selector", selector}}, list_buckets())),
-      events_added(fp->events.Add({{"resource", resource}, {"namespace", ns}, {"selector", selector}, {"type", "ADDED"}})),
-      events_modified(fp->events.Add({{"resource", resource}, {"namespace", ns}, {"selector", selector}, {"type", "MODIFIED"}})),
-      events_deleted(fp->events.Add({{"resource", resource}, {"namespace", ns}, {"selector", selector}, {"type", "DELETED"}})),
-      events_bookmark(fp->events.Add({{"resource", resource}, {"namespace", ns}, {"selector", selector}, {"type", "BOOKMARK"}})),
+InformerMetrics::InformerMetrics(std::shared_ptr<Metrics> fp, const std::string& resource,
+                                 const std::string& ns, const std::string& selector)
+    : open_watches(fp->open_watches.Add(
+          {{"resource", resource}, {"namespace", ns}, {"selector", selector}})),
+      watch_starts(fp->watch_starts.Add(
+          {{"resource", resource}, {"namespace", ns}, {"selector", selector}})),
+      restarts_timeout(fp->watch_restarts.Add({{"resource", resource},
+                                               {"namespace", ns},
+                                               {"selector", selector},
+                                               {"reason", "timeout"}})),
+      restarts_expired(fp->watch_restarts.Add({{"resource", resource},
+                                               {"namespace", ns},
+                                               {"selector", selector},
+                                               {"reason", "expired"}})),
+      restarts_error(fp->watch_restarts.Add({{"resource", resource},
+                                             {"namespace", ns},
+                                             {"selector", selector},
+                                             {"reason", "error"}})),
+      restarts_shutdown(fp->watch_restarts.Add({{"resource", resource},
+                                                {"namespace", ns},
+                                                {"selector", selector},
+                                                {"reason", "shutdown"}})),
+      initial_lists(fp->lists.Add({{"resource", resource},
+                                   {"namespace", ns},
+                                   {"selector", selector},
+                                   {"kind", "initial"}})),
+      relists(fp->lists.Add(
+          {{"resource", resource}, {"namespace", ns}, {"selector", selector}, {"kind", "relist"}})),
+      list_duration(fp->list_duration.Add(
+          {{"resource", resource}, {"namespace", ns}, {"selector", selector}}, list_buckets())),
+      events_added(fp->events.Add(
+          {{"resource", resource}, {"namespace", ns}, {"selector", selector}, {"type", "ADDED"}})),
+      events_modified(fp->events.Add({{"resource", resource},
+                                      {"namespace", ns},
+                                      {"selector", selector},
+                                      {"type", "MODIFIED"}})),
+      events_deleted(fp->events.Add({{"resource", resource},
+                                     {"namespace", ns},
+                                     {"selector", selector},
+                                     {"type", "DELETED"}})),
+      events_bookmark(fp->events.Add({{"resource", resource},
+                                      {"namespace", ns},
+                                      {"selector", selector},
+                                      {"type", "BOOKMARK"}})),
       objects(fp->objects.Add({{"resource", resource}, {"namespace", ns}, {"selector", selector}})),
-      last_sync_timestamp(fp->last_sync_timestamp.Add({{"resource", resource}, {"namespace", ns}, {"selector", selector}})),
-      backoff_waits(fp->backoff_waits.Add({{"resource", resource}, {"namespace", ns}, {"selector", selector}})),
-      budget_denials(fp->budget_denials.Add({{"resource", resource}, {"namespace", ns}, {"selector", selector}})),
-      watch_list_fallbacks_refused(fp->watch_list_fallbacks.Add({{"resource", resource}, {"namespace", ns}, {"selector", selector}, {"reason", "refused"}})),
-      watch_list_fallbacks_timeout(fp->watch_list_fallbacks.Add({{"resource", resource}, {"namespace", ns}, {"selector", selector}, {"reason", "initial_events_timeout"}})),
-      handlers(fp->handlers.Add({{"resource", resource}, {"namespace", ns}, {"selector", selector}})),
-      list_requests(fp->requests.Add({{"resource", resource}, {"namespace", ns}, {"selector", selector}, {"verb", "list"}})),
-      watch_requests(fp->requests.Add({{"resource", resource}, {"namespace", ns}, {"selector", selector}, {"verb", "watch"}})),
+      last_sync_timestamp(fp->last_sync_timestamp.Add(
+          {{"resource", resource}, {"namespace", ns}, {"selector", selector}})),
+      backoff_waits(fp->backoff_waits.Add(
+          {{"resource", resource}, {"namespace", ns}, {"selector", selector}})),
+      budget_denials(fp->budget_denials.Add(
+          {{"resource", resource}, {"namespace", ns}, {"selector", selector}})),
+      watch_list_fallbacks_refused(fp->watch_list_fallbacks.Add({{"resource", resource},
+                                                                 {"namespace", ns},
+                                                                 {"selector", selector},
+                                                                 {"reason", "refused"}})),
+      watch_list_fallbacks_timeout(
+          fp->watch_list_fallbacks.Add({{"resource", resource},
+                                        {"namespace", ns},
+                                        {"selector", selector},
+                                        {"reason", "initial_events_timeout"}})),
+      handlers(
+          fp->handlers.Add({{"resource", resource}, {"namespace", ns}, {"selector", selector}})),
+      list_requests(fp->requests.Add(
+          {{"resource", resource}, {"namespace", ns}, {"selector", selector}, {"verb", "list"}})),
+      watch_requests(fp->requests.Add(
+          {{"resource", resource}, {"namespace", ns}, {"selector", selector}, {"verb", "watch"}})),
       keep_(std::move(fp)),
       labels_{{"resource", resource}, {"namespace", ns}, {"selector", selector}} {}
 
@@ -80,22 +180,39 @@ void InformerMetrics::watch_closed() { open_watches.Decrement(); }
 
 void InformerMetrics::watch_ended(WatchRestartReason reason) {
   switch (reason) {
-    case WatchRestartReason::timeout: restarts_timeout.Increment(); break;
-    case WatchRestartReason::expired: restarts_expired.Increment(); break;
+    case WatchRestartReason::timeout:
+      restarts_timeout.Increment();
+      break;
+    case WatchRestartReason::expired:
+      restarts_expired.Increment();
+      break;
     case WatchRestartReason::error:
-    case WatchRestartReason::too_short: restarts_error.Increment(); break;
-    case WatchRestartReason::shutdown: restarts_shutdown.Increment(); break;
+    case WatchRestartReason::too_short:
+      restarts_error.Increment();
+      break;
+    case WatchRestartReason::shutdown:
+      restarts_shutdown.Increment();
+      break;
     case WatchRestartReason::no_initial_events_end:
-    case WatchRestartReason::initial_events_timeout: break;  // WatchList fallbacks, counted there
+    case WatchRestartReason::initial_events_timeout:
+      break;  // WatchList fallbacks, counted there
   }
 }
 
 void InformerMetrics::event(client::EventType type) {
   switch (type) {
-    case client::EventType::added: events_added.Increment(); break;
-    case client::EventType::modified: events_modified.Increment(); break;
-    case client::EventType::deleted: events_deleted.Increment(); break;
-    case client::EventType::bookmark: events_bookmark.Increment(); break;
+    case client::EventType::added:
+      events_added.Increment();
+      break;
+    case client::EventType::modified:
+      events_modified.Increment();
+      break;
+    case client::EventType::deleted:
+      events_deleted.Increment();
+      break;
+    case client::EventType::bookmark:
+      events_bookmark.Increment();
+      break;
   }
 }
 
@@ -109,12 +226,15 @@ void InformerMetrics::backoff_waited() { backoff_waits.Increment(); }
 void InformerMetrics::budget_denied() { budget_denials.Increment(); }
 
 void InformerMetrics::watch_list_fell_back(WatchListFallback why) {
-  (why == WatchListFallback::initial_events_timeout ? watch_list_fallbacks_timeout : watch_list_fallbacks_refused)
+  (why == WatchListFallback::initial_events_timeout ? watch_list_fallbacks_timeout
+                                                    : watch_list_fallbacks_refused)
       .Increment();
 }
 
-prometheus::Counter& InformerMetrics::request_errors(std::string_view verb, std::string_view reason) {
-  return keep_->request_errors.Add(with(with(labels_, "verb", std::string(verb)), "reason", std::string(reason)));
+prometheus::Counter& InformerMetrics::request_errors(std::string_view verb,
+                                                     std::string_view reason) {
+  return keep_->request_errors.Add(
+      with(with(labels_, "verb", std::string(verb)), "reason", std::string(reason)));
 }
 
 HandlerMetrics::HandlerMetrics(InformerMetrics& informer, const std::string& name, std::uint64_t id)

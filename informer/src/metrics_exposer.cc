@@ -16,7 +16,8 @@ MetricsExposer::MetricsExposer(const std::string& bind_address,
   try {
     exposer_ = std::make_unique<prometheus::Exposer>(bind_address, /*num_threads=*/1);
   } catch (const std::exception& e) {
-    throw client::ConfigError("metrics exposer: cannot listen on " + bind_address + ": " + e.what());
+    throw client::ConfigError("metrics exposer: cannot listen on " + bind_address + ": " +
+                              e.what());
   }
   exposer_->RegisterCollectable(registry_, "/metrics");
   const auto ports = exposer_->GetListeningPorts();

@@ -4,6 +4,7 @@
 #include <optional>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 
 #include "kinformer/client/error.h"
 #include "kinformer/client/pager.h"
@@ -22,7 +23,9 @@ bool is_initial_events_end(const client::Object& o) {
 
 // The resourceVersion asked for cannot be served: too old (410 Expired / Gone) or newer than the
 // server's (too large, e.g. after an etcd restore).
-bool is_rv_unusable(const client::Error& e) { return e.is_expired() || e.is_resource_version_too_large(); }
+bool is_rv_unusable(const client::Error& e) {
+  return e.is_expired() || e.is_resource_version_too_large();
+}
 
 // The server refuses a WatchList request for its parameters (feature gate off, an old server, a
 // policy): a 4xx other than 401, 404, 410 (an RV problem) and 429 (throttling, transient).
@@ -43,7 +46,7 @@ class InitialEventsTimer {
  public:
   InitialEventsTimer(Clock& clock, Clock::Duration timeout, client::WatchStream& stream)
       : thread_([this, &clock, timeout, &stream](std::stop_token stop) {
-          if (!clock.sleep_for(timeout, stop)) return;
+          if (!clock.sleep_for(timeout, std::move(stop))) return;
           std::lock_guard lock(mu_);
           if (disarmed_) return;
           fired_ = true;
@@ -101,22 +104,27 @@ ReflectorMetrics& ReflectorMetrics::null() {
   return metrics;
 }
 
-Reflector::Reflector(client::ListerWatcher& lister_watcher, ReflectorSink& sink, ReflectorOptions options)
+Reflector::Reflector(client::ListerWatcher& lister_watcher, ReflectorSink& sink,
+                     ReflectorOptions options)
     : lw_(lister_watcher),
       sink_(sink),
       options_(std::move(options)),
       metrics_(options_.metrics != nullptr ? *options_.metrics : ReflectorMetrics::null()),
-      log_(options_.log.with("reflector", options_.name.empty() ? std::vector<client::LogField>{}
-                                                                : std::vector<client::LogField>{{"informer", options_.name}})) {
+      log_(options_.log.with("reflector",
+                             options_.name.empty()
+                                 ? std::vector<client::LogField>{}
+                                 : std::vector<client::LogField>{{"informer", options_.name}})) {
   if (!options_.clock || !options_.random) {
-    throw client::ConfigError("Reflector " + options_.name +
-                              ": ReflectorOptions::clock and ::random are required (InformerFactory sets them)");
+    throw client::ConfigError(
+        "Reflector " + options_.name +
+        ": ReflectorOptions::clock and ::random are required (InformerFactory sets them)");
   }
-  backoff_ = options_.make_backoff
-                 ? options_.make_backoff()
-                 : std::make_unique<JitteredExponentialBackoff>(options_.backoff, options_.clock, options_.random);
+  backoff_ = options_.make_backoff ? options_.make_backoff()
+                                   : std::make_unique<JitteredExponentialBackoff>(
+                                         options_.backoff, options_.clock, options_.random);
   if (!backoff_) {
-    throw client::ConfigError("Reflector " + options_.name + ": ReflectorOptions::make_backoff returned null");
+    throw client::ConfigError("Reflector " + options_.name +
+                              ": ReflectorOptions::make_backoff returned null");
   }
 }
 
@@ -155,7 +163,7 @@ int Reflector::random_timeout_seconds() {
   return std::clamp(t, 300, 599);
 }
 
-bool Reflector::set_stream(client::WatchStream* stream, std::stop_token stop) {
+bool Reflector::set_stream(client::WatchStream* stream, const std::stop_token& stop) {
   std::lock_guard lock(mu_);
   current_ = stream;
   if (stream != nullptr && stop.stop_requested()) {
@@ -165,7 +173,7 @@ bool Reflector::set_stream(client::WatchStream* stream, std::stop_token stop) {
   return true;
 }
 
-bool Reflector::wait(const Next& next, std::stop_token stop) {
+bool Reflector::wait(const Next& next, const std::stop_token& stop) {
   if (next.wait == Wait::none) return !stop.stop_requested();
   const client::Error* error = next.error ? &*next.error : nullptr;
   Clock::Duration wait = next.wait == Wait::backoff ? backoff_->next() : Clock::Duration::zero();
@@ -238,8 +246,10 @@ client::Status Reflector::list_and_replace(std::stop_token stop) {
   // An expired continue token is a 410 like any other on a list: returned, so that the next
   // sync relists at an unset resourceVersion after backoff and a budget token (after_list).
   paging.restarts_on_expired_continue = 0;
-  paging.restart = [this](const client::Error& e, const client::ListOptions& page) -> std::optional<client::ListOptions> {
-    if (e.code == client::Errc::too_large && page.continue_token.empty() && page.resource_version == "0") {
+  paging.restart = [this](const client::Error& e,
+                          const client::ListOptions& page) -> std::optional<client::ListOptions> {
+    if (e.code == client::Errc::too_large && page.continue_token.empty() &&
+        page.resource_version == "0") {
       // RV "0" is served from the watch cache, which (on many servers) ignores limit: the
       // whole list comes in one response, and it will be too large every time. A consistent
       // read with limit is paginated (by etcd); every list at "0" from now on is one.
@@ -269,7 +279,8 @@ client::Status Reflector::list_and_replace(std::stop_token stop) {
   return client::Ok{};
 }
 
-Reflector::WatchOutcome Reflector::watch(const client::ListOptions& opts, Phase phase, std::stop_token stop) {
+Reflector::WatchOutcome Reflector::watch(const client::ListOptions& opts, Phase phase,
+                                         std::stop_token stop) {
   WatchOutcome out;
   out.phase = phase;
   auto fail = [&](client::Error e) {
@@ -300,7 +311,8 @@ Reflector::WatchOutcome Reflector::watch(const client::ListOptions& opts, Phase 
   // replaces the sink's contents with it. Then the same stream goes on in the steady phase.
   std::unordered_map<std::string, client::ObjectPtr> initial;
   std::optional<InitialEventsTimer> timer;
-  if (phase == Phase::initial_events && options_.watch_list_initial_events_timeout > std::chrono::milliseconds::zero()) {
+  if (phase == Phase::initial_events &&
+      options_.watch_list_initial_events_timeout > std::chrono::milliseconds::zero()) {
     timer.emplace(*options_.clock, options_.watch_list_initial_events_timeout, *stream);
   }
   auto opened_at = options_.clock->now();
@@ -316,7 +328,8 @@ Reflector::WatchOutcome Reflector::watch(const client::ListOptions& opts, Phase 
       } else if (!next) {
         return fail(std::move(next).error());
       } else if (out.phase == Phase::initial_events) {
-        out.end = WatchRestartReason::no_initial_events_end;  // the server ignores sendInitialEvents
+        out.end =
+            WatchRestartReason::no_initial_events_end;  // the server ignores sendInitialEvents
       } else if (!delivered && options_.clock->now() - opened_at < options_.min_watch_duration) {
         out.end = WatchRestartReason::too_short;
       } else {
@@ -328,7 +341,9 @@ Reflector::WatchOutcome Reflector::watch(const client::ListOptions& opts, Phase 
     if (!ev.object) continue;
     delivered = true;
     std::string ev_rv = ev.object->metadata.resource_version;
-    if (ev.type == client::EventType::bookmark || out.phase == Phase::steady) metrics_.event(ev.type);
+    if (ev.type == client::EventType::bookmark || out.phase == Phase::steady) {
+      metrics_.event(ev.type);
+    }
     if (out.phase == Phase::initial_events) {
       if (ev.type != client::EventType::bookmark) {
         if (ev.type == client::EventType::deleted) {
@@ -338,7 +353,8 @@ Reflector::WatchOutcome Reflector::watch(const client::ListOptions& opts, Phase 
         }
       } else if (is_initial_events_end(*ev.object)) {
         if (timer && !timer->disarm()) {
-          out.end = WatchRestartReason::initial_events_timeout;  // it fired meanwhile: the stream is cancelled
+          out.end = WatchRestartReason::initial_events_timeout;  // it fired meanwhile: the stream
+                                                                 // is cancelled
           return out;
         }
         timer.reset();
@@ -361,7 +377,7 @@ Reflector::WatchOutcome Reflector::watch(const client::ListOptions& opts, Phase 
   }
 }
 
-Reflector::Next Reflector::after_list(client::Status status, std::stop_token stop) {
+Reflector::Next Reflector::after_list(client::Status status, const std::stop_token& stop) {
   if (stop.stop_requested()) return {Step::stop};
   if (status.ok()) return {Step::watch};
   log_.warn("list failed", {{"error", status.error().to_string()}});
@@ -382,11 +398,13 @@ Reflector::Next Reflector::after_watch(WatchOutcome out) {
       case WatchRestartReason::shutdown:
         return {Step::stop};
       case WatchRestartReason::initial_events_timeout:
-        return fall_back_to_list("no " + std::string(kInitialEventsEndAnnotation) + " bookmark within " +
-                                     std::to_string(options_.watch_list_initial_events_timeout.count()) + " ms",
-                                 WatchListFallback::initial_events_timeout);
+        return fall_back_to_list(
+            "no " + std::string(kInitialEventsEndAnnotation) + " bookmark within " +
+                std::to_string(options_.watch_list_initial_events_timeout.count()) + " ms",
+            WatchListFallback::initial_events_timeout);
       case WatchRestartReason::no_initial_events_end:
-        return fall_back_to_list("stream ended before the initial-events-end bookmark", WatchListFallback::refused);
+        return fall_back_to_list("stream ended before the initial-events-end bookmark",
+                                 WatchListFallback::refused);
       default:
         break;
     }
@@ -421,14 +439,14 @@ Reflector::Next Reflector::after_watch(WatchOutcome out) {
   }
   if (e.is_resource_version_too_large()) {
     log_.warn("resource version too large, relisting at an unset resourceVersion", {{"rv", rv()}});
-    rv_unavailable_ = true;  // the server is behind our RV: relist at ""
+    rv_unavailable_ = true;                           // the server is behind our RV: relist at ""
     return {Step::sync, Wait::budget, std::move(e)};  // after its Retry-After (1 s for this one)
   }
   log_.warn("watch failed, rewatching", {{"rv", rv()}, {"error", e.to_string()}});
   return {Step::watch, Wait::backoff, std::move(e)};
 }
 
-void Reflector::run(std::stop_token stop) {
+void Reflector::run(const std::stop_token& stop) {
   std::stop_callback on_stop(stop, [this] {
     std::lock_guard lock(mu_);
     if (current_ != nullptr) current_->cancel();
@@ -441,8 +459,9 @@ void Reflector::run(std::stop_token stop) {
     switch (next.step) {
       case Step::sync:
         // Each sync attempt starts as a WatchList: a refusal falls back to LIST for that attempt.
-        next = options_.use_watch_list ? after_watch(watch(watch_list_options(), Phase::initial_events, stop))
-                                       : after_list(list_and_replace(stop), stop);
+        next = options_.use_watch_list
+                   ? after_watch(watch(watch_list_options(), Phase::initial_events, stop))
+                   : after_list(list_and_replace(stop), stop);
         break;
       case Step::list:
         next = after_list(list_and_replace(stop), stop);

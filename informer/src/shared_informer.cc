@@ -44,16 +44,19 @@ SharedInformer::SharedInformer(InformerKey key, client::ResourceType type,
   }
   log_ = config_.log.with("informer", {{"informer", key_.to_string()}});
   observed_ = std::make_unique<detail::ObservedListerWatcher>(*lw_, *config_.metrics);
-  reflector_ = std::make_unique<Reflector>(*observed_, static_cast<ReflectorSink&>(*this), config_.reflector);
+  reflector_ = std::make_unique<Reflector>(*observed_, static_cast<ReflectorSink&>(*this),
+                                           config_.reflector);
 }
 
 SharedInformer::~SharedInformer() { stop(); }
 
 Registration SharedInformer::add_handler(ResourceEventHandlerPtr handler, HandlerOptions options) {
   std::uint64_t id = g_next_handler_id.fetch_add(1);
-  std::string name = options.name.empty() ? "handler-" + std::to_string(id) : std::move(options.name);
-  auto listener = std::make_shared<detail::Listener>(std::move(handler), std::move(name), id,
-                                                     config_.metrics, executor_, log_, config_.reflector.clock);
+  std::string name =
+      options.name.empty() ? "handler-" + std::to_string(id) : std::move(options.name);
+  auto listener =
+      std::make_shared<detail::Listener>(std::move(handler), std::move(name), id, config_.metrics,
+                                         executor_, log_, config_.reflector.clock);
   std::lock_guard lock(dist_mu_);
   if (stopped_) {
     listener->request_stop();
@@ -91,7 +94,8 @@ void SharedInformer::remove_listener(const std::shared_ptr<detail::Listener>& li
   listener->join(std::chrono::hours(24 * 365));
 }
 
-void SharedInformer::fan_out(const ListenerList& to, std::span<const detail::Delta> batch, bool barrier) {
+void SharedInformer::fan_out(const ListenerList& to, std::span<const detail::Delta> batch,
+                             bool barrier) {
   // A large batch (a list) goes out in chunks, each to every handler in turn: all handlers start
   // on it at once, and a chunk's objects are still in the cache for the next handler.
   constexpr std::size_t kChunk = 256;
@@ -143,9 +147,9 @@ void SharedInformer::start() {
     if (started_ || stopped_) return;
     started_ = true;
   }
-  reflector_thread_ = std::jthread([this](std::stop_token stop) { reflector_->run(stop); });
+  reflector_thread_ = std::jthread([this](const std::stop_token& stop) { reflector_->run(stop); });
   if (config_.resync.count() > 0) {
-    resync_thread_ = std::jthread([this](std::stop_token stop) { resync_loop(stop); });
+    resync_thread_ = std::jthread([this](const std::stop_token& stop) { resync_loop(stop); });
   }
 }
 
@@ -186,7 +190,8 @@ void SharedInformer::stop() {
   // One deadline for all handlers: shutdown stays bounded however many are stuck.
   auto deadline = std::chrono::steady_clock::now() + config_.handler_stop_timeout;
   for (auto& l : listeners) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
     l->join(std::max(left, std::chrono::milliseconds(0)));
   }
 }
@@ -282,7 +287,7 @@ void SharedInformer::on_resource_version(const std::string& rv) {
   touch_sync_time();
 }
 
-void SharedInformer::resync_loop(std::stop_token stop) {
+void SharedInformer::resync_loop(const std::stop_token& stop) {
   using K = detail::Notification::Kind;
   Clock& clock = *config_.reflector.clock;
   while (clock.sleep_for(config_.resync, stop)) {
@@ -293,7 +298,9 @@ void SharedInformer::resync_loop(std::stop_token stop) {
     if (!synced_) continue;
     std::vector<detail::Delta> batch;
     batch.reserve(store_->size());
-    store_->for_each([&](const client::ObjectPtr& o) { batch.push_back(detail::make_delta(K::update, o, o, false)); });
+    store_->for_each([&](const client::ObjectPtr& o) {
+      batch.push_back(detail::make_delta(K::update, o, o, false));
+    });
     fan_out(*listeners_, batch, false);
   }
 }

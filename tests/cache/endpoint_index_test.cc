@@ -28,9 +28,9 @@ struct Ep {
   std::optional<bool> terminating;
 };
 
-std::shared_ptr<const client::EndpointSlice> slice(std::string name, std::string service, std::vector<Ep> eps,
-                                                   std::vector<client::SlicePort> ports = {{"http", 8080, "TCP", ""}},
-                                                   std::string ns = "ns") {
+std::shared_ptr<const client::EndpointSlice> slice(
+    std::string name, std::string service, std::vector<Ep> eps,
+    std::vector<client::SlicePort> ports = {{"http", 8080, "TCP", ""}}, std::string ns = "ns") {
   auto s = std::make_shared<client::EndpointSlice>();
   s->metadata.namespace_ = ns;
   s->metadata.name = std::move(name);
@@ -51,7 +51,8 @@ std::shared_ptr<const client::EndpointSlice> slice(std::string name, std::string
   return s;
 }
 
-std::shared_ptr<const client::Pod> pod(std::string name, client::StringMap labels, std::string ns = "ns") {
+std::shared_ptr<const client::Pod> pod(std::string name, client::StringMap labels,
+                                       std::string ns = "ns") {
   auto p = std::make_shared<client::Pod>();
   p->metadata.namespace_ = std::move(ns);
   p->metadata.name = std::move(name);
@@ -186,13 +187,15 @@ TEST(EndpointIndexTest, RelabelledPodMovesBetweenSubsets) {
   auto wb = index.watch(query("svc", "http", "app=b"), rb.callback());
   auto wx = index.watch(query("svc", "http", "tier=x"), rx.callback());
   auto wall = index.watch(query("svc"), all.callback());
-  EXPECT_EQ(addresses(index.snapshot(query("svc", "http", "app=a")), kC1), (std::vector<std::string>{"10.0.0.1"}));
+  EXPECT_EQ(addresses(index.snapshot(query("svc", "http", "app=a")), kC1),
+            (std::vector<std::string>{"10.0.0.1"}));
 
   index.upsert_pod(kC1, pod("p1", {{"app", "b"}, {"tier", "x"}}));
   ASSERT_NE(ra.last(), nullptr) << "the app=a subset was not recomputed";
   ASSERT_NE(rb.last(), nullptr) << "the app=b subset was not recomputed";
   EXPECT_EQ(addresses(ra.last(), kC1), (std::vector<std::string>{})) << "left app=a";
-  EXPECT_EQ(addresses(rb.last(), kC1), (std::vector<std::string>{"10.0.0.1", "10.0.0.2"})) << "joined app=b";
+  EXPECT_EQ(addresses(rb.last(), kC1), (std::vector<std::string>{"10.0.0.1", "10.0.0.2"}))
+      << "joined app=b";
   // Still in tier=x, with its new labels.
   ASSERT_EQ(rx.count(), 1u);
   ASSERT_EQ(rx.last()->cluster(kC1)->endpoints.size(), 1u);
@@ -222,7 +225,8 @@ TEST(EndpointIndexTest, PodArrivingAfterItsEndpointRecomputesEverySubset) {
   Recorder unlabelled, labelled;
   auto wu = index.watch(query("svc", "http", "!app"), unlabelled.callback());
   auto wl = index.watch(query("svc", "http", "app=a"), labelled.callback());
-  EXPECT_EQ(addresses(index.snapshot(query("svc", "http", "!app")), kC1), (std::vector<std::string>{"10.0.0.1"}));
+  EXPECT_EQ(addresses(index.snapshot(query("svc", "http", "!app")), kC1),
+            (std::vector<std::string>{"10.0.0.1"}));
 
   index.upsert_pod(kC1, pod("p1", {{"app", "a"}}));
   ASSERT_NE(unlabelled.last(), nullptr) << "the !app subset was not recomputed";
@@ -272,8 +276,10 @@ TEST(EndpointIndexTest, SliceRelabelledToAnotherServiceLeavesTheOld) {
 
 TEST(EndpointIndexTest, SubsetsSelectByPortNameAndConditionsDefaultAsTheApiSays) {
   EndpointIndex index;
-  index.upsert_slice(kC1, slice("s1", "svc", {{"10.0.0.1"}, {"10.0.0.2", "", true, false, true}},
-                                {{"http", 8080, "TCP", "http"}, {"grpc", 9090, "TCP", ""}, {"all", {}, "TCP", ""}}));
+  index.upsert_slice(
+      kC1,
+      slice("s1", "svc", {{"10.0.0.1"}, {"10.0.0.2", "", true, false, true}},
+            {{"http", 8080, "TCP", "http"}, {"grpc", 9090, "TCP", ""}, {"all", {}, "TCP", ""}}));
   index.upsert_slice(kC1, slice("s2", "svc", {{"10.0.0.3"}}, {{"metrics", 9100, "TCP", ""}}));
   auto http = index.snapshot(query("svc", "http"));
   EXPECT_EQ(addresses(http, kC1), (std::vector<std::string>{"10.0.0.1", "10.0.0.2"}));
@@ -291,7 +297,8 @@ TEST(EndpointIndexTest, SubsetsSelectByPortNameAndConditionsDefaultAsTheApiSays)
   EXPECT_TRUE(e2.ready);
   EXPECT_FALSE(e2.serving);
   EXPECT_TRUE(e2.terminating);
-  EXPECT_EQ(addresses(index.snapshot(query("svc", "metrics")), kC1), (std::vector<std::string>{"10.0.0.3"}));
+  EXPECT_EQ(addresses(index.snapshot(query("svc", "metrics")), kC1),
+            (std::vector<std::string>{"10.0.0.3"}));
   EXPECT_EQ(addresses(index.snapshot(query("svc", "nope")), kC1), (std::vector<std::string>{}));
 }
 
@@ -307,13 +314,15 @@ TEST(EndpointIndexTest, CoreV1EndpointsForAClusterWithoutSlices) {
   eps->subsets = {subset};
   index.upsert_pod(kC1, pod("p1", {{"app", "a"}}));
   EXPECT_TRUE(index.upsert_endpoints(kC1, eps));
-  EXPECT_FALSE(index.upsert_slice(kC1, slice("s1", "svc", {{"10.9.9.9"}}))) << "the cluster's source is Endpoints";
+  EXPECT_FALSE(index.upsert_slice(kC1, slice("s1", "svc", {{"10.9.9.9"}})))
+      << "the cluster's source is Endpoints";
   auto s = index.snapshot(query("svc"));
   ASSERT_EQ(addresses(s, kC1), (std::vector<std::string>{"10.0.0.1", "10.0.0.2"}));
   EXPECT_TRUE(s->cluster(kC1)->endpoints[0].ready);
   EXPECT_EQ(s->cluster(kC1)->endpoints[0].port("http")->port, 80);
   EXPECT_FALSE(s->cluster(kC1)->endpoints[1].ready);
-  EXPECT_EQ(addresses(index.snapshot(query("svc", "http", "app=a")), kC1), (std::vector<std::string>{"10.0.0.1"}));
+  EXPECT_EQ(addresses(index.snapshot(query("svc", "http", "app=a")), kC1),
+            (std::vector<std::string>{"10.0.0.1"}));
 
   // Another cluster on slices, merged with this one.
   index.upsert_slice(kC2, slice("s1", "svc", {{"10.1.0.1"}}));
@@ -345,8 +354,10 @@ TEST(EndpointIndexTest, SnapshotsAreImmutableAndVersionsIncrease) {
   EXPECT_LT(first->version, snaps[0]->version);
   EXPECT_LT(snaps[0]->version, snaps[1]->version);
   EXPECT_LT(snaps[1]->version, snaps[2]->version);
-  EXPECT_EQ(addresses(snaps[0], kC1), (std::vector<std::string>{"10.0.0.1"}));  // unchanged by later input
-  EXPECT_EQ(snaps[1]->cluster(kC2), snaps[2]->cluster(kC2)) << "an unchanged cluster's part is shared";
+  EXPECT_EQ(addresses(snaps[0], kC1),
+            (std::vector<std::string>{"10.0.0.1"}));  // unchanged by later input
+  EXPECT_EQ(snaps[1]->cluster(kC2), snaps[2]->cluster(kC2))
+      << "an unchanged cluster's part is shared";
   ASSERT_EQ(snaps[2]->merged.size(), 2u);
   EXPECT_EQ(snaps[2]->merged[0].cluster->cluster, kC1);
   EXPECT_EQ(snaps[2]->merged[0].endpoint->address, "10.0.0.9");

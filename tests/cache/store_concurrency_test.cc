@@ -44,7 +44,8 @@ TEST(StoreConcurrencyTest, ReadersAndWritersDoNotRace) {
   }
   threads[0].join();
   threads[1].join();
-  s.add_index("late", [](const client::Object& o) { return std::vector<std::string>{o.metadata.name}; });
+  s.add_index("late",
+              [](const client::Object& o) { return std::vector<std::string>{o.metadata.name}; });
   done = true;
   threads.clear();
   EXPECT_GT(seen.load(), 0u);

@@ -76,12 +76,15 @@ TEST(StoreTest, NamespaceAndSelectorQueries) {
   s.upsert(make_object("b", "z", "1", {{"app", "web"}}));
   s.upsert(make_object("", "cluster", "1"));
   EXPECT_EQ(names(s.list_namespace("a")), (std::vector<std::string>{"a/x", "a/y"}));
-  EXPECT_EQ(names(s.list(LabelSelector::parse("app=web"))), (std::vector<std::string>{"a/x", "b/z"}));
-  EXPECT_EQ(names(s.list("a", LabelSelector::parse("app in (web)"))), (std::vector<std::string>{"a/x"}));
+  EXPECT_EQ(names(s.list(LabelSelector::parse("app=web"))),
+            (std::vector<std::string>{"a/x", "b/z"}));
+  EXPECT_EQ(names(s.list("a", LabelSelector::parse("app in (web)"))),
+            (std::vector<std::string>{"a/x"}));
   EXPECT_EQ(names(s.list(LabelSelector::parse("!app"))), (std::vector<std::string>{"cluster"}));
   // Moving labels keeps queries right.
   s.upsert(make_object("a", "y", "2", {{"app", "web"}}));
-  EXPECT_EQ(names(s.list("a", LabelSelector::parse("app=web"))), (std::vector<std::string>{"a/x", "a/y"}));
+  EXPECT_EQ(names(s.list("a", LabelSelector::parse("app=web"))),
+            (std::vector<std::string>{"a/x", "a/y"}));
 }
 
 TEST(StoreTest, CustomIndexAddedLaterIndexesExistingContents) {

@@ -22,11 +22,12 @@ using testing::base64;
 
 using testing::TempDir;
 
-std::string kubeconfig(const std::string& cluster, const std::string& user, const std::string& current = "ctx",
-                       const std::string& name = "") {
-  return "apiVersion: v1\nkind: Config\ncurrent-context: " + current + "\nclusters:\n- name: c" + name +
-         "\n  cluster:\n" + cluster + "contexts:\n- name: ctx" + name + "\n  context:\n    cluster: c" + name +
-         "\n    user: u" + name + "\n    namespace: team" + name + "\nusers:\n- name: u" + name + "\n  user:\n" + user;
+std::string kubeconfig(const std::string& cluster, const std::string& user,
+                       const std::string& current = "ctx", const std::string& name = "") {
+  return "apiVersion: v1\nkind: Config\ncurrent-context: " + current + "\nclusters:\n- name: c" +
+         name + "\n  cluster:\n" + cluster + "contexts:\n- name: ctx" + name +
+         "\n  context:\n    cluster: c" + name + "\n    user: u" + name + "\n    namespace: team" +
+         name + "\nusers:\n- name: u" + name + "\n  user:\n" + user;
 }
 
 const std::string kServer = "    server: https://127.0.0.1:6443\n";
@@ -49,9 +50,10 @@ KubeconfigOptions at(const std::string& path) {
 TEST(Kubeconfig, TokenAndCaData) {
   TempDir dir;
   auto pki = testing::make_pki();
-  auto path = dir.write("config", kubeconfig(kServer + "    certificate-authority-data: " + base64(pki.ca.cert_pem) +
-                                                 "\n    tls-server-name: api.internal\n",
-                                             "    token: s3cr3t-token\n"));
+  auto path = dir.write(
+      "config", kubeconfig(kServer + "    certificate-authority-data: " + base64(pki.ca.cert_pem) +
+                               "\n    tls-server-name: api.internal\n",
+                           "    token: s3cr3t-token\n"));
   ClusterConfig c = ClusterConfig::from_kubeconfig(at(path));
   EXPECT_EQ(c.server, "https://127.0.0.1:6443");
   EXPECT_EQ(c.ca_pem, pki.ca.cert_pem);
@@ -68,8 +70,10 @@ TEST(Kubeconfig, ClientCertFilesRelativeToKubeconfigFolder) {
   dir.write("sub/pki/ca.crt", pki.ca.cert_pem);
   dir.write("sub/pki/client.crt", pki.client.cert_pem);
   dir.write("sub/pki/client.key", pki.client.key_pem);
-  auto path = dir.write("sub/config", kubeconfig(kServer + "    certificate-authority: pki/ca.crt\n",
-                                                 "    client-certificate: pki/client.crt\n    client-key: pki/client.key\n"));
+  auto path = dir.write(
+      "sub/config",
+      kubeconfig(kServer + "    certificate-authority: pki/ca.crt\n",
+                 "    client-certificate: pki/client.crt\n    client-key: pki/client.key\n"));
   ClusterConfig c = ClusterConfig::from_kubeconfig(at(path));
   EXPECT_EQ(c.ca_pem, pki.ca.cert_pem);
   auto creds = c.credentials->current();
@@ -81,9 +85,10 @@ TEST(Kubeconfig, ClientCertFilesRelativeToKubeconfigFolder) {
 TEST(Kubeconfig, ClientCertData) {
   TempDir dir;
   auto pki = testing::make_pki();
-  auto path = dir.write("config", kubeconfig(kServer + "    insecure-skip-tls-verify: true\n",
-                                             "    client-certificate-data: " + base64(pki.client.cert_pem) +
-                                                 "\n    client-key-data: " + base64(pki.client.key_pem) + "\n"));
+  auto path = dir.write(
+      "config", kubeconfig(kServer + "    insecure-skip-tls-verify: true\n",
+                           "    client-certificate-data: " + base64(pki.client.cert_pem) +
+                               "\n    client-key-data: " + base64(pki.client.key_pem) + "\n"));
   ClusterConfig c = ClusterConfig::from_kubeconfig(at(path));
   EXPECT_TRUE(c.insecure_skip_tls_verify);
   EXPECT_EQ(c.credentials->current()->client_key_pem, pki.client.key_pem);
@@ -103,16 +108,18 @@ TEST(Kubeconfig, TokenFileIsReReadWhenRotated) {
 
 TEST(Kubeconfig, MultiFileMergeFirstWins) {
   TempDir dir;
-  auto a = dir.write("a", kubeconfig("    server: https://a.example:443\n", "    token: ta\n", "ctx"));
-  auto b = dir.write("b", kubeconfig("    server: https://b.example:443\n", "    token: tb\n", "ctxB", "B") +
-                              "- name: u\n  user:\n    token: ignored\n");
+  auto a =
+      dir.write("a", kubeconfig("    server: https://a.example:443\n", "    token: ta\n", "ctx"));
+  auto b = dir.write(
+      "b", kubeconfig("    server: https://b.example:443\n", "    token: tb\n", "ctxB", "B") +
+               "- name: u\n  user:\n    token: ignored\n");
   KubeconfigOptions o;
   o.kubeconfig_env = a + ":" + dir.path + "/missing:" + b;
   ClusterConfig c = ClusterConfig::from_kubeconfig(o);
   EXPECT_EQ(c.context, "ctx");  // current-context from the first file
   EXPECT_EQ(c.server, "https://a.example:443");
   EXPECT_EQ(c.credentials->current()->token, "ta");  // user 'u' from the first file wins
-  o.context = "ctxB";  // an entry only the second file has
+  o.context = "ctxB";                                // an entry only the second file has
   ClusterConfig cb = ClusterConfig::from_kubeconfig(o);
   EXPECT_EQ(cb.server, "https://b.example:443");
   EXPECT_EQ(cb.credentials->current()->token, "tb");
@@ -123,18 +130,20 @@ TEST(Kubeconfig, MultiFileMergeFirstWins) {
 
 TEST(Kubeconfig, ExecPluginV1WithEnvArgsAndExpiry) {
   TempDir dir;
-  dir.write("plugin.sh",
-            "#!/bin/sh\n"
-            "echo \"$@\" >> \"$(dirname \"$0\")/runs\"\n"
-            "cat <<EOT\n"
-            "{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\","
-            "\"status\":{\"token\":\"exec-$MY_ENV\",\"expirationTimestamp\":\"2099-01-01T00:00:00Z\"}}\n"
-            "EOT\n");
-  auto path = dir.write("config", kubeconfig(kServer,
-                                             "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n"
-                                             "      command: ./plugin.sh\n      args: [get-token, --x]\n"
-                                             "      env:\n      - name: MY_ENV\n        value: hello\n"
-                                             "      interactiveMode: Never\n"));
+  dir.write(
+      "plugin.sh",
+      "#!/bin/sh\n"
+      "echo \"$@\" >> \"$(dirname \"$0\")/runs\"\n"
+      "cat <<EOT\n"
+      "{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\","
+      "\"status\":{\"token\":\"exec-$MY_ENV\",\"expirationTimestamp\":\"2099-01-01T00:00:00Z\"}}\n"
+      "EOT\n");
+  auto path = dir.write("config",
+                        kubeconfig(kServer,
+                                   "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n"
+                                   "      command: ./plugin.sh\n      args: [get-token, --x]\n"
+                                   "      env:\n      - name: MY_ENV\n        value: hello\n"
+                                   "      interactiveMode: Never\n"));
   ClusterConfig c = ClusterConfig::from_kubeconfig(at(path));
   auto creds = c.credentials->current();
   ASSERT_TRUE(creds) << creds.error().to_string();
@@ -154,9 +163,10 @@ TEST(Kubeconfig, ExecPluginV1WithEnvArgsAndExpiry) {
 TEST(Kubeconfig, ExecPluginFailureIsAuthError) {
   TempDir dir;
   dir.write("bad.sh", "#!/bin/sh\necho 'not json'\nexit 3\n");
-  auto path = dir.write("config", kubeconfig(kServer,
-                                             "    exec:\n      apiVersion: client.authentication.k8s.io/v1beta1\n"
-                                             "      command: ./bad.sh\n"));
+  auto path = dir.write(
+      "config", kubeconfig(kServer,
+                           "    exec:\n      apiVersion: client.authentication.k8s.io/v1beta1\n"
+                           "      command: ./bad.sh\n"));
   ClusterConfig c = ClusterConfig::from_kubeconfig(at(path));
   auto r = c.credentials->current();
   ASSERT_FALSE(r);
@@ -168,10 +178,12 @@ TEST(Kubeconfig, ExecPluginFailureIsAuthError) {
 
 TEST(KubeconfigData, InlineFieldsLoadFromMemory) {
   auto pki = testing::make_pki();
-  std::string yaml = kubeconfig(kServer + "    certificate-authority-data: " + base64(pki.ca.cert_pem) + "\n",
-                                "    token: s3cr3t-token\n    client-certificate-data: " + base64(pki.client.cert_pem) +
-                                    "\n    client-key-data: " + base64(pki.client.key_pem) + "\n");
-  ClusterConfig c = ClusterConfig::from_kubeconfig_data(yaml, {.origin = "secret ns/remotes, key 'west'"});
+  std::string yaml = kubeconfig(
+      kServer + "    certificate-authority-data: " + base64(pki.ca.cert_pem) + "\n",
+      "    token: s3cr3t-token\n    client-certificate-data: " + base64(pki.client.cert_pem) +
+          "\n    client-key-data: " + base64(pki.client.key_pem) + "\n");
+  ClusterConfig c =
+      ClusterConfig::from_kubeconfig_data(yaml, {.origin = "secret ns/remotes, key 'west'"});
   EXPECT_EQ(c.server, "https://127.0.0.1:6443");
   EXPECT_EQ(c.ca_pem, pki.ca.cert_pem);
   EXPECT_EQ(c.namespace_, "team");
@@ -193,7 +205,8 @@ class KubeconfigDataRefused : public ::testing::TestWithParam<RefusedCase> {};
 
 TEST_P(KubeconfigDataRefused, ByDefaultNamingOriginEntryAndFieldNeverTheValue) {
   const RefusedCase& c = GetParam();
-  std::string yaml = kubeconfig(kServer + c.cluster_extra, c.user.empty() ? "    token: t0k3n\n" : c.user);
+  std::string yaml =
+      kubeconfig(kServer + c.cluster_extra, c.user.empty() ? "    token: t0k3n\n" : c.user);
   try {
     ClusterConfig::from_kubeconfig_data(yaml, {.origin = "secret ns/remotes, key 'west'"});
     FAIL() << "accepted " << c.field;
@@ -210,16 +223,24 @@ TEST_P(KubeconfigDataRefused, ByDefaultNamingOriginEntryAndFieldNeverTheValue) {
 INSTANTIATE_TEST_SUITE_P(
     EachField, KubeconfigDataRefused,
     ::testing::Values(
-        RefusedCase{"", "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: /bin/evil-plugin\n",
+        RefusedCase{"",
+                    "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: "
+                    "/bin/evil-plugin\n",
                     "exec", "/bin/evil-plugin"},
-        RefusedCase{"", "    auth-provider:\n      name: gcp-secret-provider\n", "auth-provider", "gcp-secret-provider"},
-        RefusedCase{"", "    tokenFile: /etc/secret-token-path\n", "tokenFile", "/etc/secret-token-path"},
-        RefusedCase{"    certificate-authority: /etc/secret-ca-path\n", "", "certificate-authority", "/etc/secret-ca-path"},
-        RefusedCase{"", "    client-certificate: /etc/secret-cert-path\n    client-key-data: a2V5\n",
+        RefusedCase{"", "    auth-provider:\n      name: gcp-secret-provider\n", "auth-provider",
+                    "gcp-secret-provider"},
+        RefusedCase{"", "    tokenFile: /etc/secret-token-path\n", "tokenFile",
+                    "/etc/secret-token-path"},
+        RefusedCase{"    certificate-authority: /etc/secret-ca-path\n", "", "certificate-authority",
+                    "/etc/secret-ca-path"},
+        RefusedCase{"",
+                    "    client-certificate: /etc/secret-cert-path\n    client-key-data: a2V5\n",
                     "client-certificate", "/etc/secret-cert-path"},
-        RefusedCase{"", "    client-certificate-data: Y2VydA==\n    client-key: /etc/secret-key-path\n", "client-key",
-                    "/etc/secret-key-path"},
-        RefusedCase{"    insecure-skip-tls-verify: true\n", "", "insecure-skip-tls-verify", "t0k3n"}),
+        RefusedCase{"",
+                    "    client-certificate-data: Y2VydA==\n    client-key: /etc/secret-key-path\n",
+                    "client-key", "/etc/secret-key-path"},
+        RefusedCase{"    insecure-skip-tls-verify: true\n", "", "insecure-skip-tls-verify",
+                    "t0k3n"}),
     [](const auto& info) {
       std::string n = info.param.field;
       std::erase(n, '-');
@@ -251,12 +272,13 @@ TEST(KubeconfigData, PolicyOpensWhatAnOperatorAllows) {
   ASSERT_TRUE(c.credentials);
   EXPECT_EQ(c.credentials->current()->token, "file-token");
   // allow_all is what a kubeconfig file of one's own may use.
-  EXPECT_NO_THROW(ClusterConfig::from_kubeconfig_data(yaml, {.policy = KubeconfigPolicy::allow_all()}));
+  EXPECT_NO_THROW(
+      ClusterConfig::from_kubeconfig_data(yaml, {.policy = KubeconfigPolicy::allow_all()}));
 }
 
 TEST(KubeconfigData, MalformedDataNamesTheOriginAndNeverTheToken) {
-  for (const std::string& yaml : {std::string("clusters: [unclosed\n  token: t0k3n"), std::string("- a list\n"),
-                                  std::string("")}) {
+  for (const std::string& yaml : {std::string("clusters: [unclosed\n  token: t0k3n"),
+                                  std::string("- a list\n"), std::string("")}) {
     try {
       ClusterConfig::from_kubeconfig_data(yaml, {.origin = "secret ns/remotes, key 'east'"});
       FAIL() << "accepted: " << yaml;
@@ -307,15 +329,20 @@ TEST(KubeconfigErrors, EachKindNamesFileEntryFieldAndNoSecret) {
   std::vector<Broken> cases = {
       {"server missing", "    insecure-skip-tls-verify: true\n", "    token: " + secret + "\n",
        "cluster 'c': server is missing"},
-      {"bad key base64", kServer, "    client-certificate-data: QUJD\n    client-key-data: " + secret + "!!\n",
+      {"bad key base64", kServer,
+       "    client-certificate-data: QUJD\n    client-key-data: " + secret + "!!\n",
        "user 'u': client-key-data is not valid base64"},
-      {"bad ca base64", kServer + "    certificate-authority-data: '%%%'\n", "    token: " + secret + "\n",
+      {"bad ca base64", kServer + "    certificate-authority-data: '%%%'\n",
+       "    token: " + secret + "\n",
        "cluster 'c': certificate-authority-data is not valid base64"},
-      {"unreadable ca", kServer + "    certificate-authority: nope/ca.crt\n", "    token: " + secret + "\n",
-       "cluster 'c': certificate-authority file "},
-      {"cert without key", kServer, "    client-certificate-data: QUJD\n", "user 'u': client-certificate is set but client-key is missing"},
-      {"token file missing", kServer, "    tokenFile: /nonexistent/token\n", "user 'u': tokenFile /nonexistent/token cannot be read"},
-      {"bad exec version", kServer, "    exec:\n      apiVersion: v0\n      command: x\n", "user 'u': exec.apiVersion"},
+      {"unreadable ca", kServer + "    certificate-authority: nope/ca.crt\n",
+       "    token: " + secret + "\n", "cluster 'c': certificate-authority file "},
+      {"cert without key", kServer, "    client-certificate-data: QUJD\n",
+       "user 'u': client-certificate is set but client-key is missing"},
+      {"token file missing", kServer, "    tokenFile: /nonexistent/token\n",
+       "user 'u': tokenFile /nonexistent/token cannot be read"},
+      {"bad exec version", kServer, "    exec:\n      apiVersion: v0\n      command: x\n",
+       "user 'u': exec.apiVersion"},
       {"bool", kServer + "    insecure-skip-tls-verify: maybe\n", "    token: " + secret + "\n",
        "cluster 'c': insecure-skip-tls-verify must be true or false"},
   };
@@ -323,7 +350,8 @@ TEST(KubeconfigErrors, EachKindNamesFileEntryFieldAndNoSecret) {
     TempDir dir;
     auto path = dir.write("config", kubeconfig(c.cluster, c.user));
     std::string m = message_of(at(path));
-    EXPECT_NE(m.find("kubeconfig " + path + ": " + c.expect), std::string::npos) << c.name << ": " << m;
+    EXPECT_NE(m.find("kubeconfig " + path + ": " + c.expect), std::string::npos)
+        << c.name << ": " << m;
     EXPECT_EQ(m.find(secret), std::string::npos) << c.name << ": " << m;
   }
 }
@@ -339,7 +367,8 @@ TEST(KubeconfigErrors, StructuralProblems) {
   m = message_of(at(no_ctx));
   EXPECT_NE(m.find("kubeconfig " + no_ctx + ": context 'other' not found"), std::string::npos) << m;
 
-  auto no_cluster = dir.write("nocluster", "current-context: x\ncontexts:\n- name: x\n  context:\n    cluster: gone\n");
+  auto no_cluster = dir.write(
+      "nocluster", "current-context: x\ncontexts:\n- name: x\n  context:\n    cluster: gone\n");
   m = message_of(at(no_cluster));
   EXPECT_NE(m.find("context 'x': cluster 'gone' not found"), std::string::npos) << m;
 
@@ -366,7 +395,8 @@ TEST(KubeconfigErrors, PathThroughAFile) {
   TempDir dir;
   auto file = dir.write("file", "x: 1\n");
   std::string m = message_of(at(file + "/config"));
-  EXPECT_NE(m.find("kubeconfig " + file + "/config: cannot be read: Not a directory"), std::string::npos)
+  EXPECT_NE(m.find("kubeconfig " + file + "/config: cannot be read: Not a directory"),
+            std::string::npos)
       << m;
 }
 
@@ -429,7 +459,8 @@ TEST(KubeconfigErrors, EmptyFile) {
 TEST(Kubeconfig, TokenBeatsTokenFile) {
   TempDir dir;
   dir.write("token", "from-file\n");
-  auto path = dir.write("config", kubeconfig(kServer, "    token: from-token\n    tokenFile: token\n"));
+  auto path =
+      dir.write("config", kubeconfig(kServer, "    token: from-token\n    tokenFile: token\n"));
   ClusterConfig c = ClusterConfig::from_kubeconfig(at(path));
   ASSERT_TRUE(c.credentials);
   auto creds = c.credentials->current();
@@ -442,14 +473,16 @@ TEST(KubeconfigErrors, InsecureSkipTlsVerifyWithCaIsRejected) {
   auto pki = testing::make_pki();
   dir.write("ca.crt", pki.ca.cert_pem);
   for (const std::string& ca : {"    certificate-authority-data: " + base64(pki.ca.cert_pem) + "\n",
-                               std::string("    certificate-authority: ca.crt\n")}) {
-    auto path = dir.write("config", kubeconfig(kServer + "    insecure-skip-tls-verify: true\n" + ca,
-                                               "    token: t\n"));
+                                std::string("    certificate-authority: ca.crt\n")}) {
+    auto path = dir.write(
+        "config",
+        kubeconfig(kServer + "    insecure-skip-tls-verify: true\n" + ca, "    token: t\n"));
     std::string m = message_of(at(path));
-    EXPECT_NE(m.find("kubeconfig " + path +
-                     ": cluster 'c': insecure-skip-tls-verify and certificate-authority are mutually "
-                     "exclusive"),
-              std::string::npos)
+    EXPECT_NE(
+        m.find("kubeconfig " + path +
+               ": cluster 'c': insecure-skip-tls-verify and certificate-authority are mutually "
+               "exclusive"),
+        std::string::npos)
         << m;
   }
 }
@@ -460,7 +493,8 @@ TEST(KubeconfigErrors, AuthProviderIsRejected) {
                                              "    auth-provider:\n      name: gcp\n      config:\n"
                                              "        access-token: TOPSECRET\n"));
   std::string m = message_of(at(path));
-  EXPECT_NE(m.find("kubeconfig " + path + ": user 'u': auth-provider is not supported; use an exec "
+  EXPECT_NE(m.find("kubeconfig " + path +
+                   ": user 'u': auth-provider is not supported; use an exec "
                    "credential plugin"),
             std::string::npos)
       << m;
@@ -485,7 +519,8 @@ TEST(Kubeconfig, TildeExpandsToHome) {
 
 TEST(Kubeconfig, DefaultsToHomeKubeConfigWhenKubeconfigIsUnset) {
   TempDir home;
-  home.write(".kube/config", kubeconfig("    server: https://home.example:6443\n", "    token: t\n"));
+  home.write(".kube/config",
+             kubeconfig("    server: https://home.example:6443\n", "    token: t\n"));
   testing::ScopedEnv h("HOME", home.path);
   testing::ScopedEnv k("KUBECONFIG", std::nullopt);
   EXPECT_EQ(ClusterConfig::from_kubeconfig().server, "https://home.example:6443");
@@ -494,7 +529,8 @@ TEST(Kubeconfig, DefaultsToHomeKubeConfigWhenKubeconfigIsUnset) {
   EXPECT_EQ(ClusterConfig::from_kubeconfig(empty_env).server, "https://home.example:6443");
   fs::remove(home.path + "/.kube/config");
   std::string m = message_of({});
-  EXPECT_NE(m.find("kubeconfig " + home.path + "/.kube/config: cannot be read"), std::string::npos) << m;
+  EXPECT_NE(m.find("kubeconfig " + home.path + "/.kube/config: cannot be read"), std::string::npos)
+      << m;
 }
 // --- load_default: explicit path, KUBECONFIG, in-cluster, ~/.kube/config, first match wins --
 
@@ -503,7 +539,8 @@ struct Sources {
   TempDir home;
   TempDir dir;
   testing::Pki pki = testing::make_pki();
-  std::string explicit_file = dir.write("explicit", kubeconfig("    server: https://explicit.example:6443\n", ""));
+  std::string explicit_file =
+      dir.write("explicit", kubeconfig("    server: https://explicit.example:6443\n", ""));
   std::string env_file = dir.write("env", kubeconfig("    server: https://env.example:6443\n", ""));
   InClusterOptions pod;
   testing::ScopedEnv home_env{"HOME", home.path};
@@ -559,7 +596,8 @@ TEST(LoadDefault, BrokenKubeconfigFailsInsteadOfFallingThrough) {
   KubeconfigOptions o;
   o.kubeconfig_env = s.dir.path + "/missing";
   std::string m = load_default_message(o, s.pod);
-  EXPECT_NE(m.find("KUBECONFIG is set: kubeconfig: none of " + s.dir.path + "/missing exists"), std::string::npos)
+  EXPECT_NE(m.find("KUBECONFIG is set: kubeconfig: none of " + s.dir.path + "/missing exists"),
+            std::string::npos)
       << m;
 }
 
@@ -574,26 +612,32 @@ TEST(LoadDefault, InClusterInAPodBeatsHome) {
   testing::ScopedEnv p("KUBERNETES_SERVICE_PORT", "6443");
   InClusterOptions from_env;
   from_env.service_account_dir = s.pod.service_account_dir;
-  EXPECT_EQ(ClusterConfig::load_default(Sources::no_env(), from_env).server, "https://10.96.0.2:6443");
+  EXPECT_EQ(ClusterConfig::load_default(Sources::no_env(), from_env).server,
+            "https://10.96.0.2:6443");
 }
 
 TEST(LoadDefault, NotInAPodWithoutServiceVariablesOrTokenFile) {
   Sources s;
   InClusterOptions no_host = s.pod;
   no_host.host = "";
-  EXPECT_EQ(ClusterConfig::load_default(Sources::no_env(), no_host).server, "https://home.example:6443");
+  EXPECT_EQ(ClusterConfig::load_default(Sources::no_env(), no_host).server,
+            "https://home.example:6443");
   InClusterOptions no_port = s.pod;
   no_port.port = "";
-  EXPECT_EQ(ClusterConfig::load_default(Sources::no_env(), no_port).server, "https://home.example:6443");
+  EXPECT_EQ(ClusterConfig::load_default(Sources::no_env(), no_port).server,
+            "https://home.example:6443");
   fs::remove(s.dir.path + "/sa/token");
-  EXPECT_EQ(ClusterConfig::load_default(Sources::no_env(), s.pod).server, "https://home.example:6443");
+  EXPECT_EQ(ClusterConfig::load_default(Sources::no_env(), s.pod).server,
+            "https://home.example:6443");
 }
 
 TEST(LoadDefault, BrokenPodFailsInsteadOfFallingThrough) {
   Sources s;
   fs::remove(s.dir.path + "/sa/ca.crt");
   std::string m = load_default_message(Sources::no_env(), s.pod);
-  EXPECT_NE(m.find("in-cluster config: " + s.dir.path + "/sa/ca.crt cannot be read"), std::string::npos) << m;
+  EXPECT_NE(m.find("in-cluster config: " + s.dir.path + "/sa/ca.crt cannot be read"),
+            std::string::npos)
+      << m;
 }
 
 TEST(LoadDefault, NothingFoundSaysWhatWasTriedAndWhy) {
@@ -602,16 +646,19 @@ TEST(LoadDefault, NothingFoundSaysWhatWasTriedAndWhy) {
   InClusterOptions no_host = s.pod;  // the token file exists, but this is not a Pod
   no_host.host = "";
   std::string m = load_default_message(Sources::no_env(), no_host);
-  EXPECT_EQ(m,
-            "no cluster configuration found: (1) no explicit kubeconfig path was given; (2) KUBECONFIG is not set; "
-            "(3) in-cluster: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not both set; (4) " +
-                s.home.path + "/.kube/config does not exist.");
+  EXPECT_EQ(
+      m,
+      "no cluster configuration found: (1) no explicit kubeconfig path was given; (2) KUBECONFIG "
+      "is not set; "
+      "(3) in-cluster: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not both set; (4) " +
+          s.home.path + "/.kube/config does not exist.");
   EXPECT_EQ(m.find("TOPSECRET"), std::string::npos) << m;
   fs::remove(s.dir.path + "/sa/token");
   m = load_default_message(Sources::no_env(), s.pod);
-  EXPECT_NE(m.find("(3) in-cluster: KUBERNETES_SERVICE_HOST/PORT are set but " + s.dir.path +
-                   "/sa/token does not exist; (4) " + s.home.path + "/.kube/config does not exist."),
-            std::string::npos)
+  EXPECT_NE(
+      m.find("(3) in-cluster: KUBERNETES_SERVICE_HOST/PORT are set but " + s.dir.path +
+             "/sa/token does not exist; (4) " + s.home.path + "/.kube/config does not exist."),
+      std::string::npos)
       << m;
   EXPECT_EQ(m.find("TOPSECRET"), std::string::npos) << m;
   testing::ScopedEnv no_home("HOME", std::nullopt);

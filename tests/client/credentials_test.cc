@@ -109,9 +109,9 @@ TEST(ExecPlugin, ReRunOnceTheCachedCredentialExpired) {
   auto now = std::chrono::system_clock::now();
 
   // Already expired when it arrives: every current() has to run the plugin again.
-  dir.write("out.json", testing::exec_credential(
-                            kV1, R"({"token":"tok-@N@","expirationTimestamp":")" +
-                                     testing::rfc3339(now - 60s) + R"("})"));
+  dir.write("out.json",
+            testing::exec_credential(kV1, R"({"token":"tok-@N@","expirationTimestamp":")" +
+                                              testing::rfc3339(now - 60s) + R"("})"));
   auto first = provider->current();
   ASSERT_TRUE(first) << first.error().to_string();
   EXPECT_EQ(first->token, "tok-1");
@@ -123,9 +123,9 @@ TEST(ExecPlugin, ReRunOnceTheCachedCredentialExpired) {
   EXPECT_EQ(testing::plugin_runs(dir), 2);
 
   // Valid for an hour: the next run's credential is cached.
-  dir.write("out.json", testing::exec_credential(
-                            kV1, R"({"token":"tok-@N@","expirationTimestamp":")" +
-                                     testing::rfc3339(now + 1h) + R"("})"));
+  dir.write("out.json",
+            testing::exec_credential(kV1, R"({"token":"tok-@N@","expirationTimestamp":")" +
+                                              testing::rfc3339(now + 1h) + R"("})"));
   EXPECT_EQ(provider->current()->token, "tok-3");
   EXPECT_EQ(provider->current()->token, "tok-3");
   EXPECT_EQ(testing::plugin_runs(dir), 3);
@@ -269,12 +269,11 @@ TEST(ExecPlugin, ClientCertificateFromThePluginIsUsed) {
   server.on("GET", "/x", [](const testing::Request&) { return testing::Reply::text("ok"); });
   TempDir dir;
   auto plugin = testing::write_plugin(dir);
-  dir.write("out.json",
-            testing::exec_credential(
-                kV1, R"({"token":"plugin-token","clientCertificateData":")" +
-                         testing::json_escape(server.pki().client.cert_pem) +
-                         R"(","clientKeyData":")" + testing::json_escape(server.pki().client.key_pem) +
-                         R"("})"));
+  dir.write("out.json", testing::exec_credential(
+                            kV1, R"({"token":"plugin-token","clientCertificateData":")" +
+                                     testing::json_escape(server.pki().client.cert_pem) +
+                                     R"(","clientKeyData":")" +
+                                     testing::json_escape(server.pki().client.key_pem) + R"("})"));
   auto provider = exec_credentials(exec_config(plugin));
   auto c = provider->current();
   ASSERT_TRUE(c) << c.error().to_string();

@@ -64,7 +64,8 @@ TEST(Endpoints, DecodesFullServerObject) {
   EXPECT_EQ(s.addresses[0].hostname, "");
   ASSERT_TRUE(s.addresses[0].target_ref);
   EXPECT_EQ(*s.addresses[0].target_ref,
-            (ObjectReference{"Pod", "bookinfo", "reviews-v1-5b5d6494f4-2xk8m", "0c6cfd93-0f3a-4a21-9f6b-3f4b7f0b9d11"}));
+            (ObjectReference{"Pod", "bookinfo", "reviews-v1-5b5d6494f4-2xk8m",
+                             "0c6cfd93-0f3a-4a21-9f6b-3f4b7f0b9d11"}));
   ASSERT_EQ(s.not_ready_addresses.size(), 1u);
   EXPECT_EQ(s.not_ready_addresses[0].hostname, "reviews-1");
   ASSERT_EQ(s.ports.size(), 2u);
@@ -78,7 +79,8 @@ TEST(Endpoints, EmptyAndMissingFields) {
   ASSERT_TRUE(none) << none.error().to_string();
   EXPECT_TRUE(dynamic_cast<const Endpoints&>(*none.value()).subsets.empty());
 
-  auto r = decode(R"({"metadata":{"name":"svc","namespace":"ns"},"subsets":[{"addresses":[{"ip":"10.0.0.1"}],"ports":[{"port":53}]}]})");
+  auto r = decode(
+      R"({"metadata":{"name":"svc","namespace":"ns"},"subsets":[{"addresses":[{"ip":"10.0.0.1"}],"ports":[{"port":53}]}]})");
   ASSERT_TRUE(r) << r.error().to_string();
   const auto& e = dynamic_cast<const Endpoints&>(*r.value());
   EXPECT_FALSE(e.subsets[0].addresses[0].target_ref);
@@ -92,8 +94,10 @@ TEST(Endpoints, WrongShapesNameTheField) {
     const char* field;
   };
   const Case cases[] = {
-      {R"({"metadata":{"name":"svc","namespace":"ns"},"subsets":{}})", "subsets: expected an array, got an object"},
-      {R"({"metadata":{"name":"svc","namespace":"ns"},"subsets":[[]]})", "subsets[0]: expected an object"},
+      {R"({"metadata":{"name":"svc","namespace":"ns"},"subsets":{}})",
+       "subsets: expected an array, got an object"},
+      {R"({"metadata":{"name":"svc","namespace":"ns"},"subsets":[[]]})",
+       "subsets[0]: expected an object"},
       {R"({"metadata":{"name":"svc","namespace":"ns"},"subsets":[{"addresses":[{"ip":10}]}]})",
        "subsets[0].addresses[0].ip: expected a string, got an integer"},
       {R"({"metadata":{"name":"svc","namespace":"ns"},"subsets":[{},{"notReadyAddresses":[{"ip":"1.2.3.4","targetRef":"Pod/x"}]}]})",

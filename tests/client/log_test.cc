@@ -14,19 +14,23 @@ using namespace std::chrono_literals;
 using testing::LogCapture;
 
 TEST(Log, FormatsLogfmtAndQuotesOnlyWhereNeeded) {
-  std::vector<LogField> fields{{"informer", "pods ns=default"}, {"rv", "42"}, {"error", "say \"no\"\\x"}, {"empty", ""}};
+  std::vector<LogField> fields{
+      {"informer", "pods ns=default"}, {"rv", "42"}, {"error", "say \"no\"\\x"}, {"empty", ""}};
   LogRecord r{LogLevel::warn, "reflector", "watch failed, rewatching", fields, 0};
   EXPECT_EQ(format_logfmt(r),
-            "level=warn component=reflector msg=\"watch failed, rewatching\" informer=\"pods ns=default\" rv=42 "
+            "level=warn component=reflector msg=\"watch failed, rewatching\" informer=\"pods "
+            "ns=default\" rv=42 "
             "error=\"say \\\"no\\\"\\\\x\" empty=\"\"");
   std::vector<LogField> hostile{{"error", "proxy said\nlevel=error msg=\"forged\"\r\x01"}};
   r.fields = hostile;
-  EXPECT_EQ(format_logfmt(r), "level=warn component=reflector msg=\"watch failed, rewatching\" "
-                              "error=\"proxy said\\nlevel=error msg=\\\"forged\\\"\\r\\x01\"")
+  EXPECT_EQ(format_logfmt(r),
+            "level=warn component=reflector msg=\"watch failed, rewatching\" "
+            "error=\"proxy said\\nlevel=error msg=\\\"forged\\\"\\r\\x01\"")
       << "a server's text can neither split a line nor forge one";
   r.suppressed = 3;
   r.fields = {};
-  EXPECT_EQ(format_logfmt(r), "level=warn component=reflector msg=\"watch failed, rewatching\" suppressed=3");
+  EXPECT_EQ(format_logfmt(r),
+            "level=warn component=reflector msg=\"watch failed, rewatching\" suppressed=3");
 }
 
 TEST(Log, ContextFieldsComeFirstAndWithAddsToThem) {
@@ -51,7 +55,8 @@ TEST(Log, RateLimitedPerCauseWithTheNumberSuppressed) {
   LogCapture capture;
   auto now = std::chrono::steady_clock::time_point{} + 1000h;
   Logger log(capture.sink(), "reflector", {}, LogRateLimit{3, 10s}, [&] { return now; });
-  for (int i = 0; i < 10; ++i) log.warn("watch failed, rewatching", {{"attempt", std::to_string(i)}});
+  for (int i = 0; i < 10; ++i)
+    log.warn("watch failed, rewatching", {{"attempt", std::to_string(i)}});
   log.warn("list failed");
   auto flapping = capture.with_message("watch failed, rewatching");
   ASSERT_EQ(flapping.size(), 3u);

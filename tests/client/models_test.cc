@@ -1,5 +1,5 @@
-// Typed models: Secret, EndpointSlice (decode tolerant of unknown/missing fields, wrong shapes name the
-// field and never a secret value, encode round trip).
+// Typed models: Secret, EndpointSlice (decode tolerant of unknown/missing fields, wrong shapes name
+// the field and never a secret value, encode round trip).
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
 
@@ -49,7 +49,8 @@ TEST(DynamicObject, NestingBeyondTheLimitIsADecodeError) {
 }
 
 TEST(Secret, DecodesBase64DataAndRoundTrips) {
-  auto r = decode<Secret>(R"({"apiVersion":"v1","kind":"Secret","metadata":{"name":"tls","namespace":"ns","managedFields":[{}]},
+  auto r = decode<Secret>(
+      R"({"apiVersion":"v1","kind":"Secret","metadata":{"name":"tls","namespace":"ns","managedFields":[{}]},
     "type":"kubernetes.io/tls","data":{"tls.key":"a2V5LWJ5dGVz","ca.crt":"Y2E="},"unknown":{"x":1}})");
   ASSERT_TRUE(r) << r.error().to_string();
   const auto& s = dynamic_cast<const Secret&>(*r.value());
@@ -63,7 +64,8 @@ TEST(Secret, DecodesBase64DataAndRoundTrips) {
 }
 
 TEST(Secret, BadBase64NamesKeyNotValue) {
-  auto r = decode<Secret>(R"({"metadata":{"name":"s","namespace":"ns"},"data":{"password":"TOPSECRET!!"}})");
+  auto r = decode<Secret>(
+      R"({"metadata":{"name":"s","namespace":"ns"},"data":{"password":"TOPSECRET!!"}})");
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, Errc::decode);
   EXPECT_NE(r.error().message.find("data.password"), std::string::npos);
@@ -101,7 +103,8 @@ TEST(EndpointSlice, DecodesMeshFields) {
 }
 
 TEST(EndpointSlice, EmptySliceIsValid) {
-  auto r = decode<EndpointSlice>(R"({"metadata":{"name":"e","namespace":"ns"},"addressType":"IPv4","endpoints":null})");
+  auto r = decode<EndpointSlice>(
+      R"({"metadata":{"name":"e","namespace":"ns"},"addressType":"IPv4","endpoints":null})");
   ASSERT_TRUE(r);
   EXPECT_TRUE(dynamic_cast<const EndpointSlice&>(*r.value()).endpoints.empty());
 }
@@ -112,10 +115,12 @@ TEST(EndpointSlice, WrongShapesNameTheField) {
     const char* field;
   };
   const Case cases[] = {
-      {R"({"metadata":{"name":"e","namespace":"ns"},"addressType":4})", "addressType: expected a string, got an integer"},
+      {R"({"metadata":{"name":"e","namespace":"ns"},"addressType":4})",
+       "addressType: expected a string, got an integer"},
       {R"({"metadata":{"name":"e","namespace":"ns"},"endpoints":{"addresses":[]}})",
        "endpoints: expected an array, got an object"},
-      {R"({"metadata":{"name":"e","namespace":"ns"},"endpoints":["10.0.0.1"]})", "endpoints[0]: expected an object, got a string"},
+      {R"({"metadata":{"name":"e","namespace":"ns"},"endpoints":["10.0.0.1"]})",
+       "endpoints[0]: expected an object, got a string"},
       {R"({"metadata":{"name":"e","namespace":"ns"},"endpoints":[{"addresses":["10.0.0.1"]},{"addresses":["10.0.0.2",7]}]})",
        "endpoints[1].addresses[1]: expected a string, got an integer"},
       {R"({"metadata":{"name":"e","namespace":"ns"},"endpoints":[{"addresses":"10.0.0.1"}]})",
@@ -132,7 +137,8 @@ TEST(EndpointSlice, WrongShapesNameTheField) {
        "endpoints[0].targetRef: expected an object, got a string"},
       {R"({"metadata":{"name":"e","namespace":"ns"},"endpoints":[{"targetRef":{"uid":1}}]})",
        "endpoints[0].targetRef.uid: expected a string, got an integer"},
-      {R"({"metadata":{"name":"e","namespace":"ns"},"ports":{}})", "ports: expected an array, got an object"},
+      {R"({"metadata":{"name":"e","namespace":"ns"},"ports":{}})",
+       "ports: expected an array, got an object"},
       {R"({"metadata":{"name":"e","namespace":"ns"},"ports":[{"port":80},{"port":"8080"}]})",
        "ports[1].port: expected a 32-bit integer, got a string"},
       {R"({"metadata":{"name":"e","namespace":"ns"},"ports":[{"port":80.5}]})",
@@ -144,7 +150,8 @@ TEST(EndpointSlice, WrongShapesNameTheField) {
     auto r = decode<EndpointSlice>(c.json);
     ASSERT_FALSE(r) << c.json;
     EXPECT_EQ(r.error().code, Errc::decode);
-    EXPECT_NE(r.error().message.find("EndpointSlice ns/e: "), std::string::npos) << r.error().message;
+    EXPECT_NE(r.error().message.find("EndpointSlice ns/e: "), std::string::npos)
+        << r.error().message;
     EXPECT_NE(r.error().message.find(c.field), std::string::npos) << r.error().message;
   }
 }
@@ -172,9 +179,12 @@ TEST(Secret, WrongShapesNameTheField) {
     const char* field;
   };
   const Case cases[] = {
-      {R"({"metadata":{"name":"s","namespace":"ns"},"type":1})", "type: expected a string, got an integer"},
-      {R"({"metadata":{"name":"s","namespace":"ns"},"data":["a2V5"]})", "data: expected an object, got an array"},
-      {R"({"metadata":{"name":"s","namespace":"ns"},"data":"a2V5"})", "data: expected an object, got a string"},
+      {R"({"metadata":{"name":"s","namespace":"ns"},"type":1})",
+       "type: expected a string, got an integer"},
+      {R"({"metadata":{"name":"s","namespace":"ns"},"data":["a2V5"]})",
+       "data: expected an object, got an array"},
+      {R"({"metadata":{"name":"s","namespace":"ns"},"data":"a2V5"})",
+       "data: expected an object, got a string"},
       {R"({"metadata":{"name":"s","namespace":"ns"},"data":{"ca.crt":"Y2E=","tls.key":12345}})",
        "data.tls.key: expected a string, got an integer"},
       {R"({"metadata":{"name":"s","namespace":"ns"},"data":{"tls.key":{"v":"a2V5"}}})",
@@ -192,10 +202,12 @@ TEST(Secret, WrongShapesNameTheField) {
 }
 
 TEST(Secret, NullDataAndNullValueAreEmpty) {
-  auto none = decode<Secret>(R"({"metadata":{"name":"s","namespace":"ns"},"type":null,"data":null})");
+  auto none =
+      decode<Secret>(R"({"metadata":{"name":"s","namespace":"ns"},"type":null,"data":null})");
   ASSERT_TRUE(none) << none.error().to_string();
   EXPECT_TRUE(dynamic_cast<const Secret&>(*none.value()).data.empty());
-  auto r = decode<Secret>(R"({"metadata":{"name":"s","namespace":"ns"},"data":{"empty":null,"also":""}})");
+  auto r = decode<Secret>(
+      R"({"metadata":{"name":"s","namespace":"ns"},"data":{"empty":null,"also":""}})");
   ASSERT_TRUE(r) << r.error().to_string();
   const auto& s = dynamic_cast<const Secret&>(*r.value());
   ASSERT_EQ(s.data.size(), 2u);

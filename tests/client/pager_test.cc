@@ -77,7 +77,8 @@ TEST(ListPager, FollowsContinueTokensWithoutResourceVersionOnContinuations) {
   EXPECT_EQ(pages.calls[0].resource_version_match, "NotOlderThan");
   for (std::size_t i = 1; i < 3; ++i) {
     EXPECT_EQ(pages.calls[i].continue_token, "c" + std::to_string(i));
-    EXPECT_FALSE(pages.calls[i].resource_version.has_value()) << "resourceVersion with continue is a 400";
+    EXPECT_FALSE(pages.calls[i].resource_version.has_value())
+        << "resourceVersion with continue is a 400";
     EXPECT_EQ(pages.calls[i].resource_version_match, "");
   }
   for (const auto& c : pages.calls) {
@@ -88,7 +89,8 @@ TEST(ListPager, FollowsContinueTokensWithoutResourceVersionOnContinuations) {
 
 TEST(ListPager, AnExpiredContinueTokenRestartsFromScratchOnceThenIsReturned) {
   ScriptedPages pages;
-  pages.script = {page({"a"}, "10", "c1"), expired(), page({"a2"}, "20", "c3"), page({"b"}, "21", "")};
+  pages.script = {page({"a"}, "10", "c1"), expired(), page({"a2"}, "20", "c3"),
+                  page({"b"}, "21", "")};
   auto r = ListPager(pages.fn()).list(at_zero(1));
   ASSERT_TRUE(r) << r.error().to_string();
   EXPECT_EQ(names(*r), (std::vector<std::string>{"a2", "b"}));  // the first "a" was dropped
@@ -123,8 +125,9 @@ TEST(ListPager, AnExpiryOnTheFirstPageOrWithRestartsOffIsReturned) {
 
 TEST(ListPager, TheRestartHookRestartsTheListWithTheOptionsItGives) {
   ScriptedPages pages;
-  pages.script = {Error::make(Errc::too_large, "too big"), page({"a"}, "10", "c1"), page({"b"}, "10", ""),
-                  Error::make(Errc::too_large, "too big"), Error::make(Errc::too_large, "still too big")};
+  pages.script = {Error::make(Errc::too_large, "too big"), page({"a"}, "10", "c1"),
+                  page({"b"}, "10", ""), Error::make(Errc::too_large, "too big"),
+                  Error::make(Errc::too_large, "still too big")};
   ListPagerOptions o;
   std::vector<std::string> asked;
   o.restart = [&](const Error& e, const ListOptions& failed) -> std::optional<ListOptions> {

@@ -206,23 +206,32 @@ TEST_P(PodWrongShape, IsDecodeErrorNamingTheField) {
 INSTANTIATE_TEST_SUITE_P(
     Fields, PodWrongShape,
     ::testing::Values(
-        WrongShape{R"({"metadata":{"name":"p","namespace":"ns"},"spec":[]})", "spec: expected an object, got an array"},
+        WrongShape{R"({"metadata":{"name":"p","namespace":"ns"},"spec":[]})",
+                   "spec: expected an object, got an array"},
         WrongShape{R"({"metadata":{"name":"p","namespace":"ns"},"spec":{"hostNetwork":"yes"}})",
                    "spec.hostNetwork: expected a boolean, got a string"},
-        WrongShape{R"({"metadata":{"name":"p","namespace":"ns"},"spec":{"containers":{}}})", "spec.containers:"},
-        WrongShape{R"({"metadata":{"name":"p","namespace":"ns"},"spec":{"containers":[{"name":"a"},"b"]}})",
-                   "spec.containers[1]: expected an object, got a string"},
-        WrongShape{R"({"metadata":{"name":"p","namespace":"ns"},"spec":{"containers":[{"name":"a","ports":[{"containerPort":"80"}]}]}})",
-                   "spec.containers[0].ports[0].containerPort: expected a 32-bit integer, got a string"},
-        WrongShape{R"({"metadata":{"name":"p","namespace":"ns"},"spec":{"containers":[{"name":"a","ports":[{"containerPort":8000000000}]}]}})",
-                   "spec.containers[0].ports[0].containerPort"},
-        WrongShape{R"({"metadata":{"name":"p","namespace":"ns"},"status":{"podIP":1}})", "status.podIP: expected a string"},
-        WrongShape{R"({"metadata":{"name":"p","namespace":"ns"},"status":{"podIPs":["10.0.0.1"]}})", "status.podIPs[0]"},
-        WrongShape{R"({"metadata":{"name":"p","namespace":"ns"},"status":{"conditions":[{"type":"Ready","status":true}]}})",
-                   "status.conditions[0].status: expected a string, got a boolean"}));
+        WrongShape{R"({"metadata":{"name":"p","namespace":"ns"},"spec":{"containers":{}}})",
+                   "spec.containers:"},
+        WrongShape{
+            R"({"metadata":{"name":"p","namespace":"ns"},"spec":{"containers":[{"name":"a"},"b"]}})",
+            "spec.containers[1]: expected an object, got a string"},
+        WrongShape{
+            R"({"metadata":{"name":"p","namespace":"ns"},"spec":{"containers":[{"name":"a","ports":[{"containerPort":"80"}]}]}})",
+            "spec.containers[0].ports[0].containerPort: expected a 32-bit integer, got a string"},
+        WrongShape{
+            R"({"metadata":{"name":"p","namespace":"ns"},"spec":{"containers":[{"name":"a","ports":[{"containerPort":8000000000}]}]}})",
+            "spec.containers[0].ports[0].containerPort"},
+        WrongShape{R"({"metadata":{"name":"p","namespace":"ns"},"status":{"podIP":1}})",
+                   "status.podIP: expected a string"},
+        WrongShape{R"({"metadata":{"name":"p","namespace":"ns"},"status":{"podIPs":["10.0.0.1"]}})",
+                   "status.podIPs[0]"},
+        WrongShape{
+            R"({"metadata":{"name":"p","namespace":"ns"},"status":{"conditions":[{"type":"Ready","status":true}]}})",
+            "status.conditions[0].status: expected a string, got a boolean"}));
 
 TEST(Pod, WrongShapeMessageNeverCarriesTheValue) {
-  auto r = decode(R"({"metadata":{"name":"p","namespace":"ns"},"spec":{"nodeName":{"secret":"hunter2"}}})");
+  auto r = decode(
+      R"({"metadata":{"name":"p","namespace":"ns"},"spec":{"nodeName":{"secret":"hunter2"}}})");
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().message.find("hunter2"), std::string::npos);
 }

@@ -21,7 +21,8 @@ using testing::Msg;
 using testing::watch_frame;
 
 constexpr std::string_view kListAccept = "application/vnd.kubernetes.protobuf, application/json";
-constexpr std::string_view kWatchAccept = "application/vnd.kubernetes.protobuf;stream=watch, application/json";
+constexpr std::string_view kWatchAccept =
+    "application/vnd.kubernetes.protobuf;stream=watch, application/json";
 
 const ResourceType& pods() { return ResourceTraits<Pod>::type(); }
 
@@ -43,7 +44,10 @@ Reply protobuf_reply(std::string body, int status = 200) {
 
 std::string pod_list_proto() {
   return envelope("v1", "PodList",
-                  Msg().msg(1, Msg().str(2, "100").str(3, "next")).msg(2, testing::pod_proto("a", "1")).msg(2, testing::pod_proto("b", "2")));
+                  Msg()
+                      .msg(1, Msg().str(2, "100").str(3, "next"))
+                      .msg(2, testing::pod_proto("a", "1"))
+                      .msg(2, testing::pod_proto("b", "2")));
 }
 
 std::string one_line(std::string json) {
@@ -53,7 +57,8 @@ std::string one_line(std::string json) {
 
 TEST(ProtobufRestClient, TypedListAsksForProtobufAndDecodesIt) {
   FakeApiServer server;
-  server.on("GET", "/api/v1/namespaces/ns/pods", [](const Request&) { return protobuf_reply(pod_list_proto()); });
+  server.on("GET", "/api/v1/namespaces/ns/pods",
+            [](const Request&) { return protobuf_reply(pod_list_proto()); });
   RestClient client(server.cluster_config(), unlimited());
   auto r = client.list(pods(), "ns");
   ASSERT_TRUE(r) << r.error().to_string();
@@ -61,14 +66,16 @@ TEST(ProtobufRestClient, TypedListAsksForProtobufAndDecodesIt) {
   EXPECT_EQ(r->resource_version, "100");
   EXPECT_EQ(r->continue_token, "next");
   ASSERT_EQ(r->items.size(), 2u);
-  testing::expect_same(dynamic_cast<const Pod&>(*r->items[0]), *testing::decode_json<Pod>(testing::pod_json("a", "1")));
+  testing::expect_same(dynamic_cast<const Pod&>(*r->items[0]),
+                       *testing::decode_json<Pod>(testing::pod_json("a", "1")));
 }
 
 TEST(ProtobufRestClient, TypedListFallsBackToJsonWhenTheServerAnswersJson) {
   FakeApiServer server;
   server.on("GET", "/api/v1/namespaces/ns/pods", [](const Request&) {
-    return Reply::json(R"({"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"5"},"items":[)" +
-                       one_line(testing::pod_json("a", "1")) + "]}");
+    return Reply::json(
+        R"({"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"5"},"items":[)" +
+        one_line(testing::pod_json("a", "1")) + "]}");
   });
   RestClient client(server.cluster_config(), unlimited());
   auto r = client.list(pods(), "ns");
@@ -76,13 +83,17 @@ TEST(ProtobufRestClient, TypedListFallsBackToJsonWhenTheServerAnswersJson) {
   EXPECT_EQ(server.requests().at(0).header("accept"), kListAccept);
   EXPECT_EQ(r->resource_version, "5");
   ASSERT_EQ(r->items.size(), 1u);
-  testing::expect_same(dynamic_cast<const Pod&>(*r->items[0]), *testing::decode_json<Pod>(testing::pod_json("a", "1")));
+  testing::expect_same(dynamic_cast<const Pod&>(*r->items[0]),
+                       *testing::decode_json<Pod>(testing::pod_json("a", "1")));
 }
 
 TEST(ProtobufRestClient, ListErrorsInProtobufAreMapped) {
   FakeApiServer server;
   server.on("GET", "/api/v1/namespaces/ns/pods", [](const Request&) {
-    return protobuf_reply(envelope("v1", "Status", Msg().str(3, "continue token expired").str(4, "Expired").int32(6, 410)), 410);
+    return protobuf_reply(
+        envelope("v1", "Status",
+                 Msg().str(3, "continue token expired").str(4, "Expired").int32(6, 410)),
+        410);
   });
   RestClient client(server.cluster_config(), unlimited());
   auto r = client.list(pods(), "ns");
@@ -92,7 +103,8 @@ TEST(ProtobufRestClient, ListErrorsInProtobufAreMapped) {
   EXPECT_EQ(r.error().reason, "Expired");
   EXPECT_EQ(r.error().message, "continue token expired");
   // A JSON error body is still understood.
-  server.on("GET", "/api/v1/namespaces/ns/pods", [](const Request&) { return Reply::api_status(403, "Forbidden", "no"); });
+  server.on("GET", "/api/v1/namespaces/ns/pods",
+            [](const Request&) { return Reply::api_status(403, "Forbidden", "no"); });
   r = client.list(pods(), "ns");
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().reason, "Forbidden");
@@ -100,12 +112,14 @@ TEST(ProtobufRestClient, ListErrorsInProtobufAreMapped) {
 
 TEST(ProtobufRestClient, MalformedProtobufListIsADecodeError) {
   FakeApiServer server;
-  server.on("GET", "/api/v1/namespaces/ns/pods", [](const Request&) { return protobuf_reply("{\"not\":\"protobuf\"}"); });
+  server.on("GET", "/api/v1/namespaces/ns/pods",
+            [](const Request&) { return protobuf_reply("{\"not\":\"protobuf\"}"); });
   RestClient client(server.cluster_config(), unlimited());
   auto r = client.list(pods(), "ns");
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, Errc::decode);
-  EXPECT_EQ(r.error().message, "pods list response: not a Kubernetes protobuf message (no k8s\\0 prefix)");
+  EXPECT_EQ(r.error().message,
+            "pods list response: not a Kubernetes protobuf message (no k8s\\0 prefix)");
 }
 
 TEST(ProtobufRestClient, SwitchOffDynamicObjectsAndGetStayJson) {
@@ -113,7 +127,8 @@ TEST(ProtobufRestClient, SwitchOffDynamicObjectsAndGetStayJson) {
   server.on("GET", "/api/v1/namespaces/ns/pods", [](const Request&) {
     return Reply::json(R"({"kind":"PodList","metadata":{"resourceVersion":"5"},"items":[]})");
   });
-  server.on("GET", "/api/v1/namespaces/ns/pods/a", [](const Request&) { return Reply::json(one_line(testing::pod_json("a", "1"))); });
+  server.on("GET", "/api/v1/namespaces/ns/pods/a",
+            [](const Request&) { return Reply::json(one_line(testing::pod_json("a", "1"))); });
   RestClient off(server.cluster_config(), unlimited(false));
   ASSERT_TRUE(off.list(pods(), "ns"));
   RestClient on(server.cluster_config(), unlimited());
@@ -121,7 +136,8 @@ TEST(ProtobufRestClient, SwitchOffDynamicObjectsAndGetStayJson) {
   ASSERT_TRUE(on.get(pods(), "ns", "a"));
   auto requests = server.requests();
   ASSERT_EQ(requests.size(), 3u);
-  for (const auto& req : requests) EXPECT_EQ(req.header("accept"), "application/json") << req.target;
+  for (const auto& req : requests)
+    EXPECT_EQ(req.header("accept"), "application/json") << req.target;
 }
 
 TEST(ProtobufRestClient, TypedWatchAsksForProtobufAndDecodesFramesAcrossChunks) {
@@ -146,12 +162,16 @@ TEST(ProtobufRestClient, TypedWatchAsksForProtobufAndDecodesFramesAcrossChunks) 
   auto first = w.value()->next();
   ASSERT_TRUE(first && first.value()) << (first ? "end" : first.error().to_string());
   EXPECT_EQ(first.value()->type, EventType::added);
-  testing::expect_same(dynamic_cast<const Pod&>(*first.value()->object), *testing::decode_json<Pod>(testing::pod_json("a", "1")));
+  testing::expect_same(dynamic_cast<const Pod&>(*first.value()->object),
+                       *testing::decode_json<Pod>(testing::pod_json("a", "1")));
   auto second = w.value()->next();
   ASSERT_TRUE(second && second.value());
   EXPECT_EQ(second.value()->type, EventType::modified);
   EXPECT_EQ(second.value()->object->metadata.resource_version, "2");
-  stream->send(watch_frame("ERROR", envelope("v1", "Status", Msg().str(3, "too old resource version: 1 (5)").str(4, "Expired").int32(6, 410))));
+  stream->send(watch_frame(
+      "ERROR",
+      envelope("v1", "Status",
+               Msg().str(3, "too old resource version: 1 (5)").str(4, "Expired").int32(6, 410))));
   auto error = w.value()->next();
   ASSERT_FALSE(error);
   EXPECT_EQ(error.error().http_status, 410);
@@ -181,21 +201,26 @@ TEST(ProtobufRestClient, TypedWatchTruncatedInAFrameIsTruncated) {
 TEST(ProtobufRestClient, TypedWatchFallsBackToJson) {
   FakeApiServer server;
   auto stream = std::make_shared<ScriptedStream>();
-  server.on("GET", "/api/v1/namespaces/ns/pods", [&](const Request&) { return Reply::streaming(stream); });
+  server.on("GET", "/api/v1/namespaces/ns/pods",
+            [&](const Request&) { return Reply::streaming(stream); });
   RestClient client(server.cluster_config(), unlimited());
   auto w = client.watch(pods(), "ns", ListOptions{});
   ASSERT_TRUE(w) << w.error().to_string();
   EXPECT_EQ(server.requests().at(0).header("accept"), kWatchAccept);
-  stream->send(kinformer::testing::watch_event_line("ADDED", one_line(testing::pod_json("a", "1"))));
+  stream->send(
+      kinformer::testing::watch_event_line("ADDED", one_line(testing::pod_json("a", "1"))));
   auto e = w.value()->next();
   ASSERT_TRUE(e && e.value()) << (e ? "end" : e.error().to_string());
-  testing::expect_same(dynamic_cast<const Pod&>(*e.value()->object), *testing::decode_json<Pod>(testing::pod_json("a", "1")));
+  testing::expect_same(dynamic_cast<const Pod&>(*e.value()->object),
+                       *testing::decode_json<Pod>(testing::pod_json("a", "1")));
 }
 
 TEST(ProtobufRestClient, WatchOpenErrorInProtobufIsMapped) {
   FakeApiServer server;
   server.on("GET", "/api/v1/namespaces/ns/pods", [](const Request&) {
-    Reply r = protobuf_reply(envelope("v1", "Status", Msg().str(3, "slow down").str(4, "TooManyRequests").int32(6, 429)), 429);
+    Reply r = protobuf_reply(
+        envelope("v1", "Status", Msg().str(3, "slow down").str(4, "TooManyRequests").int32(6, 429)),
+        429);
     r.headers.emplace_back("Retry-After", "2");
     return r;
   });
@@ -210,7 +235,8 @@ TEST(ProtobufRestClient, WatchOpenErrorInProtobufIsMapped) {
 
 TEST(ProtobufRestClient, DynamicAndSwitchedOffWatchesAskForJson) {
   FakeApiServer server;
-  server.on("GET", "/api/v1/namespaces/ns/pods", [](const Request&) { return Reply::streaming(std::make_shared<ScriptedStream>()); });
+  server.on("GET", "/api/v1/namespaces/ns/pods",
+            [](const Request&) { return Reply::streaming(std::make_shared<ScriptedStream>()); });
   RestClient on(server.cluster_config(), unlimited());
   auto dynamic = on.watch(dynamic_resource(pods().gvr), "ns", ListOptions{});
   ASSERT_TRUE(dynamic) << dynamic.error().to_string();

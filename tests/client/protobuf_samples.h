@@ -51,10 +51,16 @@ inline Msg pod_meta_proto(std::string_view name, std::string_view rv) {
       .str(6, rv)
       .int64(7, 3)
       .msg(8, Msg().int64(1, 1709251198).int32(2, 123))  // 2024-02-29T23:59:58Z; nanos dropped
-      .entry(11, "tier", "front")                         // out of order: sorted by the decoder
+      .entry(11, "tier", "front")                        // out of order: sorted by the decoder
       .entry(11, "app", "web")
       .entry(12, "a.io/x", "1")
-      .msg(13, Msg().str(1, "ReplicaSet").str(3, "web-rs").str(4, "u-rs").str(5, "apps/v1").boolean(6, true).boolean(7, true))
+      .msg(13, Msg()
+                   .str(1, "ReplicaSet")
+                   .str(3, "web-rs")
+                   .str(4, "u-rs")
+                   .str(5, "apps/v1")
+                   .boolean(6, true)
+                   .boolean(7, true))
       .str(14, "f.io/one")
       .str(14, "f.io/two")
       .msg(17, Msg().str(1, "kubelet"))  // managedFields: never kept

@@ -23,7 +23,8 @@ struct Decoded {
 };
 
 // Feeds `pieces` and finishes; collects every event and the first error.
-Decoded run(const std::vector<std::string_view>& pieces, ProtobufWatchDecoder::Options options = {}) {
+Decoded run(const std::vector<std::string_view>& pieces,
+            ProtobufWatchDecoder::Options options = {}) {
   ProtobufWatchDecoder decoder(pod_codec(), options);
   Decoded d;
   for (auto piece : pieces) {
@@ -41,7 +42,8 @@ std::string pod_envelope(std::string_view name, std::string_view rv) {
 }
 
 std::string bookmark_envelope() {
-  return envelope("v1", "Pod", Msg().msg(1, Msg().str(6, "4").entry(12, "k8s.io/initial-events-end", "true")));
+  return envelope("v1", "Pod",
+                  Msg().msg(1, Msg().str(6, "4").entry(12, "k8s.io/initial-events-end", "true")));
 }
 
 std::string one_line(std::string json) {
@@ -50,18 +52,22 @@ std::string one_line(std::string json) {
 }
 
 // The same four events as a JSON watch body and as a protobuf one.
-const std::string kJson = R"({"type":"ADDED","object":)" + one_line(testing::pod_json("a", "1")) + "}\n" +
-                          R"({"type":"MODIFIED","object":)" + one_line(testing::pod_json("a", "2")) + "}\n" +
-                          R"({"type":"DELETED","object":)" + one_line(testing::pod_json("a", "3")) + "}\n" +
-                          R"({"type":"BOOKMARK","object":{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"4","annotations":{"k8s.io/initial-events-end":"true"}}}})" "\n";
-const std::string kStream = watch_frame("ADDED", pod_envelope("a", "1")) + watch_frame("MODIFIED", pod_envelope("a", "2")) +
-                            watch_frame("DELETED", pod_envelope("a", "3")) + watch_frame("BOOKMARK", bookmark_envelope());
+const std::string kJson =
+    R"({"type":"ADDED","object":)" + one_line(testing::pod_json("a", "1")) + "}\n" +
+    R"({"type":"MODIFIED","object":)" + one_line(testing::pod_json("a", "2")) + "}\n" +
+    R"({"type":"DELETED","object":)" + one_line(testing::pod_json("a", "3")) + "}\n" +
+    R"({"type":"BOOKMARK","object":{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"4","annotations":{"k8s.io/initial-events-end":"true"}}}})"
+    "\n";
+const std::string kStream =
+    watch_frame("ADDED", pod_envelope("a", "1")) + watch_frame("MODIFIED", pod_envelope("a", "2")) +
+    watch_frame("DELETED", pod_envelope("a", "3")) + watch_frame("BOOKMARK", bookmark_envelope());
 
 void expect_same_events(const std::vector<WatchEvent>& got, const std::vector<WatchEvent>& want) {
   ASSERT_EQ(got.size(), want.size());
   for (std::size_t i = 0; i < got.size(); ++i) {
     EXPECT_EQ(got[i].type, want[i].type) << "event " << i;
-    testing::expect_same(dynamic_cast<const Pod&>(*got[i].object), dynamic_cast<const Pod&>(*want[i].object));
+    testing::expect_same(dynamic_cast<const Pod&>(*got[i].object),
+                         dynamic_cast<const Pod&>(*want[i].object));
   }
 }
 
@@ -80,7 +86,8 @@ TEST(ProtobufWatchDecoder, SameEventsAsJson) {
   expect_same_events(d.events, json_events());
   EXPECT_EQ(d.events[0].object->metadata.resource_version, "1");
   EXPECT_EQ(d.events[3].type, EventType::bookmark);
-  const std::string* end = find_value(d.events[3].object->metadata.annotations, "k8s.io/initial-events-end");
+  const std::string* end =
+      find_value(d.events[3].object->metadata.annotations, "k8s.io/initial-events-end");
   ASSERT_NE(end, nullptr);
   EXPECT_EQ(*end, "true");
 }
@@ -98,7 +105,8 @@ TEST(ProtobufWatchDecoder, Counters) {
 TEST(ProtobufWatchDecoder, OneByteChunksGiveIdenticalEvents) {
   Decoded whole = run({kStream});
   std::vector<std::string_view> bytes;
-  for (std::size_t i = 0; i < kStream.size(); ++i) bytes.push_back(std::string_view(kStream).substr(i, 1));
+  for (std::size_t i = 0; i < kStream.size(); ++i)
+    bytes.push_back(std::string_view(kStream).substr(i, 1));
   Decoded d = run(bytes);
   ASSERT_FALSE(d.error) << d.error->to_string();
   expect_same_events(d.events, whole.events);
@@ -132,8 +140,10 @@ TEST(ProtobufWatchDecoder, ThreeWaySplitsAroundEveryFrameHeader) {
 TEST(ProtobufWatchDecoder, TruncationAtEveryOffsetIsTruncatedNeverHalfAnObject) {
   Decoded whole = run({kStream});
   std::vector<std::size_t> boundaries{0};
-  for (const auto& f : {watch_frame("ADDED", pod_envelope("a", "1")), watch_frame("MODIFIED", pod_envelope("a", "2")),
-                        watch_frame("DELETED", pod_envelope("a", "3")), watch_frame("BOOKMARK", bookmark_envelope())}) {
+  for (const auto& f : {watch_frame("ADDED", pod_envelope("a", "1")),
+                        watch_frame("MODIFIED", pod_envelope("a", "2")),
+                        watch_frame("DELETED", pod_envelope("a", "3")),
+                        watch_frame("BOOKMARK", bookmark_envelope())}) {
     boundaries.push_back(boundaries.back() + f.size());
   }
   ASSERT_EQ(boundaries.back(), kStream.size());
@@ -149,18 +159,21 @@ TEST(ProtobufWatchDecoder, TruncationAtEveryOffsetIsTruncatedNeverHalfAnObject) 
     }
     // Only complete events, each identical to the uncut decode.
     ASSERT_LE(d.events.size(), whole.events.size());
-    std::vector<WatchEvent> prefix(whole.events.begin(), whole.events.begin() + static_cast<std::ptrdiff_t>(d.events.size()));
+    std::vector<WatchEvent> prefix(
+        whole.events.begin(), whole.events.begin() + static_cast<std::ptrdiff_t>(d.events.size()));
     expect_same_events(d.events, prefix);
   }
 }
 
 TEST(ProtobufWatchDecoder, SizeLimit) {
-  std::string big = watch_frame("ADDED", envelope("v1", "Pod", Msg().msg(1, Msg().str(1, std::string(200, 'x')))));
+  std::string big = watch_frame(
+      "ADDED", envelope("v1", "Pod", Msg().msg(1, Msg().str(1, std::string(200, 'x')))));
   std::size_t payload = big.size() - 4;
   Decoded d = run({big}, {payload - 1});
   ASSERT_TRUE(d.error);
   EXPECT_EQ(d.error->code, Errc::too_large);
-  EXPECT_NE(d.error->message.find("watch event at byte offset 0 (" + std::to_string(payload) + " bytes) exceeds the limit"),
+  EXPECT_NE(d.error->message.find("watch event at byte offset 0 (" + std::to_string(payload) +
+                                  " bytes) exceeds the limit"),
             std::string::npos)
       << d.error->message;
   // Reported as soon as the length is known: nothing of the frame is buffered.
@@ -172,7 +185,8 @@ TEST(ProtobufWatchDecoder, SizeLimit) {
   // At the limit: fine, whole or in pieces.
   EXPECT_FALSE(run({big}, {payload}).error);
   std::vector<std::string_view> pieces;
-  for (std::size_t i = 0; i < big.size(); i += 7) pieces.push_back(std::string_view(big).substr(i, 7));
+  for (std::size_t i = 0; i < big.size(); i += 7)
+    pieces.push_back(std::string_view(big).substr(i, 7));
   Decoded small = run(pieces, {payload});
   EXPECT_FALSE(small.error);
   EXPECT_EQ(small.events.size(), 1u);
@@ -181,8 +195,14 @@ TEST(ProtobufWatchDecoder, SizeLimit) {
 }
 
 TEST(ProtobufWatchDecoder, Error410Expired) {
-  Msg status = Msg().msg(1, Msg()).str(2, "Failure").str(3, "too old resource version: 1 (5)").str(4, "Expired").int32(6, 410);
-  Decoded d = run({watch_frame("ADDED", pod_envelope("a", "1")) + watch_frame("ERROR", envelope("v1", "Status", status))});
+  Msg status = Msg()
+                   .msg(1, Msg())
+                   .str(2, "Failure")
+                   .str(3, "too old resource version: 1 (5)")
+                   .str(4, "Expired")
+                   .int32(6, 410);
+  Decoded d = run({watch_frame("ADDED", pod_envelope("a", "1")) +
+                   watch_frame("ERROR", envelope("v1", "Status", status))});
   ASSERT_EQ(d.events.size(), 1u);  // the event before the error is delivered
   ASSERT_TRUE(d.error);
   EXPECT_EQ(d.error->code, Errc::api);
@@ -214,7 +234,8 @@ void expect_decode_error(const std::string& body, std::string_view text) {
   EXPECT_EQ(d.events.size(), 1u);
   ASSERT_TRUE(d.error) << text;
   EXPECT_EQ(d.error->code, Errc::decode) << d.error->to_string();
-  EXPECT_NE(d.error->message.find("watch event at byte offset " + std::to_string(first.size())), std::string::npos)
+  EXPECT_NE(d.error->message.find("watch event at byte offset " + std::to_string(first.size())),
+            std::string::npos)
       << d.error->message;
   EXPECT_NE(d.error->message.find(text), std::string::npos) << d.error->message;
 }
@@ -222,30 +243,45 @@ void expect_decode_error(const std::string& body, std::string_view text) {
 TEST(ProtobufWatchDecoder, MalformedFramesNameTheOffset) {
   std::string pod = pod_envelope("b", "2");
   // The frame holds a bare WatchEvent: an envelope around it is an error saying so.
-  expect_decode_error(frame(envelope("v1", "WatchEvent", Msg().str(1, "ADDED").msg(2, Msg().bytes(1, pod)))),
-                      "a k8s\\0 envelope around the event (frames hold bare WatchEvents)");
+  expect_decode_error(
+      frame(envelope("v1", "WatchEvent", Msg().str(1, "ADDED").msg(2, Msg().bytes(1, pod)))),
+      "a k8s\\0 envelope around the event (frames hold bare WatchEvents)");
   expect_decode_error(frame("not protobuf"), "WatchEvent: object: malformed protobuf");
   std::string inner_magic = pod;
   inner_magic[0] = 'K';
-  expect_decode_error(watch_frame("ADDED", inner_magic), "object: not a Kubernetes protobuf message");
-  expect_decode_error(watch_frame("ADDED", envelope("v1", "Secret", Msg())), "object: expected kind Pod, got \"Secret\"");
+  expect_decode_error(watch_frame("ADDED", inner_magic),
+                      "object: not a Kubernetes protobuf message");
+  expect_decode_error(watch_frame("ADDED", envelope("v1", "Secret", Msg())),
+                      "object: expected kind Pod, got \"Secret\"");
   expect_decode_error(watch_frame("RENAMED", pod), "unknown event type \"RENAMED\"");
   expect_decode_error(frame(Msg().str(1, "ADDED").data()), "missing \"object\"");
-  expect_decode_error(frame(Msg().str(1, "ADDED").str(2, "not a message").data()), "WatchEvent: object: malformed protobuf");
-  expect_decode_error(frame(Msg().varint(1, 1).msg(2, Msg().bytes(1, pod)).data()),
-                      "WatchEvent: type: expected a string (length-delimited), got wire type varint");
-  expect_decode_error(frame(Msg().str(1, "ADDED").msg(2, Msg().varint(1, 3)).data()),
-                      "WatchEvent: object.raw: expected bytes (length-delimited), got wire type varint");
-  expect_decode_error(watch_frame("ADDED", envelope("v1", "Pod", Msg().msg(1, Msg().str(1, "b").str(3, "ns")).msg(2, Msg().varint(11, 1).str(11, "x")))),
-                      "Pod ns/b: spec.hostNetwork: expected a boolean (varint), got wire type length-delimited");
-  expect_decode_error(watch_frame("ERROR", envelope("v1", "Status", Msg().str(6, "410"))), "ERROR object: Status: code: expected a 32-bit integer");
+  expect_decode_error(frame(Msg().str(1, "ADDED").str(2, "not a message").data()),
+                      "WatchEvent: object: malformed protobuf");
+  expect_decode_error(
+      frame(Msg().varint(1, 1).msg(2, Msg().bytes(1, pod)).data()),
+      "WatchEvent: type: expected a string (length-delimited), got wire type varint");
+  expect_decode_error(
+      frame(Msg().str(1, "ADDED").msg(2, Msg().varint(1, 3)).data()),
+      "WatchEvent: object.raw: expected bytes (length-delimited), got wire type varint");
+  expect_decode_error(
+      watch_frame("ADDED", envelope("v1", "Pod",
+                                    Msg()
+                                        .msg(1, Msg().str(1, "b").str(3, "ns"))
+                                        .msg(2, Msg().varint(11, 1).str(11, "x")))),
+      "Pod ns/b: spec.hostNetwork: expected a boolean (varint), got wire type length-delimited");
+  expect_decode_error(watch_frame("ERROR", envelope("v1", "Status", Msg().str(6, "410"))),
+                      "ERROR object: Status: code: expected a 32-bit integer");
   expect_decode_error(watch_frame("ERROR", pod), "ERROR object: expected kind Status, got \"Pod\"");
   expect_decode_error(frame(""), "an empty frame");
 }
 
 TEST(ProtobufWatchDecoder, UnknownFieldsAreSkippedAtEveryLevel) {
-  std::string object = std::string("k8s\0", 4) +
-                       Msg().msg(1, Msg().str(1, "v1").str(2, "Pod").unknown()).str(2, testing::pod_proto("a", "1").data()).unknown().data();
+  std::string object =
+      std::string("k8s\0", 4) + Msg()
+                                    .msg(1, Msg().str(1, "v1").str(2, "Pod").unknown())
+                                    .str(2, testing::pod_proto("a", "1").data())
+                                    .unknown()
+                                    .data();
   Msg event = Msg().str(1, "ADDED").msg(2, Msg().bytes(1, object).unknown()).unknown();
   std::string body = frame(event.data());
   Decoded d = run({body});

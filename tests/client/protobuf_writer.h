@@ -49,7 +49,11 @@ class Msg {
   }
   /// Unknown fields of every wire type (tags a Kubernetes message does not use).
   Msg& unknown() {
-    return varint(900, 7).fixed32(901, 1).fixed64(902, 2).str(903, "unknown").msg(904, Msg().str(1, "x"));
+    return varint(900, 7)
+        .fixed32(901, 1)
+        .fixed64(902, 2)
+        .str(903, "unknown")
+        .msg(904, Msg().str(1, "x"));
   }
   /// Raw bytes appended as they are (to write malformed messages).
   Msg& raw(std::string_view bytes) {
@@ -66,7 +70,8 @@ class Msg {
 
 /// "k8s\0" + runtime.Unknown{typeMeta{apiVersion, kind}, raw}.
 inline std::string envelope(std::string_view api_version, std::string_view kind, const Msg& raw) {
-  return std::string("k8s\0", 4) + Msg().msg(1, Msg().str(1, api_version).str(2, kind)).str(2, raw.data()).data();
+  return std::string("k8s\0", 4) +
+         Msg().msg(1, Msg().str(1, api_version).str(2, kind)).str(2, raw.data()).data();
 }
 
 /// A 4-byte big-endian length, then `payload`.

@@ -54,7 +54,7 @@ TEST(RateLimiter, AcquireSleepsForTheReservedWait) {
   ASSERT_TRUE(limiter.acquire());
   ASSERT_TRUE(limiter.acquire());
   EXPECT_TRUE(clock->sleeps().empty());  // the burst is free
-  ASSERT_TRUE(limiter.acquire());  // the bucket is empty: wait 1/qps for the next token
+  ASSERT_TRUE(limiter.acquire());        // the bucket is empty: wait 1/qps for the next token
   auto sleeps = clock->sleeps();
   ASSERT_EQ(sleeps.size(), 1u);
   EXPECT_NEAR(static_cast<double>(sleeps[0].count()), 100e6, 1e3);

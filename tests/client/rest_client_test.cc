@@ -30,8 +30,8 @@ const ResourceType kPods = dynamic_resource({"", "v1", "pods", "Pod", true});
 const ResourceType kEndpoints = dynamic_resource({"", "v1", "endpoints", "Endpoints", true});
 
 std::string pod_json(const std::string& name, const std::string& rv) {
-  return R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":")" + name + R"(","namespace":"ns","resourceVersion":")" +
-         rv + R"("}})";
+  return R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":")" + name +
+         R"(","namespace":"ns","resourceVersion":")" + rv + R"("}})";
 }
 
 Credentials token(std::string t) {
@@ -65,17 +65,20 @@ TEST(ListQuery, EncodesEveryOption) {
   o.allow_watch_bookmarks = true;
   o.send_initial_events = true;
   EXPECT_EQ(list_query(o, false),
-            "labelSelector=app%20in%20%28a%2Cb%29%2Ctier%21%3Ddb&fieldSelector=metadata.name%3Dx&resourceVersion=0&"
+            "labelSelector=app%20in%20%28a%2Cb%29%2Ctier%21%3Ddb&fieldSelector=metadata.name%3Dx&"
+            "resourceVersion=0&"
             "resourceVersionMatch=NotOlderThan&limit=50&continue=abc%2B%2F%3D");
   EXPECT_EQ(list_query(o, true).substr(0, 8), "watch=1&");
-  EXPECT_NE(list_query(o, true).find("&allowWatchBookmarks=true&timeoutSeconds=300&sendInitialEvents=true"),
+  EXPECT_NE(list_query(o, true).find(
+                "&allowWatchBookmarks=true&timeoutSeconds=300&sendInitialEvents=true"),
             std::string::npos);
   EXPECT_EQ(list_query(ListOptions{}, false), "");
 }
 
 TEST(RestClient, GetSendsUserAgentTokenAndDecodes) {
   FakeApiServer server;
-  server.on("GET", "/api/v1/namespaces/ns/pods/p1", [](const Request&) { return Reply::json(pod_json("p1", "7")); });
+  server.on("GET", "/api/v1/namespaces/ns/pods/p1",
+            [](const Request&) { return Reply::json(pod_json("p1", "7")); });
   RestClientOptions options = unlimited();
   options.user_agent = "mesh-pilot/1.0 (kinformer/0.1)";
   RestClient client(server.cluster_config(static_credentials(token("t0ken"))), options);
@@ -114,8 +117,8 @@ TEST(RestClient, TooManyRequestsPlainTextWithRetryAfter) {
 }
 
 Reply page(const std::vector<std::string>& names, const std::string& rv, const std::string& cont) {
-  std::string body = R"({"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":")" + rv + R"(","continue":")" +
-                     cont + R"("},"items":[)";
+  std::string body = R"({"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":")" + rv +
+                     R"(","continue":")" + cont + R"("},"items":[)";
   for (std::size_t i = 0; i < names.size(); ++i) body += (i ? "," : "") + pod_json(names[i], rv);
   return Reply::json(body + "]}");
 }
@@ -174,12 +177,14 @@ TEST(RestClient, ListAllRestartsOnceOnExpiredContinue) {
 
 TEST(RestClient, CreateUpdatePatchDeletePathsAndBodies) {
   FakeApiServer server;
-  server.on("POST", "/api/v1/namespaces/ns/pods", [](const Request& r) { return Reply::json(r.body, 201); });
-  server.on("PUT", "/api/v1/namespaces/ns/pods/p", [](const Request& r) { return Reply::json(r.body); });
-  server.on("PATCH", "/api/v1/namespaces/ns/pods/p", [](const Request&) { return Reply::json(pod_json("p", "9")); });
-  server.on("DELETE", "/api/v1/namespaces/ns/pods/p", [](const Request&) {
-    return Reply::json(R"({"kind":"Status","status":"Success"})");
-  });
+  server.on("POST", "/api/v1/namespaces/ns/pods",
+            [](const Request& r) { return Reply::json(r.body, 201); });
+  server.on("PUT", "/api/v1/namespaces/ns/pods/p",
+            [](const Request& r) { return Reply::json(r.body); });
+  server.on("PATCH", "/api/v1/namespaces/ns/pods/p",
+            [](const Request&) { return Reply::json(pod_json("p", "9")); });
+  server.on("DELETE", "/api/v1/namespaces/ns/pods/p",
+            [](const Request&) { return Reply::json(R"({"kind":"Status","status":"Success"})"); });
   RestClient client(server.cluster_config(), unlimited());
   DynamicObject pod;
   pod.metadata.name = "p";
@@ -189,8 +194,10 @@ TEST(RestClient, CreateUpdatePatchDeletePathsAndBodies) {
   ASSERT_TRUE(created) << created.error().to_string();
   EXPECT_EQ(created.value()->metadata.name, "p");
   ASSERT_TRUE(client.update(kPods, pod));
-  ASSERT_TRUE(client.patch(kPods, "ns", "p", PatchType::merge, R"({"metadata":{"labels":{"a":"b"}}})"));
-  ASSERT_TRUE(client.patch(kPods, "ns", "p", PatchType::json, R"([{"op":"add","path":"/metadata/labels/a","value":"b"}])"));
+  ASSERT_TRUE(
+      client.patch(kPods, "ns", "p", PatchType::merge, R"({"metadata":{"labels":{"a":"b"}}})"));
+  ASSERT_TRUE(client.patch(kPods, "ns", "p", PatchType::json,
+                           R"([{"op":"add","path":"/metadata/labels/a","value":"b"}])"));
   ASSERT_TRUE(client.delete_(kPods, "ns", "p"));
   auto reqs = server.requests();
   ASSERT_EQ(reqs.size(), 5u);
@@ -208,9 +215,11 @@ TEST(RestClient, CreateUpdatePatchDeletePathsAndBodies) {
 TEST(RestClient, WarningSurfacedOncePerResource) {
   FakeApiServer server;
   server.on("GET", "/api/v1/endpoints", [](const Request&) {
-    Reply r = Reply::json(R"({"kind":"EndpointsList","metadata":{"resourceVersion":"1"},"items":[]})");
-    r.headers.emplace_back("Warning",
-                           R"(299 - "v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice")");
+    Reply r =
+        Reply::json(R"({"kind":"EndpointsList","metadata":{"resourceVersion":"1"},"items":[]})");
+    r.headers.emplace_back(
+        "Warning",
+        R"(299 - "v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice")");
     return r;
   });
   std::vector<ApiWarning> seen;
@@ -224,7 +233,8 @@ TEST(RestClient, WarningSurfacedOncePerResource) {
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(client.list(kEndpoints, ""));
   ASSERT_EQ(seen.size(), 1u);
   EXPECT_EQ(seen[0].resource, "endpoints");
-  EXPECT_EQ(seen[0].message, "v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice");
+  EXPECT_EQ(seen[0].message,
+            "v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice");
   EXPECT_EQ(client.warnings(), seen);
 }
 
@@ -261,7 +271,9 @@ TEST(RestClient, RequestDeadline) {
 
 class RotatingToken final : public CredentialsProvider {
  public:
-  Result<Credentials> current() override { return token("token-" + std::to_string(generation.load())); }
+  Result<Credentials> current() override {
+    return token("token-" + std::to_string(generation.load()));
+  }
   void invalidate() noexcept override { ++generation; }
   std::atomic<int> generation{0};
 };
@@ -269,7 +281,8 @@ class RotatingToken final : public CredentialsProvider {
 TEST(RestClient, RetriesOnceAfter401WithFreshCredentials) {
   FakeApiServer server;
   server.on("GET", "/api/v1/namespaces/ns/pods/p", [](const Request& r) {
-    if (r.header("authorization") != "Bearer token-1") return Reply::api_status(401, "Unauthorized", "Unauthorized");
+    if (r.header("authorization") != "Bearer token-1")
+      return Reply::api_status(401, "Unauthorized", "Unauthorized");
     return Reply::json(pod_json("p", "1"));
   });
   auto creds = std::make_shared<RotatingToken>();
@@ -284,8 +297,9 @@ TEST(RestClient, RateLimiterDelaysNonWatchRequests) {
   FakeApiServer server;
   server.on("GET", "/x", [](const Request&) { return Reply::text("ok"); });
   auto now = std::make_shared<std::chrono::steady_clock::time_point>();
-  auto limiter = std::make_shared<RateLimiter>(RateLimiter::Options{.qps = 1000, .burst = 2},
-                                               std::make_shared<testing::FunctionClock>([now] { return *now; }));
+  auto limiter = std::make_shared<RateLimiter>(
+      RateLimiter::Options{.qps = 1000, .burst = 2},
+      std::make_shared<testing::FunctionClock>([now] { return *now; }));
   RestClientOptions options = unlimited();
   options.rate_limiter = limiter;
   RestClient client(server.cluster_config(), options);
@@ -424,7 +438,8 @@ TEST(RestClient, List401AfterAnUnseenTokenFileRotationIsRetriedWithTheNewToken) 
   ASSERT_EQ(::stat(path.c_str(), &before), 0);
   FakeApiServer server;
   server.on("GET", "/api/v1/namespaces/ns/pods", [](const Request& r) {
-    if (r.header("authorization") != "Bearer new-token") return Reply::api_status(401, "Unauthorized", "Unauthorized");
+    if (r.header("authorization") != "Bearer new-token")
+      return Reply::api_status(401, "Unauthorized", "Unauthorized");
     return Reply::json(R"({"kind":"PodList","metadata":{"resourceVersion":"5"},"items":[]})");
   });
   auto provider = token_file_credentials(path);
@@ -456,8 +471,8 @@ TEST(RestClientWatch, Persistent401OnOpenWithUnchangedTokenFileIsNotRetried) {
 TEST(RestClientWatch, Open401ReRunsTheExecPlugin) {
   testing::TempDir dir;
   auto plugin = testing::write_plugin(dir);
-  dir.write("out.json", testing::exec_credential("client.authentication.k8s.io/v1",
-                                                 R"({"token":"tok-@N@"})"));
+  dir.write("out.json",
+            testing::exec_credential("client.authentication.k8s.io/v1", R"({"token":"tok-@N@"})"));
   ExecConfig exec;
   exec.api_version = "client.authentication.k8s.io/v1";
   exec.command = plugin;
@@ -465,7 +480,8 @@ TEST(RestClientWatch, Open401ReRunsTheExecPlugin) {
   FakeApiServer server;
   auto stream = std::make_shared<ScriptedStream>();
   server.on("GET", "/api/v1/pods", [stream](const Request& r) {
-    if (r.header("authorization") != "Bearer tok-2") return Reply::api_status(401, "Unauthorized", "Unauthorized");
+    if (r.header("authorization") != "Bearer tok-2")
+      return Reply::api_status(401, "Unauthorized", "Unauthorized");
     return Reply::streaming(stream);
   });
   RestClient client(server.cluster_config(exec_credentials(exec)), unlimited());
@@ -504,7 +520,8 @@ TEST(RestClientWatch, WatchesAreNotRateLimited) {
   };
   auto limiter = std::make_shared<RateLimiter>(
       RateLimiter::Options{.qps = 0.001, .burst = 1},
-      std::make_shared<testing::FunctionClock>([] { return std::chrono::steady_clock::time_point{}; }, sleep));
+      std::make_shared<testing::FunctionClock>(
+          [] { return std::chrono::steady_clock::time_point{}; }, sleep));
   ASSERT_TRUE(limiter->try_acquire());  // the bucket is now empty
   RestClientOptions options = unlimited();
   options.rate_limiter = limiter;
@@ -552,7 +569,8 @@ TEST(RestClient, MaxResponseBytesRejectsAnOversizedList) {
   auto r = client.list(kPods, "", {});
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, Errc::too_large) << r.error().to_string();
-  EXPECT_NE(r.error().message.find("GET /api/v1/pods: response body exceeds max_response_bytes (2048 bytes)"),
+  EXPECT_NE(r.error().message.find(
+                "GET /api/v1/pods: response body exceeds max_response_bytes (2048 bytes)"),
             std::string::npos)
       << r.error().message;
   options.max_response_bytes = body.size();  // exactly at the limit: accepted
@@ -572,9 +590,10 @@ TEST(RestClientWatch, MaxWatchEventBytesEndsTheStreamWithTooLarge) {
   auto w = client.watch(kPods, "", {});
   ASSERT_TRUE(w) << w.error().to_string();
   std::string small = watch_event_line("ADDED", pod_json("a", "1"));
-  std::string big = watch_event_line("ADDED", R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"b",)"
-                                              R"("namespace":"ns","resourceVersion":"2"},"spec":{"pad":")" +
-                                                  std::string(2000, 'x') + R"("}})");
+  std::string big =
+      watch_event_line("ADDED", R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"b",)"
+                                R"("namespace":"ns","resourceVersion":"2"},"spec":{"pad":")" +
+                                    std::string(2000, 'x') + R"("}})");
   stream->send(small + big);
   auto e1 = (*w)->next();
   ASSERT_TRUE(e1 && e1->has_value()) << (e1 ? "end" : e1.error().to_string());
@@ -604,10 +623,10 @@ TEST(RestClientWatch, WatchQueueLimitStopsReadingTheSocket) {
   constexpr int kEvents = 64;
   const std::string pad(512 * 1024, 'x');  // 64 x 512 KiB = 32 MiB in all; ~5 MiB stall in buffers
   for (int i = 1; i <= kEvents; ++i) {
-    stream->send(watch_event_line("ADDED", R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"p)" +
-                                               std::to_string(i) +
-                                               R"(","namespace":"ns","resourceVersion":")" +
-                                               std::to_string(i) + R"("},"spec":{"pad":")" + pad + R"("}})"));
+    stream->send(watch_event_line(
+        "ADDED", R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"p)" + std::to_string(i) +
+                     R"(","namespace":"ns","resourceVersion":")" + std::to_string(i) +
+                     R"("},"spec":{"pad":")" + pad + R"("}})"));
   }
   // Cannot become true while nobody reads: this only bounds how long the test looks.
   EXPECT_FALSE(stream->wait_drained(1500ms)) << stream->bytes_written() << " bytes written";
@@ -615,7 +634,8 @@ TEST(RestClientWatch, WatchQueueLimitStopsReadingTheSocket) {
   EXPECT_LT(stalled_at, std::size_t{kEvents} * pad.size() / 2);
   for (int i = 1; i <= kEvents; ++i) {
     auto e = (*w)->next();
-    ASSERT_TRUE(e && e->has_value()) << "event " << i << ": " << (e ? "end" : e.error().to_string());
+    ASSERT_TRUE(e && e->has_value())
+        << "event " << i << ": " << (e ? "end" : e.error().to_string());
     ASSERT_EQ((*e)->object->metadata.resource_version, std::to_string(i));
   }
   EXPECT_TRUE(stream->wait_drained(5s));
@@ -694,14 +714,16 @@ TEST(RestClient, StaleKeptAliveConnectionRetriesOnlyIdempotentRequests) {
   auto created = client.create(kPods, pod);
   ASSERT_FALSE(created);
   EXPECT_EQ(created.error().code, Errc::network) << created.error().to_string();
-  EXPECT_NE(created.error().message.find("not retried"), std::string::npos) << created.error().message;
+  EXPECT_NE(created.error().message.find("not retried"), std::string::npos)
+      << created.error().message;
 
   // That failure discarded the stale connection; a fresh one serves the POST, then goes stale.
   ASSERT_TRUE(client.create(kPods, pod));
   ASSERT_TRUE(server.wait_for_open_connections(0, 5s));
 
   // PATCH: not retried either.
-  auto patched = client.patch(kPods, "ns", "a", PatchType::merge, R"({"metadata":{"labels":{"x":"y"}}})");
+  auto patched =
+      client.patch(kPods, "ns", "a", PatchType::merge, R"({"metadata":{"labels":{"x":"y"}}})");
   ASSERT_FALSE(patched);
   EXPECT_EQ(patched.error().code, Errc::network) << patched.error().to_string();
 
@@ -710,7 +732,7 @@ TEST(RestClient, StaleKeptAliveConnectionRetriesOnlyIdempotentRequests) {
     posts += r.method == "POST";
     patches += r.method == "PATCH";
   }
-  EXPECT_EQ(posts, 1u);    // only the second create; the failed one never reached a handler
+  EXPECT_EQ(posts, 1u);  // only the second create; the failed one never reached a handler
   EXPECT_EQ(patches, 0u);
 }
 
@@ -793,7 +815,8 @@ TEST_F(WatchFixture, StreamsEventsThenCleanEnd) {
   o.timeout_seconds = 321;
   auto w = client->watch(kPods, "ns", o);
   ASSERT_TRUE(w) << w.error().to_string();
-  std::string two = watch_event_line("ADDED", pod_json("a", "6")) + watch_event_line("MODIFIED", pod_json("a", "7"));
+  std::string two = watch_event_line("ADDED", pod_json("a", "6")) +
+                    watch_event_line("MODIFIED", pod_json("a", "7"));
   stream->send(two.substr(0, 30));
   stream->send(two.substr(30));
   auto e1 = (*w)->next();
@@ -828,7 +851,9 @@ TEST_F(WatchFixture, AbortIsTruncated) {
 TEST_F(WatchFixture, ErrorEventEndsStream) {
   auto w = client->watch(kPods, "ns", {});
   ASSERT_TRUE(w);
-  stream->send(watch_event_line("ERROR", R"({"kind":"Status","code":410,"reason":"Expired","message":"too old resource version"})"));
+  stream->send(watch_event_line(
+      "ERROR",
+      R"({"kind":"Status","code":410,"reason":"Expired","message":"too old resource version"})"));
   auto e = (*w)->next();
   ASSERT_FALSE(e);
   EXPECT_TRUE(e.error().is_expired());
@@ -863,7 +888,9 @@ TEST_F(WatchFixture, DestroyingStreamReleasesConnection) {
 
 TEST(RestClientWatch, InitialHttpErrorIsReturnedFromWatch) {
   FakeApiServer server;
-  server.on("GET", "/api/v1/pods", [](const Request&) { return Reply::api_status(410, "Expired", "too old resource version: 1 (9)"); });
+  server.on("GET", "/api/v1/pods", [](const Request&) {
+    return Reply::api_status(410, "Expired", "too old resource version: 1 (9)");
+  });
   RestClient client(server.cluster_config(), unlimited());
   auto w = client.watch(kPods, "", {});
   ASSERT_FALSE(w);
@@ -879,8 +906,9 @@ TEST(RestClientWatch, ListerWatcherOutlivesClientAndWarnsOnWatch) {
   FakeApiServer server;
   auto stream = std::make_shared<ScriptedStream>();
   server.on("GET", "/api/v1/endpoints", [stream](const Request& r) {
-    Reply reply = r.param("watch") ? Reply::streaming(stream)
-                                   : Reply::json(R"({"metadata":{"resourceVersion":"3"},"items":[]})");
+    Reply reply = r.param("watch")
+                      ? Reply::streaming(stream)
+                      : Reply::json(R"({"metadata":{"resourceVersion":"3"},"items":[]})");
     reply.headers.emplace_back("Warning", R"(299 - "v1 Endpoints is deprecated")");
     return reply;
   });
@@ -894,7 +922,8 @@ TEST(RestClientWatch, ListerWatcherOutlivesClientAndWarnsOnWatch) {
   EXPECT_EQ(list->resource_version, "3");
   auto w = lw->watch({});
   ASSERT_TRUE(w);
-  stream->send(watch_event_line("BOOKMARK", R"({"kind":"Endpoints","metadata":{"resourceVersion":"4"}})"));
+  stream->send(
+      watch_event_line("BOOKMARK", R"({"kind":"Endpoints","metadata":{"resourceVersion":"4"}})"));
   auto e = (*w)->next();
   ASSERT_TRUE(e && e->has_value());
   EXPECT_EQ((*e)->type, EventType::bookmark);
@@ -925,7 +954,8 @@ TEST_F(IdleWatchFixture, SilentPeerTimesOutAndClosesConnection) {
   auto e2 = (*w)->next();
   ASSERT_FALSE(e2);
   EXPECT_EQ(e2.error().code, Errc::timeout);
-  EXPECT_NE(e2.error().message.find("watch idle for 0.2s: no data from the server"), std::string::npos)
+  EXPECT_NE(e2.error().message.find("watch idle for 0.2s: no data from the server"),
+            std::string::npos)
       << e2.error().message;
   EXPECT_TRUE(stream->wait_client_closed(5s));  // the client closed the connection
   EXPECT_TRUE(server.wait_for_open_connections(0, 5s));

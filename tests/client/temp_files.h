@@ -103,7 +103,8 @@ inline int plugin_runs(const TempDir& dir) {
 
 /// An ExecCredential JSON document (the plugin's output).
 inline std::string exec_credential(const std::string& api_version, const std::string& status_json) {
-  return R"({"apiVersion":")" + api_version + R"(","kind":"ExecCredential","status":)" + status_json + "}\n";
+  return R"({"apiVersion":")" + api_version + R"(","kind":"ExecCredential","status":)" +
+         status_json + "}\n";
 }
 
 /// `s` as the inside of a JSON string (PEM newlines become \n).

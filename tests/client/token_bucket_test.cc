@@ -81,7 +81,9 @@ TEST(TokenBucket, ResizeAccruesAtTheOldRateThenTheNew) {
 
 TEST(TokenBucket, TimeGoingBackwardsTakesNothing) {
   struct BackwardsClock : FakeClock {
-    TimePoint now() const override { return TimePoint{} + std::chrono::hours(1) - std::chrono::seconds(++calls); }
+    TimePoint now() const override {
+      return TimePoint{} + std::chrono::hours(1) - std::chrono::seconds(++calls);
+    }
     mutable int calls = 0;
   };
   TokenBucket bucket(2, 1, std::make_shared<BackwardsClock>());

@@ -54,7 +54,8 @@ using testing::FakeApiServerOptions;
 using testing::Reply;
 using testing::Request;
 
-std::unique_ptr<FakeApiServer> tls_server(testing::PkiOptions pki = {}, bool require_client_cert = false) {
+std::unique_ptr<FakeApiServer> tls_server(testing::PkiOptions pki = {},
+                                          bool require_client_cert = false) {
   FakeApiServerOptions o;
   o.tls = true;
   o.require_client_cert = require_client_cert;
@@ -91,7 +92,9 @@ TEST(Transport, UnknownCaFailsWithReasonAndNeverFallsBack) {
   auto r = client.get_raw("/readyz");
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, Errc::tls);
-  EXPECT_NE(r.error().message.find("certificate verify failed: unable to get local issuer certificate"), std::string::npos)
+  EXPECT_NE(
+      r.error().message.find("certificate verify failed: unable to get local issuer certificate"),
+      std::string::npos)
       << r.error().message;
   EXPECT_EQ(server->request_count(), 0u);
 }
@@ -129,7 +132,8 @@ TEST(Transport, ExpiredServerCertificate) {
   auto r = client.get_raw("/readyz");
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, Errc::tls);
-  EXPECT_NE(r.error().message.find("certificate has expired"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("certificate has expired"), std::string::npos)
+      << r.error().message;
 }
 
 TEST(Transport, InsecureSkipVerifyIsExplicit) {
@@ -154,14 +158,16 @@ TEST(Transport, ClientCertificateRequired) {
   RestClient without(server->cluster_config(), fast());
   auto r = without.get_raw("/readyz");
   ASSERT_FALSE(r);
-  EXPECT_TRUE(r.error().code == Errc::tls || r.error().code == Errc::network) << r.error().to_string();
+  EXPECT_TRUE(r.error().code == Errc::tls || r.error().code == Errc::network)
+      << r.error().to_string();
 }
 
 TEST(Transport, BadClientKeyIsAnAuthErrorWithoutSecrets) {
   auto server = tls_server();
   Credentials creds;
   creds.client_cert_pem = server->pki().client.cert_pem;
-  creds.client_key_pem = "-----BEGIN PRIVATE KEY-----\nc2VjcmV0LWtleQ==\n-----END PRIVATE KEY-----\n";
+  creds.client_key_pem =
+      "-----BEGIN PRIVATE KEY-----\nc2VjcmV0LWtleQ==\n-----END PRIVATE KEY-----\n";
   RestClient client(server->cluster_config(static_credentials(creds)), fast());
   auto r = client.get_raw("/readyz");
   ASSERT_FALSE(r);
@@ -236,7 +242,9 @@ std::vector<int> sockets_connected_to(std::uint16_t port) {
     const int fd = std::stoi(entry.path().filename().string());
     sockaddr_in peer{};
     socklen_t len = sizeof peer;
-    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0 || peer.sin_family != AF_INET) continue;
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0 ||
+        peer.sin_family != AF_INET)
+      continue;
     if (ntohs(peer.sin_port) == port) out.push_back(fd);
   }
   return out;

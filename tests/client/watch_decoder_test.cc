@@ -15,8 +15,8 @@ struct Decoded {
 std::string describe(const WatchEvent& e) {
   static const char* names[] = {"ADDED", "MODIFIED", "DELETED", "BOOKMARK"};
   const auto& obj = dynamic_cast<const DynamicObject&>(*e.object);
-  return std::string(names[static_cast<int>(e.type)]) + " " + obj.key() + " " + obj.metadata.resource_version +
-         " " + obj.json;
+  return std::string(names[static_cast<int>(e.type)]) + " " + obj.key() + " " +
+         obj.metadata.resource_version + " " + obj.json;
 }
 
 // Feeds `pieces` and finishes; collects every event and the first error.
@@ -125,7 +125,8 @@ TEST(WatchDecoder, BookmarkKeepsAnnotations) {
 TEST(WatchDecoder, OneByteChunksGiveIdenticalEvents) {
   Decoded whole = run({kStream});
   std::vector<std::string_view> bytes;
-  for (std::size_t i = 0; i < kStream.size(); ++i) bytes.push_back(std::string_view(kStream).substr(i, 1));
+  for (std::size_t i = 0; i < kStream.size(); ++i)
+    bytes.push_back(std::string_view(kStream).substr(i, 1));
   Decoded d = run(bytes);
   ASSERT_FALSE(d.error);
   EXPECT_EQ(d.lines, whole.lines);
@@ -160,8 +161,9 @@ TEST(WatchDecoder, TruncationAtEveryOffsetIsTruncatedNeverHalfAnObject) {
 }
 
 TEST(WatchDecoder, Error410Expired) {
-  Decoded d = run({R"J({"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 1 (5)","reason":"Expired","code":410}})J"
-                   "\n"});
+  Decoded d = run(
+      {R"J({"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 1 (5)","reason":"Expired","code":410}})J"
+       "\n"});
   ASSERT_TRUE(d.error);
   EXPECT_EQ(d.error->code, Errc::api);
   EXPECT_EQ(d.error->http_status, 410);
@@ -170,10 +172,11 @@ TEST(WatchDecoder, Error410Expired) {
 }
 
 TEST(WatchDecoder, Error504TooLargeResourceVersion) {
-  Decoded d = run({R"({"type":"ADDED","object":{"metadata":{"name":"x"}}})"
-                   "\n"
-                   R"({"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Too large resource version: 100, current: 50","reason":"Timeout","details":{"causes":[{"reason":"ResourceVersionTooLarge","message":"Too large resource version"}],"retryAfterSeconds":1},"code":504}})"
-                   "\n"});
+  Decoded d = run(
+      {R"({"type":"ADDED","object":{"metadata":{"name":"x"}}})"
+       "\n"
+       R"({"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Too large resource version: 100, current: 50","reason":"Timeout","details":{"causes":[{"reason":"ResourceVersionTooLarge","message":"Too large resource version"}],"retryAfterSeconds":1},"code":504}})"
+       "\n"});
   ASSERT_EQ(d.lines.size(), 1u);  // the event before the error is delivered
   ASSERT_TRUE(d.error);
   EXPECT_EQ(d.error->http_status, 504);
@@ -182,13 +185,15 @@ TEST(WatchDecoder, Error504TooLargeResourceVersion) {
 }
 
 TEST(WatchDecoder, SizeLimit) {
-  std::string big = R"({"type":"ADDED","object":{"metadata":{"name":")" + std::string(200, 'x') + "\"}}}\n";
+  std::string big =
+      R"({"type":"ADDED","object":{"metadata":{"name":")" + std::string(200, 'x') + "\"}}}\n";
   Decoded d = run({big}, WatchDecoder::Options{100});
   ASSERT_TRUE(d.error);
   EXPECT_EQ(d.error->code, Errc::too_large);
   // The limit also holds when the event arrives in small pieces (nothing is buffered past it).
   std::vector<std::string_view> pieces;
-  for (std::size_t i = 0; i < big.size(); i += 7) pieces.push_back(std::string_view(big).substr(i, 7));
+  for (std::size_t i = 0; i < big.size(); i += 7)
+    pieces.push_back(std::string_view(big).substr(i, 7));
   d = run(pieces, WatchDecoder::Options{100});
   ASSERT_TRUE(d.error);
   EXPECT_EQ(d.error->code, Errc::too_large);
@@ -196,11 +201,13 @@ TEST(WatchDecoder, SizeLimit) {
 }
 
 TEST(WatchDecoder, MalformedLineNamesOffset) {
-  std::string first = R"({"type":"ADDED","object":{"metadata":{"name":"x"}}})" "\n";
+  std::string first = R"({"type":"ADDED","object":{"metadata":{"name":"x"}}})"
+                      "\n";
   Decoded d = run({first + "{\"type\":\"ADDED\",\"object\":{\"metadata\":}}\n"});
   ASSERT_TRUE(d.error);
   EXPECT_EQ(d.error->code, Errc::decode);
-  EXPECT_NE(d.error->message.find("offset " + std::to_string(first.size())), std::string::npos) << d.error->message;
+  EXPECT_NE(d.error->message.find("offset " + std::to_string(first.size())), std::string::npos)
+      << d.error->message;
   EXPECT_EQ(d.lines.size(), 1u);
   EXPECT_EQ(run({"{\"type\":\"WAT\",\"object\":{}}\n"}).error->code, Errc::decode);
   EXPECT_EQ(run({"[1,2]\n"}).error->code, Errc::decode);

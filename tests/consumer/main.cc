@@ -48,8 +48,9 @@ class OneSecret final : public client::ListerWatcher {
 }  // namespace
 
 int main() {
-  informer::InformerFactory factory(
-      [](const client::ResourceType&, const std::string&) { return std::make_unique<OneSecret>(); });
+  informer::InformerFactory factory([](const client::ResourceType&, const std::string&) {
+    return std::make_unique<OneSecret>();
+  });
   // OneSecret answers LISTs, not streaming lists (the factory's default).
   auto secrets = factory.informer<client::Secret>({.namespace_ = "mesh", .use_watch_list = false});
   std::atomic<int> adds{0};
@@ -69,7 +70,8 @@ int main() {
   }
   registration.close();
   factory.shutdown();
-  std::printf("consumer ok (kinformer %s): informer synced, handler saw the secret, shutdown clean\n",
-              kinformer::kVersion);
+  std::printf(
+      "consumer ok (kinformer %s): informer synced, handler saw the secret, shutdown clean\n",
+      kinformer::kVersion);
   return 0;
 }

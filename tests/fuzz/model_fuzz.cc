@@ -22,17 +22,23 @@ using namespace kinformer::client;
 
 std::shared_ptr<const Codec> pick_codec(std::uint8_t b) {
   switch (b % 5) {
-    case 0: return ResourceTraits<Pod>::type().codec;
-    case 1: return ResourceTraits<Secret>::type().codec;
-    case 2: return ResourceTraits<Endpoints>::type().codec;
-    case 3: return ResourceTraits<EndpointSlice>::type().codec;
-    default: return dynamic_codec();
+    case 0:
+      return ResourceTraits<Pod>::type().codec;
+    case 1:
+      return ResourceTraits<Secret>::type().codec;
+    case 2:
+      return ResourceTraits<Endpoints>::type().codec;
+    case 3:
+      return ResourceTraits<EndpointSlice>::type().codec;
+    default:
+      return dynamic_codec();
   }
 }
 
 // Parses without recursion (the harness must not overflow before the decoder is reached).
 bool parse(std::string_view text, rapidjson::Document& doc) {
-  doc.Parse<rapidjson::kParseIterativeFlag | rapidjson::kParseStopWhenDoneFlag>(text.data(), text.size());
+  doc.Parse<rapidjson::kParseIterativeFlag | rapidjson::kParseStopWhenDoneFlag>(text.data(),
+                                                                                text.size());
   return !doc.HasParseError();
 }
 

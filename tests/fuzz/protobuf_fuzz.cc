@@ -25,10 +25,14 @@ using namespace kinformer::client;
 
 ProtobufCodecPtr pick_codec(std::uint8_t b) {
   switch (b % 4) {
-    case 0: return protobuf_codec(ResourceTraits<Pod>::type());
-    case 1: return protobuf_codec(ResourceTraits<Secret>::type());
-    case 2: return protobuf_codec(ResourceTraits<Endpoints>::type());
-    default: return protobuf_codec(ResourceTraits<EndpointSlice>::type());
+    case 0:
+      return protobuf_codec(ResourceTraits<Pod>::type());
+    case 1:
+      return protobuf_codec(ResourceTraits<Secret>::type());
+    case 2:
+      return protobuf_codec(ResourceTraits<Endpoints>::type());
+    default:
+      return protobuf_codec(ResourceTraits<EndpointSlice>::type());
   }
 }
 
@@ -112,8 +116,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     case 2: {
       Outcome whole = decode_watch(codec, body, 0);
       Outcome split = decode_watch(codec, body, seed);
-      if (whole.events != split.events || whole.feed != split.feed || whole.finish != split.finish ||
-          whole.message != split.message) {
+      if (whole.events != split.events || whole.feed != split.feed ||
+          whole.finish != split.finish || whole.message != split.message) {
         std::abort();  // the result depends on the chunking: a decoder bug
       }
       break;
@@ -125,7 +129,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       Error status;
       auto s = decode_protobuf_status(body, status);
       if (!s.ok()) check_error(s.error(), Errc::decode);
-      if (s.ok() && (status.code != Errc::api || status.http_status <= 0 || status.causes.size() > 16)) std::abort();
+      if (s.ok() &&
+          (status.code != Errc::api || status.http_status <= 0 || status.causes.size() > 16))
+        std::abort();
       break;
     }
   }

@@ -17,9 +17,12 @@ using namespace kinformer::client;
 
 std::shared_ptr<const Codec> pick_codec(std::uint8_t b) {
   switch (b % 3) {
-    case 0: return ResourceTraits<Pod>::type().codec;
-    case 1: return ResourceTraits<EndpointSlice>::type().codec;
-    default: return dynamic_codec();
+    case 0:
+      return ResourceTraits<Pod>::type().codec;
+    case 1:
+      return ResourceTraits<EndpointSlice>::type().codec;
+    default:
+      return dynamic_codec();
   }
 }
 
@@ -30,7 +33,8 @@ struct Outcome {
   Errc finish = Errc::ok;
 };
 
-Outcome decode(const std::shared_ptr<const Codec>& codec, std::string_view body, std::uint32_t seed) {
+Outcome decode(const std::shared_ptr<const Codec>& codec, std::string_view body,
+               std::uint32_t seed) {
   // A small event limit, so the fuzzer reaches Errc::too_large with small inputs.
   WatchDecoder decoder(codec, WatchDecoder::Options{.max_event_bytes = 4096});
   Outcome o;

@@ -19,11 +19,11 @@
 #include "base64.h"
 #include "fake_apiserver.h"
 #include "fakes.h"
-#include "log_capture.h"
 #include "kinformer/client/pod.h"
-#include "kinformer/informer/cluster_endpoint_feeds.h"
 #include "kinformer/client/rest_client.h"
 #include "kinformer/client/secret.h"
+#include "kinformer/informer/cluster_endpoint_feeds.h"
+#include "log_capture.h"
 
 namespace kinformer::informer {
 namespace {
@@ -50,8 +50,10 @@ class MiniCluster {
     server.on("GET", path, [this, path, list_kind](const Request& r) {
       std::lock_guard lock(mu_);
       auto& c = collections_[path];
-      if (c.forbidden) return Reply::api_status(403, "Forbidden", "secrets is forbidden: User \"x\" cannot list");
-      if (r.param("watch") == std::optional<std::string>("true") || r.param("watch") == std::optional<std::string>("1")) {
+      if (c.forbidden)
+        return Reply::api_status(403, "Forbidden", "secrets is forbidden: User \"x\" cannot list");
+      if (r.param("watch") == std::optional<std::string>("true") ||
+          r.param("watch") == std::optional<std::string>("1")) {
         auto stream = std::make_shared<ScriptedStream>();
         c.watches.push_back(stream);
         ++c.watch_requests;
@@ -59,7 +61,8 @@ class MiniCluster {
         return Reply::streaming(stream);
       }
       ++c.list_requests;
-      std::string out = R"({"kind":")" + list_kind + R"(","apiVersion":"v1","metadata":{"resourceVersion":")" +
+      std::string out = R"({"kind":")" + list_kind +
+                        R"(","apiVersion":"v1","metadata":{"resourceVersion":")" +
                         std::to_string(rv_) + R"("},"items":[)";
       bool first = true;
       for (const auto& [name, json] : c.objects) {
@@ -70,7 +73,8 @@ class MiniCluster {
     });
   }
   // `make(rv)` returns the object's JSON at resourceVersion rv.
-  void put(const std::string& path, const std::string& name, const std::function<std::string(const std::string&)>& make) {
+  void put(const std::string& path, const std::string& name,
+           const std::function<std::string(const std::string&)>& make) {
     std::lock_guard lock(mu_);
     auto& c = collections_[path];
     std::string json = make(std::to_string(++rv_));
@@ -93,7 +97,8 @@ class MiniCluster {
     collections_[path].forbidden = forbidden;
   }
   // Waits until `n` watches of `path` were opened in all.
-  bool wait_watch_requests(const std::string& path, std::size_t n, std::chrono::milliseconds timeout = 10s) {
+  bool wait_watch_requests(const std::string& path, std::size_t n,
+                           std::chrono::milliseconds timeout = 10s) {
     std::unique_lock lock(mu_);
     return cv_.wait_for(lock, timeout, [&] { return collections_[path].watch_requests >= n; });
   }
@@ -137,26 +142,32 @@ class MiniCluster {
 };
 
 std::string kubeconfig_for(const FakeApiServer& server, const std::string& token) {
-  return "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: c\n  cluster:\n    server: " +
-         server.url() + "\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\nusers:\n- name: u\n  user:\n    token: " +
+  return "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: c\n  cluster:\n    "
+         "server: " +
+         server.url() +
+         "\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\nusers:\n- name: u\n  "
+         "user:\n    token: " +
          token + "\n";
 }
 
-std::function<std::string(const std::string&)> secret(const std::string& name,
-                                                      const std::map<std::string, std::string>& data) {
+std::function<std::string(const std::string&)> secret(
+    const std::string& name, const std::map<std::string, std::string>& data) {
   return [=](const std::string& rv) {
     std::string d;
-    for (const auto& [k, v] : data) d += (d.empty() ? "" : ",") + ("\"" + k + "\":\"" + base64(v) + "\"");
+    for (const auto& [k, v] : data)
+      d += (d.empty() ? "" : ",") + ("\"" + k + "\":\"" + base64(v) + "\"");
     return R"({"kind":"Secret","apiVersion":"v1","metadata":{"name":")" + name +
            R"(","namespace":"mesh","resourceVersion":")" + rv +
-           R"(","labels":{"kinformer.io/multicluster":"true"}},"type":"Opaque","data":{)" + d + "}}";
+           R"(","labels":{"kinformer.io/multicluster":"true"}},"type":"Opaque","data":{)" + d +
+           "}}";
   };
 }
 
 std::function<std::string(const std::string&)> pod(const std::string& name) {
   return [=](const std::string& rv) {
-    return R"({"kind":"Pod","apiVersion":"v1","metadata":{"name":")" + name + R"(","namespace":"app","resourceVersion":")" +
-           rv + R"("},"spec":{"containers":[]},"status":{}})";
+    return R"({"kind":"Pod","apiVersion":"v1","metadata":{"name":")" + name +
+           R"(","namespace":"app","resourceVersion":")" + rv +
+           R"("},"spec":{"containers":[]},"status":{}})";
   };
 }
 
@@ -179,7 +190,10 @@ class Journal {
                          std::to_string(before->generation),
                      now);
             },
-        .removed = [this](const RemoteClusterPtr& c) { record("removed " + c->id + " " + std::to_string(c->generation), c); },
+        .removed =
+            [this](const RemoteClusterPtr& c) {
+              record("removed " + c->id + " " + std::to_string(c->generation), c);
+            },
     };
   }
   bool wait_for(std::size_t n, std::chrono::milliseconds timeout = 10s) {
@@ -218,7 +232,10 @@ struct Fixture {
     fo.use_watch_list = false;
     fo.log = capture.sink();
     local_factory = std::make_shared<InformerFactory>(
-        [c = local_client](const client::ResourceType& t, const std::string& ns) { return c->lister_watcher(t, ns); }, fo);
+        [c = local_client](const client::ResourceType& t, const std::string& ns) {
+          return c->lister_watcher(t, ns);
+        },
+        fo);
     ClusterRegistryOptions o;
     o.secret_namespace = "mesh";
     o.sync_timeout = sync_timeout;
@@ -272,7 +289,8 @@ TEST(ClusterRegistryTest, FailedStartIsReturnedAndRetriedByTheNextCallerWithOneW
   client::Status first = f.registry->start();
   ASSERT_FALSE(first);
   EXPECT_EQ(first.error().http_status, 403);
-  EXPECT_NE(first.error().message.find("namespace mesh"), std::string::npos) << first.error().message;
+  EXPECT_NE(first.error().message.find("namespace mesh"), std::string::npos)
+      << first.error().message;
   EXPECT_FALSE(f.registry->started());
   EXPECT_EQ(f.local_factory->informer_count(), 0u);  // the failed start left no informer behind
   EXPECT_EQ(f.local.watch_requests(kSecrets), 0u);
@@ -291,7 +309,8 @@ TEST(ClusterRegistryTest, SecretKeyBecomesARemoteClusterReachedThroughTheRegistr
   west.serve(kPods, "PodList");
   west.put(kPods, "p1", pod("p1"));
   Fixture f;
-  f.local.put(kSecrets, "remotes", secret("remotes", {{"west", kubeconfig_for(west.server, "tok-west")}}));
+  f.local.put(kSecrets, "remotes",
+              secret("remotes", {{"west", kubeconfig_for(west.server, "tok-west")}}));
   Journal journal;
   auto sub = f.registry->subscribe(journal.handler(uses_pods()));
   ASSERT_TRUE(f.registry->start());
@@ -304,7 +323,8 @@ TEST(ClusterRegistryTest, SecretKeyBecomesARemoteClusterReachedThroughTheRegistr
   EXPECT_EQ(factory, journal.last()->factory);
   EXPECT_EQ(f.registry->factory("local"), f.local_factory);
   EXPECT_EQ(f.registry->factory("nowhere"), nullptr);
-  auto pods = factory->informer<client::Pod>();  // the component's informer: shared, not a new watch
+  auto pods =
+      factory->informer<client::Pod>();  // the component's informer: shared, not a new watch
   EXPECT_EQ(factory->informer_count(), 1u);
   EXPECT_TRUE(pods.store().get("app/p1"));
   for (const auto& t : west.tokens(kPods)) EXPECT_EQ(t, "Bearer tok-west");
@@ -329,10 +349,12 @@ TEST(ClusterRegistryTest, RefusedKubeconfigIsReportedByClusterAndFieldAndTheOthe
   west.serve(kPods, "PodList");
   Fixture f;
   std::string exec_config = kubeconfig_for(west.server, "tok-sneaky");
-  exec_config.replace(exec_config.find("    token: tok-sneaky"), std::string("    token: tok-sneaky").size(),
-                      "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: /bin/sh");
+  exec_config.replace(
+      exec_config.find("    token: tok-sneaky"), std::string("    token: tok-sneaky").size(),
+      "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: /bin/sh");
   f.local.put(kSecrets, "remotes",
-              secret("remotes", {{"west", kubeconfig_for(west.server, "tok-west")}, {"evil", exec_config}}));
+              secret("remotes",
+                     {{"west", kubeconfig_for(west.server, "tok-west")}, {"evil", exec_config}}));
   Journal journal;
   auto sub = f.registry->subscribe(journal.handler(uses_pods()));
   ASSERT_TRUE(f.registry->start());
@@ -353,12 +375,14 @@ TEST(ClusterRegistryTest, RefusedKubeconfigIsReportedByClusterAndFieldAndTheOthe
   EXPECT_EQ(f.capture.text().find("tok-sneaky"), std::string::npos);
 }
 
-TEST(ClusterRegistryTest, UnchangedKubeconfigIsANoOpAndAChangedOneIsOneUpdateAfterTheNewClientSynced) {
+TEST(ClusterRegistryTest,
+     UnchangedKubeconfigIsANoOpAndAChangedOneIsOneUpdateAfterTheNewClientSynced) {
   MiniCluster west;
   west.serve(kPods, "PodList");
   west.put(kPods, "p1", pod("p1"));
   Fixture f;
-  f.local.put(kSecrets, "remotes", secret("remotes", {{"west", kubeconfig_for(west.server, "tok-1")}}));
+  f.local.put(kSecrets, "remotes",
+              secret("remotes", {{"west", kubeconfig_for(west.server, "tok-1")}}));
   Journal journal;
   auto sub = f.registry->subscribe(journal.handler(uses_pods()));
   ASSERT_TRUE(f.registry->start());
@@ -368,19 +392,23 @@ TEST(ClusterRegistryTest, UnchangedKubeconfigIsANoOpAndAChangedOneIsOneUpdateAft
   ASSERT_TRUE(first);
 
   // Same content, new resourceVersion (e.g. a label added elsewhere): nothing happens.
-  f.local.put(kSecrets, "remotes", secret("remotes", {{"west", kubeconfig_for(west.server, "tok-1")}}));
+  f.local.put(kSecrets, "remotes",
+              secret("remotes", {{"west", kubeconfig_for(west.server, "tok-1")}}));
   // A second Secret with a cluster of its own proves the first event was processed.
   MiniCluster east;
   east.serve(kPods, "PodList");
-  f.local.put(kSecrets, "more", secret("more", {{"east", kubeconfig_for(east.server, "tok-east")}}));
+  f.local.put(kSecrets, "more",
+              secret("more", {{"east", kubeconfig_for(east.server, "tok-east")}}));
   ASSERT_TRUE(journal.wait_for(2));
   EXPECT_EQ(journal.lines(), (std::vector<std::string>{"added west 1", "added east 1"}));
   EXPECT_EQ(f.registry->cluster("west"), first);
 
   // A rotated token: make-before-break, one "updated", the old client stops afterwards.
-  f.local.put(kSecrets, "remotes", secret("remotes", {{"west", kubeconfig_for(west.server, "tok-2")}}));
+  f.local.put(kSecrets, "remotes",
+              secret("remotes", {{"west", kubeconfig_for(west.server, "tok-2")}}));
   ASSERT_TRUE(journal.wait_for(3));
-  EXPECT_EQ(journal.lines(), (std::vector<std::string>{"added west 1", "added east 1", "updated west 2<-1"}));
+  EXPECT_EQ(journal.lines(),
+            (std::vector<std::string>{"added west 1", "added east 1", "updated west 2<-1"}));
   EXPECT_TRUE(journal.updated_synced());
   auto second = f.registry->cluster("west");
   ASSERT_TRUE(second);
@@ -390,7 +418,8 @@ TEST(ClusterRegistryTest, UnchangedKubeconfigIsANoOpAndAChangedOneIsOneUpdateAft
   // The old factory is shut down by the registry (its watch closes).
   ASSERT_TRUE(f.registry->wait_for_sync(10s));
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::now() + 10s;
-  while (west.open_watches(kPods) != 1 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  while (west.open_watches(kPods) != 1 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::yield();
   EXPECT_EQ(west.open_watches(kPods), 1u);
   EXPECT_EQ(f.metric("kinformer_cluster_updates_total", "kind=updated"), 1);
 }
@@ -401,7 +430,9 @@ TEST(ClusterRegistryTest, RemovedKeyOrSecretRemovesTheClusterAndStopsItsWatches)
   MiniCluster east;
   east.serve(kPods, "PodList");
   Fixture f;
-  f.local.put(kSecrets, "remotes", secret("remotes", {{"west", kubeconfig_for(west.server, "t")}, {"east", kubeconfig_for(east.server, "t")}}));
+  f.local.put(kSecrets, "remotes",
+              secret("remotes", {{"west", kubeconfig_for(west.server, "t")},
+                                 {"east", kubeconfig_for(east.server, "t")}}));
   Journal journal;
   auto sub = f.registry->subscribe(journal.handler(uses_pods()));
   ASSERT_TRUE(f.registry->start());
@@ -409,7 +440,8 @@ TEST(ClusterRegistryTest, RemovedKeyOrSecretRemovesTheClusterAndStopsItsWatches)
   ASSERT_TRUE(west.wait_watch_requests(kPods, 1));
   ASSERT_TRUE(east.wait_watch_requests(kPods, 1));
 
-  f.local.put(kSecrets, "remotes", secret("remotes", {{"east", kubeconfig_for(east.server, "t")}}));  // key removed
+  f.local.put(kSecrets, "remotes",
+              secret("remotes", {{"east", kubeconfig_for(east.server, "t")}}));  // key removed
   ASSERT_TRUE(journal.wait_for(3));
   EXPECT_EQ(journal.lines().back(), "removed west 1");
   EXPECT_EQ(f.registry->factory("west"), nullptr);
@@ -419,7 +451,8 @@ TEST(ClusterRegistryTest, RemovedKeyOrSecretRemovesTheClusterAndStopsItsWatches)
   ASSERT_TRUE(journal.wait_for(4));
   EXPECT_EQ(journal.lines().back(), "removed east 1");
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::now() + 10s;
-  while ((west.open_watches(kPods) != 0 || east.open_watches(kPods) != 0) && std::chrono::steady_clock::now() < deadline) {
+  while ((west.open_watches(kPods) != 0 || east.open_watches(kPods) != 0) &&
+         std::chrono::steady_clock::now() < deadline) {
     std::this_thread::yield();
   }
   EXPECT_EQ(west.open_watches(kPods), 0u);
@@ -436,7 +469,9 @@ TEST(ClusterRegistryTest, UnreachableRemoteTimesOutIsCountedAndDelaysNoOtherClus
     dead_server = kubeconfig_for(gone, "t");
   }
   Fixture f(300ms);
-  f.local.put(kSecrets, "remotes", secret("remotes", {{"west", kubeconfig_for(west.server, "t")}, {"dead", dead_server}}));
+  f.local.put(
+      kSecrets, "remotes",
+      secret("remotes", {{"west", kubeconfig_for(west.server, "t")}, {"dead", dead_server}}));
   Journal journal;
   auto sub = f.registry->subscribe(journal.handler(uses_pods()));
   ASSERT_TRUE(f.registry->start());
@@ -446,7 +481,10 @@ TEST(ClusterRegistryTest, UnreachableRemoteTimesOutIsCountedAndDelaysNoOtherClus
   EXPECT_EQ(dead.state, ClusterState::timed_out);
   EXPECT_NE(dead.reason.find("network"), std::string::npos) << dead.reason;
   EXPECT_EQ(f.metric("kinformer_cluster_sync_timeouts_total", "cluster=dead"), 1);
-  EXPECT_EQ(f.capture.with_message("remote cluster did not sync within the sync timeout; still retrying").size(), 1u);
+  EXPECT_EQ(
+      f.capture.with_message("remote cluster did not sync within the sync timeout; still retrying")
+          .size(),
+      1u);
 }
 
 TEST(ClusterRegistryTest, BuildingAndClosingComponentsStopsNothingAndKeepsOneSecretWatch) {
@@ -473,12 +511,14 @@ TEST(ClusterRegistryTest, BuildingAndClosingComponentsStopsNothingAndKeepsOneSec
   EXPECT_EQ(west.watch_requests(kPods), 1u);
 }
 
-std::function<std::string(const std::string&)> slice(const std::string& name, const std::vector<std::string>& addresses) {
+std::function<std::string(const std::string&)> slice(const std::string& name,
+                                                     const std::vector<std::string>& addresses) {
   return [=](const std::string& rv) {
     std::string eps;
-    for (const auto& a : addresses) eps += (eps.empty() ? "" : ",") + (R"({"addresses":[")" + a + R"("]})");
-    return R"({"kind":"EndpointSlice","apiVersion":"discovery.k8s.io/v1","metadata":{"name":")" + name +
-           R"(","namespace":"app","resourceVersion":")" + rv +
+    for (const auto& a : addresses)
+      eps += (eps.empty() ? "" : ",") + (R"({"addresses":[")" + a + R"("]})");
+    return R"({"kind":"EndpointSlice","apiVersion":"discovery.k8s.io/v1","metadata":{"name":")" +
+           name + R"(","namespace":"app","resourceVersion":")" + rv +
            R"(","labels":{"kubernetes.io/service-name":"svc"}},"addressType":"IPv4","ports":[{"name":"http","port":80}],"endpoints":[)" +
            eps + "]}";
   };
@@ -486,7 +526,8 @@ std::function<std::string(const std::string&)> slice(const std::string& name, co
 
 void serve_version(FakeApiServer& server, int status = 200) {
   server.on("GET", "/version", [status](const Request&) {
-    return status == 200 ? Reply::json(R"({"major":"1","minor":"36"})") : Reply::api_status(status, "Unauthorized", "no");
+    return status == 200 ? Reply::json(R"({"major":"1","minor":"36"})")
+                         : Reply::api_status(status, "Unauthorized", "no");
   });
 }
 
@@ -501,19 +542,23 @@ TEST(ClusterRegistryTest, ARemoteWithoutInformersIsProbedNeverAssumedSynced) {
     dead_server = kubeconfig_for(gone, "t");
   }
   Fixture f(300ms);
-  f.local.put(kSecrets, "remotes", secret("remotes", {{"west", kubeconfig_for(west.server, "t")},
-                                                      {"revoked", kubeconfig_for(revoked.server, "t")},
-                                                      {"dead", dead_server}}));
+  f.local.put(kSecrets, "remotes",
+              secret("remotes", {{"west", kubeconfig_for(west.server, "t")},
+                                 {"revoked", kubeconfig_for(revoked.server, "t")},
+                                 {"dead", dead_server}}));
   ASSERT_TRUE(f.registry->start());  // no subscriber: nobody creates an informer there
   ASSERT_TRUE(f.registry->wait_for_sync(10s));
-  EXPECT_EQ(status(*f.registry, "west").state, ClusterState::synced) << status(*f.registry, "west").reason;
+  EXPECT_EQ(status(*f.registry, "west").state, ClusterState::synced)
+      << status(*f.registry, "west").reason;
   for (const char* id : {"dead", "revoked"}) {
     auto s = status(*f.registry, id);
     EXPECT_EQ(s.state, ClusterState::timed_out) << id << ": " << s.reason;
     EXPECT_FALSE(s.reason.empty()) << id;
   }
-  EXPECT_NE(status(*f.registry, "revoked").reason.find("HTTP 401"), std::string::npos) << status(*f.registry, "revoked").reason;
-  EXPECT_NE(status(*f.registry, "dead").reason.find("network"), std::string::npos) << status(*f.registry, "dead").reason;
+  EXPECT_NE(status(*f.registry, "revoked").reason.find("HTTP 401"), std::string::npos)
+      << status(*f.registry, "revoked").reason;
+  EXPECT_NE(status(*f.registry, "dead").reason.find("network"), std::string::npos)
+      << status(*f.registry, "dead").reason;
   EXPECT_EQ(f.metric("kinformer_cluster_sync_timeouts_total"), 2);
 }
 
@@ -526,7 +571,8 @@ TEST(ClusterRegistryTest, SubscribingFromInsideAHandlerIsSafe) {
   std::vector<std::unique_ptr<Journal>> journals;
   for (int i = 0; i < 16; ++i) journals.push_back(std::make_unique<Journal>());
   auto outer = f.registry->subscribe(ClusterHandler{.added = [&](const RemoteClusterPtr&) {
-    for (auto& j : journals) inner.push_back(f.registry->subscribe(j->handler()));  // grows subscribers_ meanwhile
+    for (auto& j : journals)
+      inner.push_back(f.registry->subscribe(j->handler()));  // grows subscribers_ meanwhile
   }});
   ASSERT_TRUE(f.registry->start());
   for (auto& j : journals) {
@@ -540,17 +586,20 @@ TEST(ClusterRegistryTest, AKubeconfigEditedIntoARefusedOneKeepsTheWorkingClient)
   MiniCluster west;
   west.serve(kPods, "PodList");
   Fixture f;
-  f.local.put(kSecrets, "remotes", secret("remotes", {{"west", kubeconfig_for(west.server, "tok-1")}}));
+  f.local.put(kSecrets, "remotes",
+              secret("remotes", {{"west", kubeconfig_for(west.server, "tok-1")}}));
   Journal journal;
   auto sub = f.registry->subscribe(journal.handler(uses_pods()));
   ASSERT_TRUE(f.registry->start());
   ASSERT_TRUE(f.registry->wait_for_sync(10s));
   auto working = f.registry->cluster("west");
   std::string exec_config = kubeconfig_for(west.server, "tok-1");
-  exec_config.replace(exec_config.find("    token: tok-1"), std::string("    token: tok-1").size(),
-                      "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: /bin/sh");
+  exec_config.replace(
+      exec_config.find("    token: tok-1"), std::string("    token: tok-1").size(),
+      "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: /bin/sh");
   f.local.put(kSecrets, "remotes", secret("remotes", {{"west", exec_config}}));
-  ASSERT_TRUE(testing::eventually([&] { return status(*f.registry, "west").state == ClusterState::refused; }));
+  ASSERT_TRUE(testing::eventually(
+      [&] { return status(*f.registry, "west").state == ClusterState::refused; }));
   auto s = status(*f.registry, "west");
   EXPECT_NE(s.reason.find("exec is refused"), std::string::npos) << s.reason;
   EXPECT_NE(s.reason.find("still using the previous kubeconfig"), std::string::npos) << s.reason;
@@ -568,7 +617,8 @@ TEST(ClusterRegistryTest, ASwitchAfterASyncTimeoutNeverEmptiesTheShard) {
   west.put(kSlices, "s1", slice("s1", {"10.0.0.1", "10.0.0.2"}));
   MiniCluster broken;  // no handlers: every request is a 404
   Fixture f(300ms);
-  f.local.put(kSecrets, "remotes", secret("remotes", {{"west", kubeconfig_for(west.server, "tok-1")}}));
+  f.local.put(kSecrets, "remotes",
+              secret("remotes", {{"west", kubeconfig_for(west.server, "tok-1")}}));
   auto index = std::make_shared<cache::EndpointIndex>();
   cache::EndpointQuery q;
   q.service = {"app", "svc"};
@@ -585,9 +635,12 @@ TEST(ClusterRegistryTest, ASwitchAfterASyncTimeoutNeverEmptiesTheShard) {
   };
   ClusterEndpointFeeds feeds(index, *f.registry, {}, /*include_local=*/false);
   ASSERT_TRUE(f.registry->start());
-  ASSERT_TRUE(testing::eventually([&] { return addresses() == std::vector<std::string>{"10.0.0.1", "10.0.0.2"}; }));
+  ASSERT_TRUE(testing::eventually([&] {
+    return addresses() == std::vector<std::string>{"10.0.0.1", "10.0.0.2"};
+  }));
 
-  f.local.put(kSecrets, "remotes", secret("remotes", {{"west", kubeconfig_for(broken.server, "tok-2")}}));
+  f.local.put(kSecrets, "remotes",
+              secret("remotes", {{"west", kubeconfig_for(broken.server, "tok-2")}}));
   ASSERT_TRUE(testing::eventually([&] {
     auto c = f.registry->cluster("west");
     return c && c->generation == 2;
@@ -597,8 +650,10 @@ TEST(ClusterRegistryTest, ASwitchAfterASyncTimeoutNeverEmptiesTheShard) {
 
   // Meanwhile s1 lost an endpoint; a working client again: synced, pruned, converged.
   west.put(kSlices, "s1", slice("s1", {"10.0.0.2"}));
-  f.local.put(kSecrets, "remotes", secret("remotes", {{"west", kubeconfig_for(west.server, "tok-3")}}));
-  ASSERT_TRUE(testing::eventually([&] { return addresses() == std::vector<std::string>{"10.0.0.2"}; }));
+  f.local.put(kSecrets, "remotes",
+              secret("remotes", {{"west", kubeconfig_for(west.server, "tok-3")}}));
+  ASSERT_TRUE(
+      testing::eventually([&] { return addresses() == std::vector<std::string>{"10.0.0.2"}; }));
   feeds.close();
 }
 

@@ -38,12 +38,16 @@ Notification make(const In& in) {
 std::string describe(const Notification& n) {
   std::string s;
   switch (n.kind) {
-    case K::add: s = "add " + n.object->metadata.resource_version; break;
+    case K::add:
+      s = "add " + n.object->metadata.resource_version;
+      break;
     case K::update:
       s = "update " + (n.old_object ? n.old_object->metadata.resource_version : std::string("?")) +
           "->" + n.object->metadata.resource_version;
       break;
-    case K::del: s = "delete " + n.object->metadata.resource_version; break;
+    case K::del:
+      s = "delete " + n.object->metadata.resource_version;
+      break;
   }
   if (n.flag) s += n.kind == K::add ? " initial" : " unknown";
   if (n.kind == K::add && n.old_object) s += " (stale old object)";
@@ -74,14 +78,20 @@ TEST_P(CoalesceTable, Rule) {
 INSTANTIATE_TEST_SUITE_P(
     EveryRule, CoalesceTable,
     ::testing::Values(
-        Row{"first notification is kept as is", {{K::update, "2", "1", false, 5}}, {"update 1->2 @5"}},
+        Row{"first notification is kept as is",
+            {{K::update, "2", "1", false, 5}},
+            {"update 1->2 @5"}},
         Row{"add + update -> add of the latest state, initial flag and time kept",
             {{K::add, "1", "", true, 1}, {K::update, "2", "1", false, 2}},
             {"add 2 initial @1"}},
         Row{"add + update + update -> one add",
-            {{K::add, "1", "", false, 1}, {K::update, "2", "1", false, 2}, {K::update, "3", "2", false, 3}},
+            {{K::add, "1", "", false, 1},
+             {K::update, "2", "1", false, 2},
+             {K::update, "3", "2", false, 3}},
             {"add 3 @1"}},
-        Row{"add + delete -> nothing", {{K::add, "1", "", true, 1}, {K::del, "2", "", false, 2}}, {}},
+        Row{"add + delete -> nothing",
+            {{K::add, "1", "", true, 1}, {K::del, "2", "", false, 2}},
+            {}},
         Row{"update(a,b) + update(b,c) -> update(a,c), first time kept",
             {{K::update, "2", "1", false, 1}, {K::update, "3", "2", false, 2}},
             {"update 1->3 @1"}},
@@ -98,13 +108,17 @@ INSTANTIATE_TEST_SUITE_P(
             {{K::del, "2", "", false, 1}, {K::update, "3", "2", false, 2}},
             {"delete 2 @1", "add 3 @2"}},
         Row{"delete + add + update -> delete, then add of the latest",
-            {{K::del, "2", "", false, 1}, {K::add, "3", "", false, 2}, {K::update, "4", "3", false, 3}},
+            {{K::del, "2", "", false, 1},
+             {K::add, "3", "", false, 2},
+             {K::update, "4", "3", false, 3}},
             {"delete 2 @1", "add 4 @2"}},
         Row{"delete + add + delete -> the delete alone",
             {{K::del, "2", "", false, 1}, {K::add, "3", "", false, 2}, {K::del, "4", "", false, 3}},
             {"delete 2 @1"}},
         Row{"update + delete + add -> delete, then add",
-            {{K::update, "2", "1", false, 1}, {K::del, "3", "", false, 2}, {K::add, "4", "", false, 3}},
+            {{K::update, "2", "1", false, 1},
+             {K::del, "3", "", false, 2},
+             {K::add, "4", "", false, 3}},
             {"delete 3 @1", "add 4 @3"}}),
     [](const ::testing::TestParamInfo<Row>& info) { return "row" + std::to_string(info.index); });
 
@@ -116,7 +130,8 @@ TEST(Coalesce, AnySequenceStaysWithinTwoEntries) {
   for (int i = 0; i < 10000; ++i) {
     x = x * 1103515245u + 12345u;
     K k = kinds[(x >> 16) % 3];
-    coalesce(items, make({k, std::to_string(i + 2), k == K::update ? std::to_string(i + 1) : "", false, i}));
+    coalesce(items, make({k, std::to_string(i + 2), k == K::update ? std::to_string(i + 1) : "",
+                          false, i}));
     ASSERT_LE(items.size(), 2u) << "after input " << i;
     if (items.size() == 2) {
       EXPECT_EQ(items[0].kind, K::del);

@@ -62,7 +62,8 @@ TEST(InformerConcurrencyTest, FactoryFromManyThreadsThenShutdown) {
     threads.emplace_back([&, t] {
       go.arrive_and_wait();
       for (int i = 0; i < 30; ++i) {
-        auto& inf = env.factory->informer(testing::test_type(), testing::selector_options("shard=" + std::to_string(i % 3)));
+        auto& inf = env.factory->informer(
+            testing::test_type(), testing::selector_options("shard=" + std::to_string(i % 3)));
         regs[t].push_back(inf.add_handler(std::make_shared<testing::RecordingHandler>()));
         (void)env.factory->informer_count();
         (void)env.factory->handler_counts();

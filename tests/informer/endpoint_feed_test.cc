@@ -43,7 +43,8 @@ struct Cluster {
   FakeListerWatcher& fake(const std::string& resource) { return *fakes.at(resource); }
 };
 
-std::shared_ptr<client::EndpointSlice> slice(std::string name, std::vector<std::pair<std::string, std::string>> eps,
+std::shared_ptr<client::EndpointSlice> slice(std::string name,
+                                             std::vector<std::pair<std::string, std::string>> eps,
                                              std::string rv = "1") {
   auto s = std::make_shared<client::EndpointSlice>();
   s->metadata.namespace_ = "ns";
@@ -143,7 +144,8 @@ TEST(EndpointFeedTest, SlicesAndPodsReachSubscribersAndDeletesEmptyTheShard) {
   // Closing the feed with removal: the cluster leaves every snapshot.
   feed.close(true);
   EXPECT_EQ(index->snapshot(query())->cluster("c1"), nullptr);
-  EXPECT_EQ(c1.factory->informer_count(), 2u) << "the informers stay, for the factory's other users";
+  EXPECT_EQ(c1.factory->informer_count(), 2u)
+      << "the informers stay, for the factory's other users";
   sa.close();
   sall.close();
 }
@@ -163,12 +165,14 @@ TEST(EndpointFeedTest, CoreV1EndpointsForAClusterWithoutDiscoveryV1) {
 
   auto index = std::make_shared<cache::EndpointIndex>();
   EndpointFeed feed(index, "c1", *c1.factory, list_options(cache::EndpointSource::endpoints));
-  EXPECT_THROW(EndpointFeed(index, "c1", *c1.factory, list_options()), std::invalid_argument) << "c1 is on core/v1 Endpoints";
+  EXPECT_THROW(EndpointFeed(index, "c1", *c1.factory, list_options()), std::invalid_argument)
+      << "c1 is on core/v1 Endpoints";
   c1.factory->start();
   ASSERT_TRUE(testing::eventually([&] {
     auto snapshot = index->snapshot(query("app=a"));  // keeps the part alive
     const auto* part = snapshot->cluster("c1");
-    return part != nullptr && part->endpoints.size() == 1 && part->endpoints[0].address == "10.0.0.7";
+    return part != nullptr && part->endpoints.size() == 1 &&
+           part->endpoints[0].address == "10.0.0.7";
   }));
 }
 
@@ -182,7 +186,8 @@ namespace {
 // client missed a deletion (its token was already revoked); the new one never saw that slice.
 TEST(EndpointFeedTest, MakeBeforeBreakNeverEmptiesTheShardAndPrunesWhatOnlyTheOldClientSaw) {
   Cluster old_client;
-  old_client.fake("endpointslices").add_list({slice("s1", {{"10.0.0.1", "p1"}}), slice("s2", {{"10.0.0.2", "p2"}})}, "10");
+  old_client.fake("endpointslices")
+      .add_list({slice("s1", {{"10.0.0.1", "p1"}}), slice("s2", {{"10.0.0.2", "p2"}})}, "10");
   (void)old_client.fake("endpointslices").add_watch();
   old_client.fake("pods").add_list({pod("p1", "a"), pod("p2", "a")}, "20");
   (void)old_client.fake("pods").add_watch();
@@ -200,7 +205,8 @@ TEST(EndpointFeedTest, MakeBeforeBreakNeverEmptiesTheShardAndPrunesWhatOnlyTheOl
     std::lock_guard lock(mu);
     by_version[s->version] = std::move(got);
   });
-  auto old_feed = std::make_unique<EndpointFeed>(index, "west", *old_client.factory, list_options());
+  auto old_feed =
+      std::make_unique<EndpointFeed>(index, "west", *old_client.factory, list_options());
   old_client.factory->start();
   ASSERT_TRUE(testing::eventually([&] { return old_feed->has_synced(); }));
   ASSERT_EQ(index->keys("west").slices, (std::vector<std::string>{"ns/s1", "ns/s2"}));
@@ -232,10 +238,13 @@ TEST(EndpointFeedTest, MakeBeforeBreakNeverEmptiesTheShardAndPrunesWhatOnlyTheOl
   bool had_both = false;
   // The first snapshot may hold either slice (two inputs raced); from the one with both on,
   // the shard is never absent or empty and 10.0.0.1 never leaves it.
-  for (const auto& addresses : std::vector(std::find_if(seen.begin(), seen.end(), [](const auto& a) { return a.size() == 2; }), seen.end())) {
+  for (const auto& addresses : std::vector(
+           std::find_if(seen.begin(), seen.end(), [](const auto& a) { return a.size() == 2; }),
+           seen.end())) {
     EXPECT_NE(addresses, std::vector<std::string>{"<absent>"});
     EXPECT_FALSE(addresses.empty());
-    EXPECT_NE(std::find(addresses.begin(), addresses.end(), "10.0.0.1"), addresses.end()) << ::testing::PrintToString(seen);
+    EXPECT_NE(std::find(addresses.begin(), addresses.end(), "10.0.0.1"), addresses.end())
+        << ::testing::PrintToString(seen);
     had_both = had_both || addresses.size() == 2;
   }
   EXPECT_TRUE(had_both);

@@ -125,12 +125,16 @@ TEST(EndpointSubscriptionsTest, StuckSubscriberDelaysNeitherTheIndexNorOthers) {
   std::optional<Subscription> stuck, other;
   std::uint64_t newest = 0;
   std::thread driver([&] {
-    stuck.emplace(subs.subscribe(svc_http(), [&](const cache::EndpointSnapshotPtr&) {
-      stuck_entered.open();
-      release.wait();
-    }, SubscriberOptions{"stuck", 5000ms}));
-    other.emplace(subs.subscribe(svc_http(), [&](const cache::EndpointSnapshotPtr& s) { fast.add(s); },
-                                 SubscriberOptions{"other", 5000ms}));
+    stuck.emplace(subs.subscribe(
+        svc_http(),
+        [&](const cache::EndpointSnapshotPtr&) {
+          stuck_entered.open();
+          release.wait();
+        },
+        SubscriberOptions{"stuck", 5000ms}));
+    other.emplace(subs.subscribe(
+        svc_http(), [&](const cache::EndpointSnapshotPtr& s) { fast.add(s); },
+        SubscriberOptions{"other", 5000ms}));
     for (int i = 1; i <= 5; ++i) index->upsert_slice("c1", slice(i));
     newest = index->snapshot(svc_http())->version;
     inputs_done.open();
@@ -214,7 +218,8 @@ TEST(EndpointSubscriptionsTest, StatsAndMetricsSeparateDeliveredFromApplied) {
   EXPECT_EQ(value("kinformer_endpoint_subscriber_applied_version"), static_cast<double>(v));
   EXPECT_EQ(value("kinformer_endpoint_subscriber_stalled_since_seconds"), 0.0);
   sub.close();
-  EXPECT_EQ(value("kinformer_endpoint_subscriber_delivered_version"), -1) << "series removed on close";
+  EXPECT_EQ(value("kinformer_endpoint_subscriber_delivered_version"), -1)
+      << "series removed on close";
 }
 
 TEST(EndpointSubscriptionsTest, CloseStopsDeliveryAndMayRunFromTheCallback) {

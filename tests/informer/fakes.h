@@ -14,11 +14,11 @@
 #include <variant>
 #include <vector>
 
+#include "../cache/test_object.h"
 #include "kinformer/client/resource.h"
 #include "kinformer/client/watch.h"
 #include "kinformer/informer/clock.h"
 #include "kinformer/informer/event_handler.h"
-#include "../cache/test_object.h"
 
 namespace kinformer::testing {
 
@@ -93,7 +93,9 @@ inline client::Error too_large_rv_error() {
   return e;
 }
 
-inline client::WatchEvent event(client::EventType type, client::ObjectPtr o) { return {type, std::move(o)}; }
+inline client::WatchEvent event(client::EventType type, client::ObjectPtr o) {
+  return {type, std::move(o)};
+}
 
 inline client::WatchEvent bookmark(std::string rv, bool initial_events_end = false) {
   auto o = std::make_shared<TestObject>();
@@ -171,7 +173,8 @@ class FakeWatchStream : public client::WatchStream {
   client::Result<std::optional<client::WatchEvent>> next() override {
     if (finished_) return client::Error::make(client::Errc::cancelled, "finished");
     auto item = script_->next();
-    if (auto* e = std::get_if<client::WatchEvent>(&item)) return std::optional<client::WatchEvent>(std::move(*e));
+    if (auto* e = std::get_if<client::WatchEvent>(&item))
+      return std::optional<client::WatchEvent>(std::move(*e));
     finished_ = true;
     if (auto* err = std::get_if<client::Error>(&item)) return *err;
     return std::optional<client::WatchEvent>();
@@ -274,8 +277,12 @@ class FakeListerWatcher : public client::ListerWatcher {
 class ListerWatcherProxy : public client::ListerWatcher {
  public:
   explicit ListerWatcherProxy(std::shared_ptr<FakeListerWatcher> f) : f_(std::move(f)) {}
-  client::Result<client::ObjectList> list(const client::ListOptions& o) override { return f_->list(o); }
-  client::Result<client::WatchStreamPtr> watch(const client::ListOptions& o) override { return f_->watch(o); }
+  client::Result<client::ObjectList> list(const client::ListOptions& o) override {
+    return f_->list(o);
+  }
+  client::Result<client::WatchStreamPtr> watch(const client::ListOptions& o) override {
+    return f_->watch(o);
+  }
 
  private:
   std::shared_ptr<FakeListerWatcher> f_;
@@ -355,7 +362,8 @@ class RecordingHandler : public informer::ResourceEventHandler {
     record("add " + o->key() + " " + o->metadata.resource_version + (initial ? " initial" : ""));
   }
   void on_update(const client::ObjectPtr& a, const client::ObjectPtr& b) override {
-    record("update " + b->key() + " " + a->metadata.resource_version + "->" + b->metadata.resource_version);
+    record("update " + b->key() + " " + a->metadata.resource_version + "->" +
+           b->metadata.resource_version);
   }
   void on_delete(const client::ObjectPtr& o, bool unknown) override {
     record("delete " + o->key() + " " + o->metadata.resource_version + (unknown ? " unknown" : ""));

@@ -1,8 +1,8 @@
 // Fan-out on the bounded handler pool (issue 9): threads are O(pool), stuck handlers beyond the
 // pool size do not stop the others, close() stops a batch already taken, handlers closing each
 // other never deadlock, and a late handler sees each object exactly once while events flow.
-#include <atomic>
 #include <dirent.h>
+#include <atomic>
 #include <latch>
 #include <map>
 #include <thread>
@@ -91,7 +91,8 @@ TEST(FanOut, MoreStuckHandlersThanPoolThreadsDoNotStopTheOthers) {
   ASSERT_TRUE(testing::eventually([&] { return stuck_entered.load() == 4; }))
       << "every stuck handler got a worker: the pool compensated for the blocked ones";
   for (int i = 0; i < 20; ++i) {
-    w->push(event(EventType::added, make_object("ns", "e" + std::to_string(i), std::to_string(11 + i))));
+    w->push(event(EventType::added,
+                  make_object("ns", "e" + std::to_string(i), std::to_string(11 + i))));
   }
   for (auto& h : fine) EXPECT_TRUE(h->wait_for("add ns/e19 30"));
   EXPECT_GE(env.factory->executor().blocked_workers(), 2u);
@@ -158,7 +159,8 @@ TEST(FanOut, ListBeyondAChunkThenQueueStillCoalescesPerNamespaceAndName) {
   testing::Env env(pool_of(2));
   constexpr int kObjects = 1000;
   std::vector<client::ObjectPtr> objects;
-  for (int i = 0; i < kObjects; ++i) objects.push_back(make_object("ns", "o" + std::to_string(i), "1"));
+  for (int i = 0; i < kObjects; ++i)
+    objects.push_back(make_object("ns", "o" + std::to_string(i), "1"));
   objects.push_back(make_object("ns2", "o5", "1"));
   objects.push_back(make_object("ns", "block", "1"));
   env.fake->add_list(objects, "10");
@@ -238,7 +240,8 @@ TEST(FanOut, LateHandlerWhileEventsFlowSeesEachObjectExactlyOnce) {
   constexpr int kObjects = 2000;
   std::jthread pusher([&] {
     for (int i = 0; i < kObjects; ++i) {
-      w->push(event(EventType::added, make_object("ns", "o" + std::to_string(i), std::to_string(11 + i))));
+      w->push(event(EventType::added,
+                    make_object("ns", "o" + std::to_string(i), std::to_string(11 + i))));
     }
   });
   ASSERT_TRUE(testing::eventually([&] { return inf.store().size() >= kObjects / 4; }));

@@ -325,7 +325,8 @@ TEST(HandlerExecutorTest, MoreStrandsBlockedThanThreadsOthersStillProgress) {
   }
   for (auto& s : others) s->wake();
   EXPECT_TRUE(done.wait_for(kOthers));
-  EXPECT_TRUE(testing::eventually([&] { return executor.blocked_workers() == std::size_t{kBlocked}; }));
+  EXPECT_TRUE(
+      testing::eventually([&] { return executor.blocked_workers() == std::size_t{kBlocked}; }));
   EXPECT_GE(executor.extra_threads_started(), 2u);
   EXPECT_LE(executor.thread_count(), 2u + 64u + 1u);
 

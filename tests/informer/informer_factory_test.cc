@@ -25,8 +25,10 @@ TEST(InformerFactoryTest, DedupesOnKey) {
   auto& a = env.factory->informer(testing::test_type(), testing::selector_options("app=x,tier"));
   auto& b = env.factory->informer(testing::test_type(), testing::selector_options("tier, app=x"));
   auto& c = env.factory->informer(testing::test_type(), testing::selector_options("app=y"));
-  auto& d = env.factory->informer(testing::test_type(), testing::selector_options("app=x,tier", "spec.nodeName=n1"));
-  auto& e = env.factory->informer(testing::test_type("secrets"), testing::selector_options("app=x,tier"));
+  auto& d = env.factory->informer(testing::test_type(),
+                                  testing::selector_options("app=x,tier", "spec.nodeName=n1"));
+  auto& e =
+      env.factory->informer(testing::test_type("secrets"), testing::selector_options("app=x,tier"));
   InformerOptions ns;
   ns.namespace_ = "kube-system";
   auto& f = env.factory->informer(testing::test_type(), ns);
@@ -152,8 +154,12 @@ class BlockingLister : public client::ListerWatcher {
 class ForwardingLister : public client::ListerWatcher {
  public:
   explicit ForwardingLister(std::shared_ptr<client::ListerWatcher> t) : t_(std::move(t)) {}
-  client::Result<client::ObjectList> list(const client::ListOptions& o) override { return t_->list(o); }
-  client::Result<client::WatchStreamPtr> watch(const client::ListOptions& o) override { return t_->watch(o); }
+  client::Result<client::ObjectList> list(const client::ListOptions& o) override {
+    return t_->list(o);
+  }
+  client::Result<client::WatchStreamPtr> watch(const client::ListOptions& o) override {
+    return t_->watch(o);
+  }
 
  private:
   std::shared_ptr<client::ListerWatcher> t_;
@@ -178,12 +184,14 @@ TEST(InformerFactoryTest, ConcurrentShutdownReturnsOnlyAfterTheInformersStopped)
     return lw->active();
   });
   std::optional<bool> early;
-  if (second.wait_for(std::chrono::milliseconds(500)) == std::future_status::ready) early = second.get();
+  if (second.wait_for(std::chrono::milliseconds(500)) == std::future_status::ready)
+    early = second.get();
   lw->release();
   bool list_active_at_return = early ? *early : second.get();
   first.join();
   EXPECT_TRUE(stopping);
-  EXPECT_FALSE(list_active_at_return) << "a second shutdown() returned while a reflector was still running";
+  EXPECT_FALSE(list_active_at_return)
+      << "a second shutdown() returned while a reflector was still running";
 }
 
 }  // namespace

@@ -33,7 +33,8 @@ TEST(ListenerTest, StuckHandlerDelaysNeitherOtherHandlersNorTheStore) {
   auto r2 = inf.add_handler(fast);
   env.factory->start();
   for (int i = 0; i < 50; ++i) {
-    w->push(event(EventType::added, make_object("ns", "o" + std::to_string(i), std::to_string(11 + i))));
+    w->push(event(EventType::added,
+                  make_object("ns", "o" + std::to_string(i), std::to_string(11 + i))));
   }
   ASSERT_TRUE(fast->wait_for("add ns/o49 60"));
   EXPECT_EQ(inf.store().size(), 51u);
@@ -80,8 +81,8 @@ TEST(ListenerTest, CoalescesPendingNotificationsPerKey) {
   ASSERT_TRUE(marker->wait_for("add ns/z 8"));
   gate.release();
   ASSERT_TRUE(h->wait_for("add ns/z 8"));
-  EXPECT_EQ(h->events(), (std::vector<std::string>{"add ns/a 1 initial", "update ns/a 1->3", "add ns/c 7",
-                                                    "add ns/z 8"}));
+  EXPECT_EQ(h->events(), (std::vector<std::string>{"add ns/a 1 initial", "update ns/a 1->3",
+                                                   "add ns/c 7", "add ns/z 8"}));
 }
 
 TEST(ListenerTest, LateHandlerGetsInitialAddsAndItsOwnHasSynced) {

@@ -22,10 +22,14 @@ inline double metric(prometheus::Registry& r, const std::string& family,
       }
       if (!ok) continue;
       switch (fam.type) {
-        case prometheus::MetricType::Counter: return m.counter.value;
-        case prometheus::MetricType::Gauge: return m.gauge.value;
-        case prometheus::MetricType::Histogram: return static_cast<double>(m.histogram.sample_count);
-        default: return -1;
+        case prometheus::MetricType::Counter:
+          return m.counter.value;
+        case prometheus::MetricType::Gauge:
+          return m.gauge.value;
+        case prometheus::MetricType::Histogram:
+          return static_cast<double>(m.histogram.sample_count);
+        default:
+          return -1;
       }
     }
   }

@@ -52,7 +52,8 @@ TEST(MetricsTest, EveryMetricIsReadableFromTheRegistry) {
   ASSERT_TRUE(env.fake->wait_lists(2));
   ASSERT_TRUE(testing::eventually([&] { return reg.exceptions() == 1; }));
   ASSERT_TRUE(testing::eventually([&] { return inf.metrics().restarts_expired.Value() == 1; }));
-  std::map<std::string, std::string> l{{"resource", "pods"}, {"selector", selector_hash("app=x", "")}};
+  std::map<std::string, std::string> l{{"resource", "pods"},
+                                       {"selector", selector_hash("app=x", "")}};
   // wait_watches() returns when the watch was asked for; the gauge moves just after it opened.
   ASSERT_TRUE(testing::eventually([&] { return inf.metrics().open_watches.Value() == 1; }));
   EXPECT_EQ(metric(*registry, "kinformer_open_watches", l), 1);
@@ -72,13 +73,17 @@ TEST(MetricsTest, EveryMetricIsReadableFromTheRegistry) {
   EXPECT_EQ(metric(*registry, "kinformer_watch_events_total", with("type", "DELETED")), 1);
   EXPECT_EQ(metric(*registry, "kinformer_watch_events_total", with("type", "BOOKMARK")), 1);
   // After the relist the cache holds exactly ns/a.
-  EXPECT_TRUE(testing::eventually([&] { return metric(*registry, "kinformer_cache_objects", l) == 1; }));
+  EXPECT_TRUE(
+      testing::eventually([&] { return metric(*registry, "kinformer_cache_objects", l) == 1; }));
   EXPECT_GT(metric(*registry, "kinformer_last_sync_timestamp_seconds", l), 0);
   EXPECT_GE(metric(*registry, "kinformer_backoff_waits_total", l), 1);
   EXPECT_GE(metric(*registry, "kinformer_reconnect_budget_denials_total", l), 1);
   // Not a WatchList informer: the series exist, at 0 (their counts: ReflectorTest.WatchList*).
-  EXPECT_EQ(metric(*registry, "kinformer_watch_list_fallbacks_total", with("reason", "refused")), 0);
-  EXPECT_EQ(metric(*registry, "kinformer_watch_list_fallbacks_total", with("reason", "initial_events_timeout")), 0);
+  EXPECT_EQ(metric(*registry, "kinformer_watch_list_fallbacks_total", with("reason", "refused")),
+            0);
+  EXPECT_EQ(metric(*registry, "kinformer_watch_list_fallbacks_total",
+                   with("reason", "initial_events_timeout")),
+            0);
   EXPECT_EQ(metric(*registry, "kinformer_registered_handlers", l), 1);
   EXPECT_EQ(metric(*registry, "kinformer_requests_total", with("verb", "list")), 2);
   EXPECT_GE(metric(*registry, "kinformer_requests_total", with("verb", "watch")), 3);
@@ -131,9 +136,10 @@ TEST(MetricsTest, HandlerGaugesFollowAStuckHandlerAndInformerGaugesFollowTheCach
   EXPECT_EQ(metric(*registry, "kinformer_open_watches", l), 1);
   // Stuck in its first callback: it started at a real time, and the other two wait for it.
   EXPECT_GT(metric(*registry, "kinformer_handler_stalled_since_seconds", hl), 1.6e9);
-  EXPECT_TRUE(testing::eventually(
-      [&] { return metric(*registry, "kinformer_handler_queue_depth", hl) == 2; }))
-      << "gauge " << metric(*registry, "kinformer_handler_queue_depth", hl) << " registration "
+  EXPECT_TRUE(testing::eventually([&] {
+    return metric(*registry, "kinformer_handler_queue_depth", hl) == 2;
+  })) << "gauge "
+      << metric(*registry, "kinformer_handler_queue_depth", hl) << " registration "
       << reg.queue_depth();
 
   release.count_down();

@@ -95,7 +95,8 @@ TEST(OnceGuardTest, FailureGoesToCallerAndNextCallRetries) {
 
 TEST(OnceGuardTest, AThrowingStepIsAFailureAndIsRethrown) {
   OnceGuard g;
-  EXPECT_THROW(g.run([]() -> client::Status { throw std::runtime_error("x"); }), std::runtime_error);
+  EXPECT_THROW(g.run([]() -> client::Status { throw std::runtime_error("x"); }),
+               std::runtime_error);
   EXPECT_FALSE(g.done());
   int runs = 0;
   EXPECT_TRUE(g.run([&] {
@@ -173,9 +174,7 @@ TEST(OnceGuardTest, AfterAFailureExactlyOneWaiterRetriesWhileTheOthersWait) {
   HeldStep retry;
   std::atomic<int> step_calls{0};
   // Every caller passes the same step: the first call runs `first`, the next one `retry`.
-  auto step = [&]() -> client::Status {
-    return ++step_calls == 1 ? first() : retry();
-  };
+  auto step = [&]() -> client::Status { return ++step_calls == 1 ? first() : retry(); };
   std::vector<std::optional<client::Status>> results(3);
   std::vector<std::jthread> threads;
   ReleaseOnExit cleanup{{&first, &retry}};

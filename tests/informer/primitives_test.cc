@@ -24,7 +24,8 @@ TEST(BackoffTest, ClientGoDefaultsWithFixedRandom) {
   JitteredExponentialBackoff b(BackoffOptions{}, clock, [] { return 0.5; });
   std::vector<ms> got;
   for (int i = 0; i < 8; ++i) got.push_back(as_ms(b.next()));
-  EXPECT_EQ(got, (std::vector<ms>{1200ms, 2400ms, 4800ms, 9600ms, 19200ms, 38400ms, 45000ms, 45000ms}));
+  EXPECT_EQ(got,
+            (std::vector<ms>{1200ms, 2400ms, 4800ms, 9600ms, 19200ms, 38400ms, 45000ms, 45000ms}));
   clock->advance(2min);  // healthy for the reset period
   EXPECT_EQ(as_ms(b.next()), 1200ms);
   EXPECT_EQ(as_ms(b.next()), 2400ms);
@@ -90,10 +91,11 @@ TEST(ReconnectBudgetTest, GrowsWithTheInformersItServes) {
 // The per-informer share of the burst is there as soon as the informer is; the rate grows too.
 TEST(ReconnectBudgetTest, AnInformerAddedLaterBringsItsShareAtOnce) {
   auto clock = std::make_shared<testing::ManualClock>();
-  ReconnectBudget budget({.burst = 1, .per_second = 1, .burst_per_informer = 3, .per_second_per_informer = 1}, clock);
+  ReconnectBudget budget(
+      {.burst = 1, .per_second = 1, .burst_per_informer = 3, .per_second_per_informer = 1}, clock);
   EXPECT_EQ(budget.reserve(), Clock::Duration::zero());
   EXPECT_EQ(as_ms(budget.reserve()), 1000ms);  // 1/s; tokens at -1
-  budget.add_informer();                          // -1 + 3: two available now, rate 2/s
+  budget.add_informer();                       // -1 + 3: two available now, rate 2/s
   EXPECT_EQ(budget.reserve(), Clock::Duration::zero());
   EXPECT_EQ(budget.reserve(), Clock::Duration::zero());
   EXPECT_EQ(as_ms(budget.reserve()), 500ms);
@@ -118,7 +120,7 @@ TEST(ReconnectBudgetTest, HotLoopOfManyFailingInformersIsBoundedByBurstPlusRate)
   // at t0; every later one is a retry that reserved a token.
   std::vector<Clock::TimePoint> next(kInformers, t0);  // each informer's next retry
   for (auto& n : next) n += budget.reserve();
-  std::vector<double> attempts;                         // retry times, in order
+  std::vector<double> attempts;  // retry times, in order
   for (;;) {
     auto it = std::min_element(next.begin(), next.end());
     if (seconds(*it) > kHorizon) break;
@@ -130,7 +132,8 @@ TEST(ReconnectBudgetTest, HotLoopOfManyFailingInformersIsBoundedByBurstPlusRate)
     std::size_t lo = 0;
     for (std::size_t hi = 0; hi < attempts.size(); ++hi) {
       while (attempts[hi] - attempts[lo] > w) ++lo;
-      ASSERT_LE(static_cast<double>(hi - lo + 1), burst + rate * w + 1) << "window " << w << " s ending at " << attempts[hi];
+      ASSERT_LE(static_cast<double>(hi - lo + 1), burst + rate * w + 1)
+          << "window " << w << " s ending at " << attempts[hi];
     }
   }
   EXPECT_GE(static_cast<double>(attempts.size()), burst + rate * kHorizon - kInformers);

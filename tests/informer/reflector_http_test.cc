@@ -24,11 +24,11 @@
 
 #include "fake_apiserver.h"
 #include "fakes.h"
-#include "log_capture.h"
 #include "kinformer/client/rate_limiter.h"
 #include "kinformer/client/rest_client.h"
 #include "kinformer/client/secret.h"
 #include "kinformer/informer/informer_factory.h"
+#include "log_capture.h"
 
 namespace kinformer::informer {
 namespace {
@@ -52,7 +52,8 @@ std::string secret_json(const std::string& name, const std::string& rv) {
 
 std::string list_json(const std::vector<std::string>& items, const std::string& rv,
                       const std::string& cont = "") {
-  std::string out = R"({"kind":"SecretList","apiVersion":"v1","metadata":{"resourceVersion":")" + rv + "\"";
+  std::string out =
+      R"({"kind":"SecretList","apiVersion":"v1","metadata":{"resourceVersion":")" + rv + "\"";
   if (!cont.empty()) out += R"(,"continue":")" + cont + "\"";
   out += R"(},"items":[)";
   for (std::size_t i = 0; i < items.size(); ++i) {
@@ -67,7 +68,8 @@ std::string event_line(const std::string& type, const std::string& name, const s
 }
 
 std::string bookmark_line(const std::string& rv, bool initial_events_end = false) {
-  std::string obj = R"({"kind":"Secret","apiVersion":"v1","metadata":{"resourceVersion":")" + rv + "\"";
+  std::string obj =
+      R"({"kind":"Secret","apiVersion":"v1","metadata":{"resourceVersion":")" + rv + "\"";
   if (initial_events_end) obj += R"(,"annotations":{"k8s.io/initial-events-end":"true"})";
   obj += "}}";
   return testing::watch_event_line("BOOKMARK", obj);
@@ -75,8 +77,9 @@ std::string bookmark_line(const std::string& rv, bool initial_events_end = false
 
 std::string expired_error_line(const std::string& message) {
   return testing::watch_event_line(
-      "ERROR", R"({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":")" + message +
-                   R"(","reason":"Expired","code":410})");
+      "ERROR",
+      R"({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":")" +
+          message + R"(","reason":"Expired","code":410})");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -156,7 +159,8 @@ class ScriptedSecrets {
     std::lock_guard lock(mu_);
     lists_.push_back(std::move(r));
   }
-  void add_list(const std::vector<std::string>& items, const std::string& rv, const std::string& cont = "") {
+  void add_list(const std::vector<std::string>& items, const std::string& rv,
+                const std::string& cont = "") {
     add_list(Reply::json(list_json(items, rv, cont)));
   }
   void add_watch(Reply r) {
@@ -196,7 +200,8 @@ class ScriptedSecrets {
  private:
   Reply handle(const Request& req) {
     std::lock_guard lock(mu_);
-    bool watch = req.param("watch").value_or("") == "1" || req.param("watch").value_or("") == "true";
+    bool watch =
+        req.param("watch").value_or("") == "1" || req.param("watch").value_or("") == "true";
     order_.push_back(watch ? Kind::watch : Kind::list);
     (watch ? watch_reqs_ : list_reqs_).push_back(req);
     cv_.notify_all();
@@ -235,14 +240,16 @@ struct HttpEnv {
   std::shared_ptr<client::RestClient> rest;
   std::unique_ptr<InformerFactory> factory;
 
-  /// `log`: both the client's and the factory's sink (null: stderr). `token`: sent as a bearer token.
+  /// `log`: both the client's and the factory's sink (null: stderr). `token`: sent as a bearer
+  /// token.
   explicit HttpEnv(client::LogSink log = {}, std::string token = "") {
     client::RestClientOptions ro;
     ro.rate_limit.qps = 0;  // no client-side limiting: relists must not wait in real time
     ro.request_timeout = 10s;
     ro.log = log;
     client::ClusterConfig config = api.server().cluster_config();
-    if (!token.empty()) config.credentials = client::static_credentials(client::Credentials{token, "", "", {}});
+    if (!token.empty())
+      config.credentials = client::static_credentials(client::Credentials{token, "", "", {}});
     rest = std::make_shared<client::RestClient>(config, ro);
     FactoryOptions o;
     o.log = log;
@@ -270,7 +277,9 @@ struct HttpEnv {
   }
 };
 
-std::string param(const Request& r, const std::string& name) { return r.param(name).value_or("<absent>"); }
+std::string param(const Request& r, const std::string& name) {
+  return r.param(name).value_or("<absent>");
+}
 
 std::map<std::string, std::string> store_rvs(const SharedInformer& inf) {
   std::map<std::string, std::string> out;
@@ -298,8 +307,10 @@ TEST(ReflectorHttpTest, InitialListAtRvZeroPaginatedContinuationOmitsResourceVer
   EXPECT_EQ(param(lists[0], "continue"), "<absent>");
   EXPECT_EQ(param(lists[0], "watch"), "<absent>");
   EXPECT_EQ(param(lists[1], "continue"), "c1");
-  EXPECT_EQ(param(lists[1], "resourceVersion"), "<absent>") << "continuation must omit resourceVersion";
-  EXPECT_EQ(param(lists[1], "resourceVersionMatch"), "<absent>") << "continuation must omit resourceVersionMatch";
+  EXPECT_EQ(param(lists[1], "resourceVersion"), "<absent>")
+      << "continuation must omit resourceVersion";
+  EXPECT_EQ(param(lists[1], "resourceVersionMatch"), "<absent>")
+      << "continuation must omit resourceVersionMatch";
   EXPECT_EQ(param(lists[1], "limit"), "500");
   EXPECT_EQ(store_rvs(inf), (Rvs{{"ns/a", "5"}, {"ns/b", "6"}}));
   EXPECT_EQ(inf.last_sync_resource_version(), "10");
@@ -326,7 +337,8 @@ TEST(ReflectorHttpTest, WatchRequestCarriesBookmarksTimeoutAndListRv) {
   EXPECT_EQ(env.api.lists().size(), 1u);
 }
 
-TEST(ReflectorHttpTest, ExpiredMidWatchRelistsNotOlderThanLastRvThenConsistentAndTombstonesForEveryHandler) {
+TEST(ReflectorHttpTest,
+     ExpiredMidWatchRelistsNotOlderThanLastRvThenConsistentAndTombstonesForEveryHandler) {
   HttpEnv env;
   env.api.add_list({secret_json("a", "5"), secret_json("b", "6")}, "10");
   auto w1 = env.api.add_watch_stream();
@@ -384,8 +396,8 @@ TEST(ReflectorHttpTest, BookmarkOnlyStreamAdvancesRvWithoutRelist) {
   EXPECT_EQ(param(watches[0], "resourceVersion"), "10");
   EXPECT_EQ(param(watches[1], "resourceVersion"), "50");
   EXPECT_EQ(env.api.lists().size(), 1u);
-  EXPECT_EQ(env.api.order(),
-            (std::vector{ScriptedSecrets::Kind::list, ScriptedSecrets::Kind::watch, ScriptedSecrets::Kind::watch}));
+  EXPECT_EQ(env.api.order(), (std::vector{ScriptedSecrets::Kind::list, ScriptedSecrets::Kind::watch,
+                                          ScriptedSecrets::Kind::watch}));
   EXPECT_EQ(store_rvs(inf), (Rvs{{"ns/a", "5"}}));
   EXPECT_EQ(inf.last_sync_resource_version(), "50");
 }
@@ -408,7 +420,8 @@ TEST(ReflectorHttpTest, CleanEndRewatchesFromLastRvWithoutRelist) {
   ASSERT_TRUE(h->wait_for("update ns/c 12->13"));
   EXPECT_EQ(env.api.lists().size(), 1u);
   EXPECT_EQ(store_rvs(inf), (Rvs{{"ns/a", "5"}, {"ns/c", "13"}}));
-  EXPECT_EQ(h->events(), (std::vector<std::string>{"add ns/a 5 initial", "add ns/c 12", "update ns/c 12->13"}));
+  EXPECT_EQ(h->events(),
+            (std::vector<std::string>{"add ns/a 5 initial", "add ns/c 12", "update ns/c 12->13"}));
 }
 
 TEST(ReflectorHttpTest, TruncatedAndMalformedStreamsRewatchFromLastGoodRvWithoutLosingEvents) {
@@ -443,8 +456,8 @@ TEST(ReflectorHttpTest, TruncatedAndMalformedStreamsRewatchFromLastGoodRvWithout
   w3->send(event_line("ADDED", "e", "14"));
   w3->send(event_line("ADDED", "f", "15") + event_line("DELETED", "d", "16"));
   ASSERT_TRUE(h->wait_for("delete ns/d 16"));
-  EXPECT_EQ(h->events(),
-            (std::vector<std::string>{"add ns/c 12", "add ns/d 13", "add ns/e 14", "add ns/f 15", "delete ns/d 16"}));
+  EXPECT_EQ(h->events(), (std::vector<std::string>{"add ns/c 12", "add ns/d 13", "add ns/e 14",
+                                                   "add ns/f 15", "delete ns/d 16"}));
   EXPECT_EQ(store_rvs(inf), (Rvs{{"ns/c", "12"}, {"ns/e", "14"}, {"ns/f", "15"}}));
   EXPECT_EQ(env.api.lists().size(), 1u);
   EXPECT_EQ(env.api.watches().size(), 3u);
@@ -482,7 +495,8 @@ TEST(ReflectorHttpTest, TooManyRequestsPlainTextRetryAfterBlocksTheNextWatchUnti
 TEST(ReflectorHttpTest, WatchListRefusedWith422FallsBackToList) {
   HttpEnv env;
   env.api.add_watch(Reply::api_status(
-      422, "Invalid", "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled"));
+      422, "Invalid",
+      "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled"));
   env.api.add_list({secret_json("a", "3")}, "10");
   auto& inf = env.secrets(/*use_watch_list=*/true);
   env.factory->start();
@@ -589,8 +603,8 @@ TEST(ReflectorHttpTest, StuckHandlerDoesNotDelayAnotherHandlerOrTheStore) {
   w1->send(event_line("ADDED", "b", "11"));
   w1->send(event_line("ADDED", "c", "12") + event_line("MODIFIED", "a", "13"));
   ASSERT_TRUE(healthy->wait_for("update ns/a 5->13"));
-  EXPECT_EQ(healthy->events(),
-            (std::vector<std::string>{"add ns/a 5 initial", "add ns/b 11", "add ns/c 12", "update ns/a 5->13"}));
+  EXPECT_EQ(healthy->events(), (std::vector<std::string>{"add ns/a 5 initial", "add ns/b 11",
+                                                         "add ns/c 12", "update ns/a 5->13"}));
   EXPECT_TRUE(stuck->events().empty()) << "the stuck handler is still inside its first callback";
   EXPECT_EQ(store_rvs(inf), (Rvs{{"ns/a", "13"}, {"ns/b", "11"}, {"ns/c", "12"}}));
   gate->count_down();
@@ -604,7 +618,8 @@ TEST(ReflectorHttpTest, StuckHandlerDoesNotDelayAnotherHandlerOrTheStore) {
 // does not hold up the factory's shutdown: the reflector's stop ends the wait.
 TEST(ReflectorHttpTest, ShutdownDoesNotWaitForTheClientRateLimiter) {
   ScriptedSecrets api;
-  auto limiter = std::make_shared<client::RateLimiter>(client::RateLimiterOptions{.qps = 0.001, .burst = 1});
+  auto limiter =
+      std::make_shared<client::RateLimiter>(client::RateLimiterOptions{.qps = 0.001, .burst = 1});
   ASSERT_TRUE(limiter->try_acquire());  // the burst is spent: the next token is ~1,000 s away
   client::RestClientOptions ro;
   ro.rate_limiter = limiter;
@@ -646,7 +661,8 @@ TEST(ReflectorHttpTest, LastSyncResourceVersionIsSetOnceSynced) {
     auto& inf = env.secrets(/*use_watch_list=*/true);
     env.factory->start();
     ASSERT_TRUE(inf.wait_for_sync(testing::kDeadline));
-    EXPECT_EQ(inf.last_sync_resource_version(), "30") << "WatchList: synced but the reflector's RV lags";
+    EXPECT_EQ(inf.last_sync_resource_version(), "30")
+        << "WatchList: synced but the reflector's RV lags";
   }
   {
     HttpEnv env;
@@ -667,14 +683,15 @@ namespace {
 // The log of the protocol failures, captured through the sinks the component passes in: each
 // record names its informer, carries the cause and the error, and none carries the bearer token
 // or a Secret's data (the objects in the failing streams hold both).
-TEST(ReflectorHttpTest, LogRecordsOfProtocolFailuresNameTheInformerAndNeverCarryATokenOrSecretData) {
+TEST(ReflectorHttpTest,
+     LogRecordsOfProtocolFailuresNameTheInformerAndNeverCarryATokenOrSecretData) {
   const std::string token = "tok-5e3f9a1c0d2b47e8";
   const std::string secret_value = "hunter2-db-password";
   const std::string secret_b64 = "aHVudGVyMi1kYi1wYXNzd29yZA==";  // base64(secret_value)
   auto secret_with_data = [&](const std::string& name, const std::string& rv) {
     return R"({"kind":"Secret","apiVersion":"v1","metadata":{"name":")" + name +
-           R"(","namespace":"ns","resourceVersion":")" + rv + R"("},"type":"Opaque","data":{"password":")" +
-           secret_b64 + R"("}})";
+           R"(","namespace":"ns","resourceVersion":")" + rv +
+           R"("},"type":"Opaque","data":{"password":")" + secret_b64 + R"("}})";
   };
   testing::LogCapture capture;
   {
@@ -690,7 +707,8 @@ TEST(ReflectorHttpTest, LogRecordsOfProtocolFailuresNameTheInformerAndNeverCarry
     ASSERT_TRUE(env.api.wait_watches(1));
     // A malformed line holding Secret data, then (on the rewatch) half of an event holding it.
     w1->send(testing::watch_event_line("ADDED", secret_with_data("b", "11")));
-    w1->send(R"({"type":"ADDED","object":{"kind":"Secret","data":{"password":")" + secret_b64 + "\"}}} trailing\n");
+    w1->send(R"({"type":"ADDED","object":{"kind":"Secret","data":{"password":")" + secret_b64 +
+             "\"}}} trailing\n");
     ASSERT_TRUE(env.api.wait_watches(2));
     std::string event = testing::watch_event_line("ADDED", secret_with_data("c", "12"));
     w2->send(event.substr(0, event.size() - 10));
@@ -703,19 +721,24 @@ TEST(ReflectorHttpTest, LogRecordsOfProtocolFailuresNameTheInformerAndNeverCarry
     ASSERT_EQ(list_failed.size(), 1u);
     EXPECT_EQ(list_failed[0].component, "reflector");
     EXPECT_EQ(list_failed[0].field("informer"), name);
-    EXPECT_NE(list_failed[0].field("error").find("500 InternalError"), std::string::npos) << list_failed[0].line();
+    EXPECT_NE(list_failed[0].field("error").find("500 InternalError"), std::string::npos)
+        << list_failed[0].line();
     auto watch_failed = capture.with_message("watch failed, rewatching");
     ASSERT_EQ(watch_failed.size(), 2u) << capture.text();
     EXPECT_EQ(watch_failed[0].field("rv"), "11");
-    EXPECT_NE(watch_failed[0].field("error").find("decode"), std::string::npos) << watch_failed[0].line();
-    EXPECT_NE(watch_failed[1].field("error").find("truncated"), std::string::npos) << watch_failed[1].line();
+    EXPECT_NE(watch_failed[0].field("error").find("decode"), std::string::npos)
+        << watch_failed[0].line();
+    EXPECT_NE(watch_failed[1].field("error").find("truncated"), std::string::npos)
+        << watch_failed[1].line();
     for (const auto& r : watch_failed) EXPECT_EQ(r.field("informer"), name);
     auto warned = capture.with_message("the API server sent a warning");
-    ASSERT_EQ(warned.size(), 1u) << "the client logs a server warning once, to the component's sink";
+    ASSERT_EQ(warned.size(), 1u)
+        << "the client logs a server warning once, to the component's sink";
     EXPECT_EQ(warned[0].component, "client");
     EXPECT_EQ(warned[0].field("warning"), "this API is for tests");
     ASSERT_EQ(env.api.lists().size(), 2u);
-    EXPECT_EQ(env.api.lists()[0].headers.at("authorization"), "Bearer " + token) << "the token was in use";
+    EXPECT_EQ(env.api.lists()[0].headers.at("authorization"), "Bearer " + token)
+        << "the token was in use";
   }
   std::string all = capture.text();
   EXPECT_EQ(all.find(token), std::string::npos) << "a log record carries the bearer token";

@@ -46,9 +46,10 @@ TEST(ReflectorTest, FirstListAtRvZeroPaginatedThenWatchFromListRv) {
 
 TEST(ReflectorTest, ExpiredMidWatchRelistsAtLastRvThenUnsetAndTombstonesMissingObjects) {
   Env env;
-  env.fake->add_list({make_object("ns", "a", "5"), make_object("ns", "b", "6", {}, "b-last")}, "10");
+  env.fake->add_list({make_object("ns", "a", "5"), make_object("ns", "b", "6", {}, "b-last")},
+                     "10");
   auto w1 = env.fake->add_watch();
-  env.fake->add_list(api_error(410, "Expired"));           // relist at last RV "11" -> 410
+  env.fake->add_list(api_error(410, "Expired"));             // relist at last RV "11" -> 410
   env.fake->add_list({make_object("ns", "a", "12")}, "20");  // relist at "" -> b is gone
   auto& inf = env.factory->informer(testing::test_type());
   auto h1 = std::make_shared<RecordingHandler>();
@@ -59,7 +60,8 @@ TEST(ReflectorTest, ExpiredMidWatchRelistsAtLastRvThenUnsetAndTombstonesMissingO
   // Let both handlers see b first (an add and a delete both pending would coalesce to nothing).
   ASSERT_TRUE(h1->wait_for("add ns/b 6 initial"));
   ASSERT_TRUE(h2->wait_for("add ns/b 6 initial"));
-  w1->push(event(EventType::modified, make_object("ns", "a", "11"))).fail(api_error(410, "Expired"));
+  w1->push(event(EventType::modified, make_object("ns", "a", "11")))
+      .fail(api_error(410, "Expired"));
   ASSERT_TRUE(h1->wait_for("delete ns/b 6 unknown"));
   ASSERT_TRUE(h2->wait_for("delete ns/b 6 unknown"));
   ASSERT_TRUE(env.fake->wait_watches(2));
@@ -130,7 +132,8 @@ TEST(ReflectorTest, TooManyRequestsHonoursRetryAfterAndRewatchesWithoutRelist) {
   ASSERT_GE(sleeps.size(), 2u);
   EXPECT_GE(sleeps[0], std::chrono::seconds(7));
   EXPECT_GE(sleeps[1], std::chrono::seconds(9));
-  for (const auto& c : env.fake->watch_calls()) EXPECT_EQ(c.resource_version, std::optional<std::string>("10"));
+  for (const auto& c : env.fake->watch_calls())
+    EXPECT_EQ(c.resource_version, std::optional<std::string>("10"));
   EXPECT_EQ(env.fake->list_calls().size(), 1u);
 }
 
@@ -171,8 +174,12 @@ TEST(ReflectorTest, AWatchListStreamFailingAfterItsInitialEventsFollowsTheWatchR
       .push(bookmark("30", true))
       .push(event(EventType::added, make_object("ns", "b", "31")))
       .fail(api_error(400, "BadRequest"));
-  env.fake->add_watch()->push(event(EventType::added, make_object("ns", "c", "32"))).fail(api_error(410, "Expired"));
-  env.fake->add_watch()->push(event(EventType::added, make_object("ns", "d", "40"))).push(bookmark("41", true));
+  env.fake->add_watch()
+      ->push(event(EventType::added, make_object("ns", "c", "32")))
+      .fail(api_error(410, "Expired"));
+  env.fake->add_watch()
+      ->push(event(EventType::added, make_object("ns", "d", "40")))
+      .push(bookmark("41", true));
   auto& inf = env.factory->informer(testing::test_type(), testing::watch_list_options());
   auto h = std::make_shared<RecordingHandler>();
   auto reg = inf.add_handler(h);
@@ -180,7 +187,8 @@ TEST(ReflectorTest, AWatchListStreamFailingAfterItsInitialEventsFollowsTheWatchR
   ASSERT_TRUE(env.fake->wait_watches(3));
   // The second sync replaced the store (the RV is set just before the replace: wait for both).
   ASSERT_TRUE(testing::eventually([&] {
-    return inf.last_sync_resource_version() == "41" && inf.store().size() == 1 && inf.store().get("ns/d") != nullptr;
+    return inf.last_sync_resource_version() == "41" && inf.store().size() == 1 &&
+           inf.store().get("ns/d") != nullptr;
   }));
   auto watches = env.fake->watch_calls();
   ASSERT_EQ(watches.size(), 3u);
@@ -211,7 +219,8 @@ TEST(ReflectorTest, EveryLogLineGoesToTheFactorysSinkAndNamesTheInformer) {
   env.fake->add_list({}, "10");
   env.fake->add_watch()->fail(client::Error::make(client::Errc::truncated, "stream cut mid-event"));
   env.fake->add_watch();
-  auto& inf = env.factory->informer(testing::test_type(), testing::selector_options("app=x", "spec.nodeName=n1"));
+  auto& inf = env.factory->informer(testing::test_type(),
+                                    testing::selector_options("app=x", "spec.nodeName=n1"));
   env.factory->start();
   ASSERT_TRUE(env.fake->wait_watches(2));
   env.factory->shutdown();
@@ -231,7 +240,8 @@ TEST(ReflectorTest, EveryLogLineGoesToTheFactorysSinkAndNamesTheInformer) {
   auto watch_failed = capture.with_message("watch failed, rewatching");
   ASSERT_EQ(watch_failed.size(), 1u);
   EXPECT_EQ(watch_failed[0].field("rv"), "10");
-  EXPECT_NE(watch_failed[0].field("error").find("truncated"), std::string::npos) << watch_failed[0].line();
+  EXPECT_NE(watch_failed[0].field("error").find("truncated"), std::string::npos)
+      << watch_failed[0].line();
 }
 
 // A refusal falls back to LIST for that sync only (client-go's rule): the next relist tries
@@ -242,7 +252,9 @@ TEST(ReflectorTest, WatchListRefusedFallsBackToListForThatSyncAndTheNextRelistTr
   env.fake->add_watch_error(api_error(400, "BadRequest"));
   env.fake->add_list({make_object("ns", "a", "3")}, "10");
   env.fake->add_watch()->fail(api_error(410, "Expired"));  // forces a relist
-  env.fake->add_watch()->push(event(EventType::added, make_object("ns", "b", "21"))).push(bookmark("30", true));
+  env.fake->add_watch()
+      ->push(event(EventType::added, make_object("ns", "b", "21")))
+      .push(bookmark("30", true));
   auto& inf = env.factory->informer(testing::test_type(), testing::watch_list_options());
   auto h = std::make_shared<RecordingHandler>();
   auto reg = inf.add_handler(h);
@@ -321,8 +333,10 @@ TEST(ReflectorTest, InitialListFailuresBackOffHonourRetryAfterAndRetry) {
   auto sleeps = env.clock->sleeps();
   ASSERT_GE(sleeps.size(), 2u);
   // Backoff with the fixed random 0.5: 1.2 s after the 500; the 429's 7 s beat the 2.4 s step.
-  EXPECT_EQ(std::chrono::duration_cast<std::chrono::milliseconds>(sleeps[0]), std::chrono::milliseconds(1200));
-  EXPECT_EQ(std::chrono::duration_cast<std::chrono::milliseconds>(sleeps[1]), std::chrono::seconds(7));
+  EXPECT_EQ(std::chrono::duration_cast<std::chrono::milliseconds>(sleeps[0]),
+            std::chrono::milliseconds(1200));
+  EXPECT_EQ(std::chrono::duration_cast<std::chrono::milliseconds>(sleeps[1]),
+            std::chrono::seconds(7));
   EXPECT_NE(inf.store().get("ns/a"), nullptr);
 }
 
@@ -382,7 +396,8 @@ class CountingSink : public ReflectorSink {
   void on_resource_version(const std::string&) override {}
   bool wait_for(int replaces, int events) {
     std::unique_lock lock(mu_);
-    return testing::wait_until(lock, cv_, [&] { return replaces_ >= replaces && events_ >= events; });
+    return testing::wait_until(lock, cv_,
+                               [&] { return replaces_ >= replaces && events_ >= events; });
   }
 
  private:
@@ -412,16 +427,24 @@ TEST(ReflectorTest, ReportsEachFactToItsMetrics) {
     }
     void watch_opened() override { add("opened"); }
     void watch_closed() override { add("closed"); }
-    void watch_ended(WatchRestartReason r) override { add("ended " + std::to_string(static_cast<int>(r))); }
-    void event(client::EventType t) override { add("event " + std::to_string(static_cast<int>(t))); }
-    void synced(bool initial, double) override { add(initial ? "synced initial" : "synced relist"); }
+    void watch_ended(WatchRestartReason r) override {
+      add("ended " + std::to_string(static_cast<int>(r)));
+    }
+    void event(client::EventType t) override {
+      add("event " + std::to_string(static_cast<int>(t)));
+    }
+    void synced(bool initial, double) override {
+      add(initial ? "synced initial" : "synced relist");
+    }
     void backoff_waited() override { add("waited"); }
     void budget_denied() override { add("denied"); }
     void watch_list_fell_back(WatchListFallback) override { add("fell back"); }
   } metrics;
   auto fake = std::make_shared<testing::FakeListerWatcher>();
   fake->add_list({make_object("ns", "a", "5")}, "10");
-  fake->add_watch()->push(event(EventType::added, make_object("ns", "b", "11"))).fail(api_error(410, "Expired"));
+  fake->add_watch()
+      ->push(event(EventType::added, make_object("ns", "b", "11")))
+      .fail(api_error(410, "Expired"));
   fake->add_list({make_object("ns", "a", "12")}, "20");
   CountingSink sink;
   auto options = standalone_options(std::make_shared<testing::ManualClock>());
@@ -434,10 +457,10 @@ TEST(ReflectorTest, ReportsEachFactToItsMetrics) {
   }
   std::lock_guard lock(metrics.mu);
   auto i = [](auto e) { return std::to_string(static_cast<int>(e)); };
-  EXPECT_EQ(metrics.facts,
-            (std::vector<std::string>{"synced initial", "opened", "event " + i(EventType::added), "closed",
-                                      "ended " + i(WatchRestartReason::expired), "synced relist", "opened", "closed",
-                                      "ended " + i(WatchRestartReason::shutdown)}));
+  EXPECT_EQ(metrics.facts, (std::vector<std::string>{
+                               "synced initial", "opened", "event " + i(EventType::added), "closed",
+                               "ended " + i(WatchRestartReason::expired), "synced relist", "opened",
+                               "closed", "ended " + i(WatchRestartReason::shutdown)}));
 }
 
 // Without metrics the reflector reports to the null object: it lists and watches all the same.
@@ -472,7 +495,9 @@ TEST(ReflectorTest, WatchListTransientFailuresAreRetriedAsWatchListNotFallenBack
   env.fake->add_watch_error(api_error(429, "TooManyRequests", std::chrono::seconds(1)));
   env.fake->add_watch_error(client::Error::make(client::Errc::network, "connection reset"));
   env.fake->add_watch_error(client::Error::make(client::Errc::timeout, "deadline exceeded"));
-  env.fake->add_watch()->push(event(EventType::added, make_object("ns", "a", "3"))).push(bookmark("30", true));
+  env.fake->add_watch()
+      ->push(event(EventType::added, make_object("ns", "a", "3")))
+      .push(bookmark("30", true));
   auto& inf = env.factory->informer(testing::test_type(), testing::watch_list_options());
   env.factory->start();
   ASSERT_TRUE(inf.wait_for_sync(testing::kDeadline));
@@ -495,7 +520,9 @@ TEST(ReflectorTest, WatchListStreamFailuresAnd5xxBeforeInitialEventsEndAreRetrie
       ->push(event(EventType::added, make_object("ns", "a", "3")))
       .fail(client::Error::make(client::Errc::truncated, "stream cut mid-event"));
   env.fake->add_watch()->fail(api_error(500, "InternalError"));
-  env.fake->add_watch()->push(event(EventType::added, make_object("ns", "a", "3"))).push(bookmark("30", true));
+  env.fake->add_watch()
+      ->push(event(EventType::added, make_object("ns", "a", "3")))
+      .push(bookmark("30", true));
   auto& inf = env.factory->informer(testing::test_type(), testing::watch_list_options());
   env.factory->start();
   ASSERT_TRUE(inf.wait_for_sync(testing::kDeadline));
@@ -651,11 +678,13 @@ TEST(ReflectorTest, FiftyInformersRecoverFromARestartWithoutWaitingForTheBudget)
 TEST(ReflectorTest, AServerFailingEveryRequestGetsNoMoreThanTheInformersShareOfTheBudget) {
   FactoryOptions fo;
   fo.backoff.initial = std::chrono::milliseconds(0);
-  fo.budget = {.burst = 0, .per_second = 0, .burst_per_informer = 2, .per_second_per_informer = 0.5};
+  fo.budget = {
+      .burst = 0, .per_second = 0, .burst_per_informer = 2, .per_second_per_informer = 0.5};
   Env env(fo);
   constexpr int kFailures = 30;
   env.fake->add_list({}, "10");
-  for (int i = 0; i < kFailures; ++i) env.fake->add_watch_error(api_error(503, "ServiceUnavailable"));
+  for (int i = 0; i < kFailures; ++i)
+    env.fake->add_watch_error(api_error(503, "ServiceUnavailable"));
   auto last = env.fake->add_watch();  // the server is back: stays open
   const auto t0 = env.clock->now();
   env.factory->informer(testing::test_type());
@@ -683,7 +712,8 @@ TEST(ReflectorTest, WatchesEndingAtOnceWithoutEventsBackOffAndRelistInsteadOfHot
   env.factory->start();
   ASSERT_TRUE(last->wait_reader_blocked());
   EXPECT_EQ(env.fake->watch_calls().size(), static_cast<std::size_t>(kShort + 1));
-  ASSERT_EQ(env.fake->list_calls().size(), static_cast<std::size_t>(kShort + 1)) << "a relist after each";
+  ASSERT_EQ(env.fake->list_calls().size(), static_cast<std::size_t>(kShort + 1))
+      << "a relist after each";
   for (const auto& l : env.fake->list_calls()) EXPECT_EQ(l.limit, 500);
   // Backoff with the fixed random 0.5: 1.2 s, 2.4 s, 4.8 s, 9.6 s.
   auto sleeps = env.clock->short_sleeps();
@@ -720,8 +750,8 @@ TEST(ReflectorTest, AQuietWatchThatLastedASecondEndsCleanlyAndRewatchesWithoutRe
 // consistent list (RV unset) with limit, which etcd paginates.
 TEST(ReflectorTest, InitialListTooLargeAtRvZeroFallsBackToAPaginatedConsistentList) {
   Env env;
-  env.fake->add_list(client::Error::make(client::Errc::too_large,
-                                         "list: response body exceeds max_response_bytes (268435456 bytes)"));
+  env.fake->add_list(client::Error::make(
+      client::Errc::too_large, "list: response body exceeds max_response_bytes (268435456 bytes)"));
   env.fake->add_list({make_object("ns", "a", "5")}, "10", "c1");
   env.fake->add_list({make_object("ns", "b", "6")}, "10");
   auto& inf = env.factory->informer(testing::test_type());

@@ -159,7 +159,8 @@ TEST(RegistrationTest, AddHandlerFromInsideACallback) {
   ASSERT_TRUE(second->wait_count(3));
   auto ev = second->events();
   std::sort(ev.begin(), ev.end());
-  EXPECT_EQ(ev, (std::vector<std::string>{"add ns/a 1 initial", "add ns/b 2 initial", "add ns/c 11 initial"}));
+  EXPECT_EQ(ev, (std::vector<std::string>{"add ns/a 1 initial", "add ns/b 2 initial",
+                                          "add ns/c 11 initial"}));
   std::lock_guard lock(mu);
   EXPECT_TRUE(testing::eventually([&] { return inner.has_synced(); }));
   EXPECT_EQ(inf.handler_count(), 2u);
@@ -247,20 +248,24 @@ TEST(SharedInformerPromises, NoResyncWhenThePeriodIsZero) {
   w->push(event(EventType::modified, make_object("ns", "a", "2")));
   w->push(event(EventType::added, make_object("ns", "b", "3")));
   ASSERT_TRUE(h->wait_for("add ns/b 3"));
-  EXPECT_EQ(h->events(), (std::vector<std::string>{"add ns/a 1 initial", "update ns/a 1->2", "add ns/b 3"}));
+  EXPECT_EQ(h->events(),
+            (std::vector<std::string>{"add ns/a 1 initial", "update ns/a 1->2", "add ns/b 3"}));
 }
 
 // The transform applies to watch events too (not only lists), and a transform returning null
 // drops the object: it is not stored, and an object already stored is removed (deleted).
 TEST(SharedInformerPromises, TransformAppliesToWatchEventsAndNullDropsTheObject) {
   Env env;
-  env.fake->add_list({make_object("ns", "a", "1", {}, "payload"), make_object("ns", "drop-me", "2")}, "10");
+  env.fake->add_list(
+      {make_object("ns", "a", "1", {}, "payload"), make_object("ns", "drop-me", "2")}, "10");
   auto w = env.fake->add_watch();
   cache::Transform t{"strip-and-drop", [](client::ObjectPtr o) -> client::ObjectPtr {
-                       if (client::find_value(o->metadata.labels, "drop") != nullptr || o->metadata.name == "drop-me") {
+                       if (client::find_value(o->metadata.labels, "drop") != nullptr ||
+                           o->metadata.name == "drop-me") {
                          return nullptr;
                        }
-                       auto copy = std::make_shared<testing::TestObject>(static_cast<const testing::TestObject&>(*o));
+                       auto copy = std::make_shared<testing::TestObject>(
+                           static_cast<const testing::TestObject&>(*o));
                        copy->payload.clear();
                        return copy;
                      }};
@@ -284,8 +289,8 @@ TEST(SharedInformerPromises, TransformAppliesToWatchEventsAndNullDropsTheObject)
   EXPECT_EQ(testing::payload_of(inf.store().get("ns/b")), "");
   EXPECT_EQ(inf.store().get("ns/a"), nullptr) << "a modify the transform drops removes the object";
   EXPECT_EQ(inf.store().get("ns/c"), nullptr);
-  EXPECT_EQ(h->events(), (std::vector<std::string>{"add ns/a 1 initial", "add ns/b 11", "delete ns/a 1",
-                                                   "add ns/z 14"}));
+  EXPECT_EQ(h->events(), (std::vector<std::string>{"add ns/a 1 initial", "add ns/b 11",
+                                                   "delete ns/a 1", "add ns/z 14"}));
 }
 
 }  // namespace

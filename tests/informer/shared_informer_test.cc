@@ -51,7 +51,8 @@ TEST(SharedInformerTest, LastErrorNamesTheFailingRequestUntilOneSucceeds) {
   fo.backoff.jitter = 0;
   Env env(fo);
   client::Error forbidden = testing::api_error(403, "Forbidden");
-  forbidden.message = R"(pods is forbidden: User "restricted" cannot list resource "pods" in API group "" in the namespace "ns")";
+  forbidden.message =
+      R"(pods is forbidden: User "restricted" cannot list resource "pods" in API group "" in the namespace "ns")";
   env.fake->add_list(forbidden);
   auto& inf = env.factory->informer(testing::test_type());
   EXPECT_FALSE(inf.last_error().has_value());
@@ -63,7 +64,8 @@ TEST(SharedInformerTest, LastErrorNamesTheFailingRequestUntilOneSucceeds) {
   EXPECT_EQ(first->reason, "forbidden");
   EXPECT_EQ(first->consecutive, 1u);
   EXPECT_EQ(first->error.http_status, 403);
-  EXPECT_EQ(first->to_string(), "list forbidden (1 in a row): api 403 Forbidden: " + forbidden.message);
+  EXPECT_EQ(first->to_string(),
+            "list forbidden (1 in a row): api 403 Forbidden: " + forbidden.message);
   EXPECT_FALSE(inf.has_synced());
   std::map<std::string, std::string> l{{"resource", "pods"}};
   auto with = [&](std::map<std::string, std::string> extra) {
@@ -72,7 +74,9 @@ TEST(SharedInformerTest, LastErrorNamesTheFailingRequestUntilOneSucceeds) {
     return m;
   };
   EXPECT_EQ(metric(*registry, "kinformer_requests_total", with({{"verb", "list"}})), 1);
-  EXPECT_EQ(metric(*registry, "kinformer_request_errors_total", with({{"verb", "list"}, {"reason", "forbidden"}})), 1);
+  EXPECT_EQ(metric(*registry, "kinformer_request_errors_total",
+                   with({{"verb", "list"}, {"reason", "forbidden"}})),
+            1);
 
   env.fake->add_list(testing::api_error(401, "Unauthorized"));
   env.clock->advance(fo.backoff.initial);
@@ -83,8 +87,12 @@ TEST(SharedInformerTest, LastErrorNamesTheFailingRequestUntilOneSucceeds) {
   }));
   EXPECT_EQ(inf.last_error()->reason, "unauthorized");
   EXPECT_FALSE(inf.has_synced());
-  EXPECT_EQ(metric(*registry, "kinformer_request_errors_total", with({{"verb", "list"}, {"reason", "unauthorized"}})), 1);
-  EXPECT_EQ(metric(*registry, "kinformer_request_errors_total", with({{"verb", "list"}, {"reason", "forbidden"}})), 1);
+  EXPECT_EQ(metric(*registry, "kinformer_request_errors_total",
+                   with({{"verb", "list"}, {"reason", "unauthorized"}})),
+            1);
+  EXPECT_EQ(metric(*registry, "kinformer_request_errors_total",
+                   with({{"verb", "list"}, {"reason", "forbidden"}})),
+            1);
 
   // The permission comes back: the next retry lists, syncs and clears the error.
   env.fake->add_list({make_object("ns", "a", "1")}, "10");
@@ -95,7 +103,9 @@ TEST(SharedInformerTest, LastErrorNamesTheFailingRequestUntilOneSucceeds) {
   ASSERT_TRUE(env.fake->wait_watches(1));
   EXPECT_TRUE(testing::eventually([&] { return !inf.last_error().has_value(); }));
   EXPECT_EQ(metric(*registry, "kinformer_requests_total", with({{"verb", "list"}})), 3);
-  EXPECT_TRUE(testing::eventually([&] { return metric(*registry, "kinformer_requests_total", with({{"verb", "watch"}})) == 1; }));
+  EXPECT_TRUE(testing::eventually([&] {
+    return metric(*registry, "kinformer_requests_total", with({{"verb", "watch"}})) == 1;
+  }));
 }
 
 // A failing watch opening is reported too, and its count restarts after a success.

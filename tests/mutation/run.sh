@@ -8,8 +8,10 @@
 # or times out (a survivor is run twice more first, see below). Before the mutants, every
 # target is built and run unmutated: it must pass, or a "kill" would mean nothing.
 #
-# Usage: tests/mutation/run.sh [--work DIR] [--timeout SECONDS] [NAME...]
+# Usage: tests/mutation/run.sh [--work DIR] [--timeout SECONDS] [--check] [NAME...]
 #   NAME: run only these mutants (file names without .mutant).
+#   --check: build nothing; only check that every selected mutant still applies to the tree
+#            (each find occurs exactly once), e.g. after a reformat. Ends "mutants: N apply, M do not".
 # Ends with one line "mutants: N killed, M survived" (and exits 1 if any survived or a mutant
 # could not be applied).
 #
@@ -26,11 +28,13 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 work=${KINFORMER_MUTATION_DIR:-$root/build/mutation}
 timeout_s=180
 only=()
+check_only=0
 while [ $# -gt 0 ]; do
   case $1 in
+    --check) check_only=1; shift ;;
     --work) work=$2; shift 2 ;;
     --timeout) timeout_s=$2; shift 2 ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
     *) only+=("$1"); shift ;;
   esac
 done
@@ -40,19 +44,6 @@ bld=$work/build
 logs=$work/logs
 mkdir -p "$work" "$logs"
 say() { printf '[mutation %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-
-# A fresh copy of the tracked tree (plus uncommitted changes), without build directories.
-say "copying the tree to $src"
-rm -rf "$src"
-mkdir -p "$src"
-(cd "$root" && git ls-files -co --exclude-standard -z | grep -zv '^tests/mutation/' |
-  xargs -0 cp --parents -t "$src" 2>/dev/null) || true
-cp -r "$root/tests/mutation" "$src/tests/" 2>/dev/null || true
-[ -f "$src/CMakeLists.txt" ] || { echo "mutation: copying the tree failed" >&2; exit 1; }
-
-say "configuring $bld"
-cmake -S "$src" -B "$bld" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKINFORMER_BUILD_TOOLS=OFF \
-  >"$logs/configure.log" 2>&1 || { tail -20 "$logs/configure.log" >&2; exit 1; }
 
 mutants=()
 for f in "$root"/tests/mutation/*.mutant; do
@@ -67,9 +58,9 @@ binary_of() { find "$bld/tests" -type f -name "$1" -perm -u+x | head -1; }
 
 # apply FILE.mutant: edits the copy; prints why and fails if a find does not match exactly once.
 apply() {
-  python3 - "$1" "$src" <<'PY'
+  python3 - "$1" "${2:-$src}" "${3:-write}" <<'PY'
 import sys, pathlib
-spec, src = sys.argv[1], pathlib.Path(sys.argv[2])
+spec, src, mode = sys.argv[1], pathlib.Path(sys.argv[2]), sys.argv[3]
 lines = pathlib.Path(spec).read_text().splitlines()
 target = next(l.split(":", 1)[1].strip() for l in lines if l.startswith("file:"))
 pairs, find = [], None
@@ -89,9 +80,34 @@ for f, r in pairs:
     if n != 1:
         sys.exit(f"{spec}: '{f}' occurs {n} times in {target} (must be exactly once)")
     text = text.replace(f, r)
-path.write_text(text)
+if mode == "write":
+    path.write_text(text)
 PY
 }
+
+if [ "$check_only" = 1 ]; then
+  ok=0; bad=0
+  for f in "${mutants[@]}"; do
+    if why=$(apply "$f" "$root" check 2>&1); then ok=$((ok + 1)); else bad=$((bad + 1)); echo "  BROKEN   $why" >&2; fi
+  done
+  echo "mutants: $ok apply, $bad do not"
+  [ "$bad" -eq 0 ]
+  exit
+fi
+
+# A fresh copy of the tracked tree (plus uncommitted changes), without build directories.
+say "copying the tree to $src"
+rm -rf "$src"
+mkdir -p "$src"
+(cd "$root" && git ls-files -co --exclude-standard -z | grep -zv '^tests/mutation/' |
+  xargs -0 cp --parents -t "$src" 2>/dev/null) || true
+cp -r "$root/tests/mutation" "$src/tests/" 2>/dev/null || true
+[ -f "$src/CMakeLists.txt" ] || { echo "mutation: copying the tree failed" >&2; exit 1; }
+
+say "configuring $bld"
+cmake -S "$src" -B "$bld" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKINFORMER_BUILD_TOOLS=OFF \
+  >"$logs/configure.log" 2>&1 || { tail -20 "$logs/configure.log" >&2; exit 1; }
+
 
 run_target() {  # run_target TARGET FILTER LOG [TIMEOUT] -> exit status (124: timeout)
   local bin rc=0 limit=${4:-$timeout_s}

@@ -15,10 +15,10 @@ struct CertKey {
 /// What to put in a leaf certificate.
 struct CertOptions {
   std::string common_name = "kinformer-test";
-  std::vector<std::string> dns_names;  ///< subjectAltName DNS entries
+  std::vector<std::string> dns_names;     ///< subjectAltName DNS entries
   std::vector<std::string> ip_addresses;  ///< subjectAltName IP entries
-  bool server = true;   ///< extendedKeyUsage serverAuth (else clientAuth)
-  bool expired = false; ///< valid from 2 days ago until 1 day ago
+  bool server = true;                     ///< extendedKeyUsage serverAuth (else clientAuth)
+  bool expired = false;                   ///< valid from 2 days ago until 1 day ago
 };
 
 /// A self-signed CA certificate.

@@ -58,9 +58,15 @@ std::string json_escape(std::string_view s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           char buf[8];
@@ -108,15 +114,17 @@ Reply Reply::json(std::string body, int status) {
 }
 
 Reply Reply::api_status(int code, std::string reason, std::string message,
-                    std::optional<int> retry_after_seconds) {
+                        std::optional<int> retry_after_seconds) {
   std::string body = R"({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",)";
-  body += "\"message\":\"" + json_escape(message) + "\",\"reason\":\"" + json_escape(reason) + "\",";
+  body +=
+      "\"message\":\"" + json_escape(message) + "\",\"reason\":\"" + json_escape(reason) + "\",";
   if (retry_after_seconds) {
     body += "\"details\":{\"retryAfterSeconds\":" + std::to_string(*retry_after_seconds) + "},";
   }
   body += "\"code\":" + std::to_string(code) + "}";
   Reply r = json(std::move(body), code);
-  if (retry_after_seconds) r.headers.emplace_back("Retry-After", std::to_string(*retry_after_seconds));
+  if (retry_after_seconds)
+    r.headers.emplace_back("Retry-After", std::to_string(*retry_after_seconds));
   return r;
 }
 
@@ -231,7 +239,8 @@ struct FakeApiServer::Impl {
       for (auto it = routes.rbegin(); it != routes.rend(); ++it) {
         if (it->method != request.method) continue;
         bool match = !it->path.empty() && it->path.back() == '*'
-                         ? request.path.starts_with(std::string_view(it->path).substr(0, it->path.size() - 1))
+                         ? request.path.starts_with(
+                               std::string_view(it->path).substr(0, it->path.size() - 1))
                          : request.path == it->path;
         if (match) {
           handler = it->handler;
@@ -270,7 +279,8 @@ struct FakeApiServer::Impl {
         rest = rest.substr(amp + 1);
       }
     }
-    for (const auto& field : req) r.headers[lower(field.name_string())] = std::string(field.value());
+    for (const auto& field : req)
+      r.headers[lower(field.name_string())] = std::string(field.value());
     r.body = req.body();
     return r;
   }
@@ -349,8 +359,8 @@ struct FakeApiServer::Impl {
           continue;
         }
         if (op->kind == ScriptedStream::Op::data) {
-          auto [ec, n] =
-              co_await asio::async_write(conn->stream, http::make_chunk(asio::buffer(op->bytes)), kTuple);
+          auto [ec, n] = co_await asio::async_write(
+              conn->stream, http::make_chunk(asio::buffer(op->bytes)), kTuple);
           {
             std::lock_guard lock(stream->mu_);
             stream->writing_ = false;
@@ -501,12 +511,14 @@ std::size_t FakeApiServer::open_connections() const {
   return impl_->open;
 }
 
-bool FakeApiServer::wait_for_open_connections(std::size_t n, std::chrono::milliseconds timeout) const {
+bool FakeApiServer::wait_for_open_connections(std::size_t n,
+                                              std::chrono::milliseconds timeout) const {
   std::unique_lock lock(impl_->mu);
   return impl_->cv.wait_for(lock, timeout, [&] { return impl_->open == n; });
 }
 
-client::ClusterConfig FakeApiServer::cluster_config(client::CredentialsProviderPtr credentials) const {
+client::ClusterConfig FakeApiServer::cluster_config(
+    client::CredentialsProviderPtr credentials) const {
   client::ClusterConfig config;
   config.server = url();
   config.ca_pem = pki_.ca.cert_pem;

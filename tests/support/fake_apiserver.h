@@ -102,7 +102,7 @@ struct Reply {
   static Reply json(std::string body, int status = 200);
   /// A metav1.Status failure body, e.g. api_status(410, "Expired", "too old resource version").
   static Reply api_status(int code, std::string reason, std::string message,
-                      std::optional<int> retry_after_seconds = std::nullopt);
+                          std::optional<int> retry_after_seconds = std::nullopt);
   /// A plain-text body.
   static Reply text(std::string body, int status = 200);
   /// A chunked JSON stream (a watch).

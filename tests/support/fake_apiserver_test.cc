@@ -1,12 +1,12 @@
 // Smoke tests of the FakeApiServer itself, with a plain synchronous Beast client.
 #include "fake_apiserver.h"
 
+#include <gtest/gtest.h>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <gtest/gtest.h>
 
 namespace kinformer::testing {
 namespace {

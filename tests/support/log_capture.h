@@ -35,7 +35,10 @@ class LogCapture {
   /// The sink; the capture must outlive every logger that got it.
   client::LogSink sink() {
     return [this](const client::LogRecord& r) {
-      Record copy{r.level, std::string(r.component), std::string(r.message), {r.fields.begin(), r.fields.end()},
+      Record copy{r.level,
+                  std::string(r.component),
+                  std::string(r.message),
+                  {r.fields.begin(), r.fields.end()},
                   r.suppressed};
       std::lock_guard lock(mu_);
       records_.push_back(std::move(copy));

@@ -8,9 +8,12 @@ namespace kinformer::tools {
 namespace {
 
 constexpr const char* kMetrics =
-    "apiserver_longrunning_requests{group=\"\",resource=\"secrets\",scope=\"namespace\",subresource=\"\",verb=\"WATCH\",version=\"v1\"} 5\n"
-    "apiserver_longrunning_requests{group=\"discovery.k8s.io\",resource=\"endpointslices\",scope=\"cluster\",subresource=\"\",verb=\"WATCH\",version=\"v1\"} 2\n"
-    "apiserver_longrunning_requests{group=\"\",resource=\"pods\",scope=\"cluster\",subresource=\"\",verb=\"WATCH\",version=\"v1\"} 2\n";
+    "apiserver_longrunning_requests{group=\"\",resource=\"secrets\",scope=\"namespace\","
+    "subresource=\"\",verb=\"WATCH\",version=\"v1\"} 5\n"
+    "apiserver_longrunning_requests{group=\"discovery.k8s.io\",resource=\"endpointslices\",scope="
+    "\"cluster\",subresource=\"\",verb=\"WATCH\",version=\"v1\"} 2\n"
+    "apiserver_longrunning_requests{group=\"\",resource=\"pods\",scope=\"cluster\",subresource="
+    "\"\",verb=\"WATCH\",version=\"v1\"} 2\n";
 
 client::Result<client::RawResponse> response(int status, std::string body) {
   client::RawResponse r;
@@ -33,28 +36,31 @@ Run run(const client::Result<client::RawResponse>& r, AuditOptions o = {}) {
 
 TEST(AuditReport, TableIsSortedWithTotalAndSource) {
   const auto table = format_audit_table(audit_watches(kMetrics));
-  EXPECT_EQ(table,
-            "# open watches from apiserver_longrunning_requests{verb=\"WATCH\"} (Kubernetes 1.25+)\n"
-            "RESOURCE                             WATCHES\n"
-            "secrets                              5\n"
-            "discovery.k8s.io/v1/endpointslices   2\n"
-            "pods                                 2\n"
-            "TOTAL                                9\n");
+  EXPECT_EQ(
+      table,
+      "# open watches from apiserver_longrunning_requests{verb=\"WATCH\"} (Kubernetes 1.25+)\n"
+      "RESOURCE                             WATCHES\n"
+      "secrets                              5\n"
+      "discovery.k8s.io/v1/endpointslices   2\n"
+      "pods                                 2\n"
+      "TOTAL                                9\n");
 }
 
 TEST(AuditReport, TableNamesTheOldMetric) {
-  const auto table = format_audit_table(
-      audit_watches("apiserver_registered_watchers{group=\"\",kind=\"Secret\",version=\"v1\"} 3\n"));
-  EXPECT_NE(table.find("apiserver_registered_watchers (Kubernetes before 1.25)"), std::string::npos) << table;
+  const auto table = format_audit_table(audit_watches(
+      "apiserver_registered_watchers{group=\"\",kind=\"Secret\",version=\"v1\"} 3\n"));
+  EXPECT_NE(table.find("apiserver_registered_watchers (Kubernetes before 1.25)"), std::string::npos)
+      << table;
   EXPECT_NE(table.find("Secret"), std::string::npos);
 }
 
 TEST(AuditReport, JsonDocument) {
-  EXPECT_EQ(format_audit_json(audit_watches(kMetrics)),
-            R"({"source":"apiserver_longrunning_requests","total":9,"resources":[)"
-            R"({"resource":"secrets","count":5},{"resource":"discovery.k8s.io/v1/endpointslices","count":2},)"
-            R"({"resource":"pods","count":2}]})"
-            "\n");
+  EXPECT_EQ(
+      format_audit_json(audit_watches(kMetrics)),
+      R"({"source":"apiserver_longrunning_requests","total":9,"resources":[)"
+      R"({"resource":"secrets","count":5},{"resource":"discovery.k8s.io/v1/endpointslices","count":2},)"
+      R"({"resource":"pods","count":2}]})"
+      "\n");
   EXPECT_EQ(format_audit_json(WatchAudit{"apiserver_registered_watchers", {}}),
             R"({"source":"apiserver_registered_watchers","total":0,"resources":[]})"
             "\n");
@@ -91,7 +97,8 @@ TEST(AuditReport, JsonModeWritesOnlyJsonToStdout) {
 TEST(AuditReport, ForbiddenIsExitTwoWithAClearMessage) {
   const auto r = run(response(403, R"({"kind":"Status","code":403})"));
   EXPECT_EQ(r.code, kExitError);
-  EXPECT_NE(r.err.find("no permission to read /metrics (needs get on nonResourceURL /metrics)"), std::string::npos)
+  EXPECT_NE(r.err.find("no permission to read /metrics (needs get on nonResourceURL /metrics)"),
+            std::string::npos)
       << r.err;
   EXPECT_TRUE(r.out.empty());
 }
@@ -99,11 +106,14 @@ TEST(AuditReport, ForbiddenIsExitTwoWithAClearMessage) {
 TEST(AuditReport, TransportFailuresAreExitTwo) {
   auto tls = run(client::Error::make(client::Errc::tls, "certificate verify failed"));
   EXPECT_EQ(tls.code, kExitError);
-  EXPECT_NE(tls.err.find("TLS error talking to https://127.0.0.1:6443: certificate verify failed"), std::string::npos)
+  EXPECT_NE(tls.err.find("TLS error talking to https://127.0.0.1:6443: certificate verify failed"),
+            std::string::npos)
       << tls.err;
   auto down = run(client::Error::make(client::Errc::network, "connection refused"));
   EXPECT_EQ(down.code, kExitError);
-  EXPECT_NE(down.err.find("cannot reach the API server at https://127.0.0.1:6443"), std::string::npos) << down.err;
+  EXPECT_NE(down.err.find("cannot reach the API server at https://127.0.0.1:6443"),
+            std::string::npos)
+      << down.err;
   auto other = run(response(500, "boom\n"));
   EXPECT_EQ(other.code, kExitError);
   EXPECT_NE(other.err.find("HTTP 500: boom"), std::string::npos) << other.err;
@@ -112,7 +122,8 @@ TEST(AuditReport, TransportFailuresAreExitTwo) {
 TEST(AuditReport, MissingMetricFamiliesAreExitTwo) {
   const auto r = run(response(200, "up 1\n"));
   EXPECT_EQ(r.code, kExitError);
-  EXPECT_NE(r.err.find("neither apiserver_longrunning_requests nor apiserver_registered_watchers"), std::string::npos);
+  EXPECT_NE(r.err.find("neither apiserver_longrunning_requests nor apiserver_registered_watchers"),
+            std::string::npos);
   const auto bad = run(response(200, "broken{x=\"1\" 2\n"));
   EXPECT_EQ(bad.code, kExitError);
   EXPECT_NE(bad.err.find("cannot parse /metrics"), std::string::npos);

@@ -14,7 +14,8 @@
 namespace kinformer::tools {
 namespace {
 
-client::ObjectPtr dyn(const std::string& ns, const std::string& name, const std::string& rv, std::string json) {
+client::ObjectPtr dyn(const std::string& ns, const std::string& name, const std::string& rv,
+                      std::string json) {
   auto o = std::make_shared<client::DynamicObject>();
   o->metadata.namespace_ = ns;
   o->metadata.name = name;
@@ -34,7 +35,8 @@ TEST(ResolveResource, AliasesAndGroupVersionResource) {
   EXPECT_EQ(resolve_resource("po").gvr.kind, "Pod");
   EXPECT_EQ(resolve_resource("secrets").gvr.kind, "Secret");
   EXPECT_EQ(resolve_resource("endpoints").gvr.kind, "Endpoints");
-  EXPECT_EQ(resolve_resource("endpointslices").gvr.to_string(), "discovery.k8s.io/v1/endpointslices");
+  EXPECT_EQ(resolve_resource("endpointslices").gvr.to_string(),
+            "discovery.k8s.io/v1/endpointslices");
   EXPECT_FALSE(resolve_resource("secrets").needs_discovery);
 
   const auto deployments = resolve_resource("apps/v1/deployments");
@@ -48,12 +50,15 @@ TEST(ResolveResource, AliasesAndGroupVersionResource) {
 }
 
 TEST(ResolveResource, UnknownNamesAreUsageErrorsNamingThem) {
-  for (const char* bad : {"frobs", "apps/v1", "a/b/c/d", "apps//x", "Apps/v1/deployments", "apps/x1/deployments", "v1beta/x"}) {
+  for (const char* bad : {"frobs", "apps/v1", "a/b/c/d", "apps//x", "Apps/v1/deployments",
+                          "apps/x1/deployments", "v1beta/x"}) {
     try {
       resolve_resource(bad);
       ADD_FAILURE() << bad << " resolved";
     } catch (const UsageError& e) {
-      EXPECT_NE(std::string(e.what()).find(std::string("unknown resource '") + bad + "'"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(std::string("unknown resource '") + bad + "'"),
+                std::string::npos)
+          << e.what();
     }
   }
 }
@@ -71,17 +76,20 @@ TEST(ResolveResource, DiscoveryFillsKindAndScope) {
 }
 
 TEST(CacheDump, SecretDataAndStringDataAreRedacted) {
-  const auto line = dump_line(*dyn("ns", "s", "1", secret_json("ns", "s")), {.secret_resource = true});
+  const auto line =
+      dump_line(*dyn("ns", "s", "1", secret_json("ns", "s")), {.secret_resource = true});
   EXPECT_EQ(line.find("aHVudGVyMg=="), std::string::npos) << line;
   EXPECT_EQ(line.find("YWRtaW4="), std::string::npos) << line;
   EXPECT_EQ(line.find("plain"), std::string::npos) << line;
-  EXPECT_NE(line.find(R"("data":{"password":"<redacted>","user":"<redacted>"})"), std::string::npos) << line;
+  EXPECT_NE(line.find(R"("data":{"password":"<redacted>","user":"<redacted>"})"), std::string::npos)
+      << line;
   EXPECT_NE(line.find(R"("stringData":{"x":"<redacted>"})"), std::string::npos) << line;
   EXPECT_NE(line.find(R"("type":"Opaque")"), std::string::npos) << "the rest is kept: " << line;
 }
 
 TEST(CacheDump, KindSecretIsRedactedEvenIfTheCallerDidNotSaySo) {
-  const auto line = dump_line(*dyn("ns", "s", "1", R"({"kind":"Secret","data":{"k":"c2VjcmV0"}})"), {});
+  const auto line =
+      dump_line(*dyn("ns", "s", "1", R"({"kind":"Secret","data":{"k":"c2VjcmV0"}})"), {});
   EXPECT_EQ(line, R"({"kind":"Secret","data":{"k":"<redacted>"}})");
 }
 
@@ -92,7 +100,8 @@ TEST(CacheDump, ShowSecretDataKeepsValues) {
 }
 
 TEST(CacheDump, UnparsableSecretIsNeverEchoed) {
-  EXPECT_EQ(redact_secret_json(R"({"data":{"k":"c2VjcmV0"})"), R"x({"error":"unparsable object (redacted)"})x");
+  EXPECT_EQ(redact_secret_json(R"({"data":{"k":"c2VjcmV0"})"),
+            R"x({"error":"unparsable object (redacted)"})x");
 }
 
 TEST(CacheDump, LinesAreCompactAndSortedByNamespaceThenName) {
@@ -122,7 +131,8 @@ std::string read(const std::filesystem::path& p) {
 }
 
 TEST(CacheDump, DumpFileReplacesRegularFilesAtomically) {
-  const auto dir = std::filesystem::temp_directory_path() / ("kwatch-dump-" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("kwatch-dump-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const auto file = dir / "cache.jsonl";
   ASSERT_TRUE(write_dump_file(file.string(), "one\n"));
@@ -135,7 +145,8 @@ TEST(CacheDump, DumpFileReplacesRegularFilesAtomically) {
 
 TEST(CacheDump, DumpFileWritesThroughSymlinksAndSpecialFilesInPlace) {
   // The same rule keeps /dev/null and /dev/stdout from being replaced by a regular file.
-  const auto dir = std::filesystem::temp_directory_path() / ("kwatch-link-" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("kwatch-link-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const auto target = dir / "target.jsonl";
   const auto link = dir / "link.jsonl";

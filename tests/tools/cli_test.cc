@@ -36,8 +36,8 @@ TEST(Cli, ParsesAudit) {
 
 TEST(Cli, ParsesCache) {
   auto c = parse({"cache", "--resource", "secrets", "-n", "ns", "-l", "app=x", "--field-selector",
-                  "metadata.name=a", "--until-synced", "--dump", "-", "--events", "--show-secret-data",
-                  "--timeout=5"});
+                  "metadata.name=a", "--until-synced", "--dump", "-", "--events",
+                  "--show-secret-data", "--timeout=5"});
   const auto& o = std::get<CacheOptions>(c);
   EXPECT_EQ(o.resource, "secrets");
   EXPECT_EQ(o.namespace_, "ns");
@@ -56,8 +56,8 @@ TEST(Cli, ParsesDemoWithDefaults) {
   EXPECT_EQ(d.duration_seconds, 20);
   EXPECT_FALSE(d.unshared);
   EXPECT_TRUE(d.namespace_.empty());
-  const auto u = std::get<DemoOptions>(parse({"demo", "--components", "50", "--unshared", "--duration", "3",
-                                              "--namespace", "x"}));
+  const auto u = std::get<DemoOptions>(
+      parse({"demo", "--components", "50", "--unshared", "--duration", "3", "--namespace", "x"}));
   EXPECT_EQ(u.components, 50);
   EXPECT_TRUE(u.unshared);
   EXPECT_EQ(u.duration_seconds, 3);
@@ -78,21 +78,29 @@ TEST(Cli, UsageErrorsNameTheProblem) {
   EXPECT_EQ(usage_error({"audit", "--bogus"}), "audit: unknown flag --bogus");
   EXPECT_EQ(usage_error({"audit", "stray"}), "audit: unexpected argument 'stray'");
   EXPECT_EQ(usage_error({"audit", "--max-watches"}), "audit: --max-watches needs a value");
-  EXPECT_EQ(usage_error({"audit", "--max-watches", "ten"}), "audit: --max-watches expects a whole number, got 'ten'");
-  EXPECT_NE(usage_error({"audit", "--max-watches", "-1"}).find("must be between 0"), std::string::npos);
+  EXPECT_EQ(usage_error({"audit", "--max-watches", "ten"}),
+            "audit: --max-watches expects a whole number, got 'ten'");
+  EXPECT_NE(usage_error({"audit", "--max-watches", "-1"}).find("must be between 0"),
+            std::string::npos);
   EXPECT_EQ(usage_error({"audit", "--json=yes"}), "audit: --json takes no value");
   EXPECT_NE(usage_error({"cache"}).find("--resource is required"), std::string::npos);
-  EXPECT_NE(usage_error({"cache", "--resource", "pods", "--dump", ""}).find("--dump needs a file"), std::string::npos);
-  EXPECT_NE(usage_error({"cache", "--resource", "pods", "--timeout", "0"}).find("--timeout must be between 1"),
+  EXPECT_NE(usage_error({"cache", "--resource", "pods", "--dump", ""}).find("--dump needs a file"),
             std::string::npos);
-  EXPECT_NE(usage_error({"demo", "--components", "0"}).find("--components must be between 1"), std::string::npos);
+  EXPECT_NE(usage_error({"cache", "--resource", "pods", "--timeout", "0"})
+                .find("--timeout must be between 1"),
+            std::string::npos);
+  EXPECT_NE(usage_error({"demo", "--components", "0"}).find("--components must be between 1"),
+            std::string::npos);
   EXPECT_EQ(usage_error({"demo", "--kubeconfig"}), "demo: --kubeconfig needs a value");
 }
 
 TEST(Cli, LogLinesAreKeyValueAndQuoted) {
   std::ostringstream out;
-  log_line(out, "error", "no permission", {{"resource", "secrets"}, {"why", "a \"b\"\nc"}, {"empty", ""}});
-  EXPECT_EQ(out.str(), "kwatch level=error msg=\"no permission\" resource=secrets why=\"a \\\"b\\\"\\nc\" empty=\"\"\n");
+  log_line(out, "error", "no permission",
+           {{"resource", "secrets"}, {"why", "a \"b\"\nc"}, {"empty", ""}});
+  EXPECT_EQ(out.str(),
+            "kwatch level=error msg=\"no permission\" resource=secrets why=\"a \\\"b\\\"\\nc\" "
+            "empty=\"\"\n");
 }
 
 }  // namespace

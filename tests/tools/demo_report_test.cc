@@ -13,7 +13,8 @@ DemoSnapshot snapshot(bool unshared, long watches) {
   s.handlers = 60;
   s.elapsed_seconds = 3;
   s.duration_seconds = 20;
-  for (const char* r : {"secrets", "pods", "endpointslices"}) s.rows.push_back({r, 7, 100, watches});
+  for (const char* r : {"secrets", "pods", "endpointslices"})
+    s.rows.push_back({r, 7, 100, watches});
   return s;
 }
 
@@ -45,20 +46,22 @@ TEST(DemoReport, UnsharedIsMultipliedAndExpected) {
 TEST(DemoReport, DivergedCachesFail) {
   const auto v = demo_verdict(snapshot(false, 1), {"pods (1 caches differ)"});
   EXPECT_EQ(v.exit_code, 1);
-  EXPECT_NE(v.line.find("caches did NOT converge: pods (1 caches differ)"), std::string::npos) << v.line;
+  EXPECT_NE(v.line.find("caches did NOT converge: pods (1 caches differ)"), std::string::npos)
+      << v.line;
   EXPECT_EQ(demo_verdict(snapshot(true, 20), {"secrets"}).exit_code, 1);
 }
 
 TEST(DemoReport, TableAndTick) {
   auto s = snapshot(false, 1);
   s.rows[2].server_watches = -1;
-  EXPECT_EQ(format_demo_table(s, 55, 0),
-            "kwatch demo  namespace=kinformer-demo-1  mode=shared  t=3s/20s  churn ops=55 errors=0\n"
-            "COMPONENTS 20   HANDLERS 60\n"
-            "RESOURCE        OBJECTS   EVENTS      SERVER WATCHES\n"
-            "secrets         7         100         1\n"
-            "pods            7         100         1\n"
-            "endpointslices  7         100         ?\n");
+  EXPECT_EQ(
+      format_demo_table(s, 55, 0),
+      "kwatch demo  namespace=kinformer-demo-1  mode=shared  t=3s/20s  churn ops=55 errors=0\n"
+      "COMPONENTS 20   HANDLERS 60\n"
+      "RESOURCE        OBJECTS   EVENTS      SERVER WATCHES\n"
+      "secrets         7         100         1\n"
+      "pods            7         100         1\n"
+      "endpointslices  7         100         ?\n");
   EXPECT_EQ(format_demo_tick(s),
             "t=3s components=20 handlers=60 secrets(objects=7 events=100 watches=1) "
             "pods(objects=7 events=100 watches=1) endpointslices(objects=7 events=100 watches=?)");

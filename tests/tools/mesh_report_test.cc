@@ -18,10 +18,10 @@ std::string usage_error(const std::vector<std::string>& args) {
 }
 
 TEST(MeshCli, ParsesEndpointsAndClusters) {
-  auto e = std::get<EndpointsOptions>(parse_args({"endpoints", "reviews", "-n", "bookinfo", "--port", "http",
-                                                  "--subset", "version=v2", "--watch", "--json",
-                                                  "--secret-namespace", "istio-system", "--secret-selector",
-                                                  "istio/multiCluster=true", "--local-id", "east", "--timeout", "5"}));
+  auto e = std::get<EndpointsOptions>(parse_args(
+      {"endpoints", "reviews", "-n", "bookinfo", "--port", "http", "--subset", "version=v2",
+       "--watch", "--json", "--secret-namespace", "istio-system", "--secret-selector",
+       "istio/multiCluster=true", "--local-id", "east", "--timeout", "5"}));
   EXPECT_EQ(e.service, "reviews");
   EXPECT_EQ(e.namespace_, "bookinfo");
   EXPECT_EQ(e.port, "http");
@@ -39,10 +39,14 @@ TEST(MeshCli, ParsesEndpointsAndClusters) {
 }
 
 TEST(MeshCli, EndpointsNeedsAServiceAndANamespace) {
-  EXPECT_NE(usage_error({"endpoints", "-n", "ns"}).find("the service name is required"), std::string::npos);
+  EXPECT_NE(usage_error({"endpoints", "-n", "ns"}).find("the service name is required"),
+            std::string::npos);
   EXPECT_NE(usage_error({"endpoints", "svc"}).find("-n NAMESPACE is required"), std::string::npos);
-  EXPECT_NE(usage_error({"endpoints", "svc", "other", "-n", "ns"}).find("unexpected argument 'other'"), std::string::npos);
-  EXPECT_NE(usage_error({"clusters", "--timeout", "0"}).find("--timeout must be between"), std::string::npos);
+  EXPECT_NE(
+      usage_error({"endpoints", "svc", "other", "-n", "ns"}).find("unexpected argument 'other'"),
+      std::string::npos);
+  EXPECT_NE(usage_error({"clusters", "--timeout", "0"}).find("--timeout must be between"),
+            std::string::npos);
 }
 
 cache::EndpointSnapshot snapshot() {
@@ -75,21 +79,26 @@ TEST(MeshReport, EndpointsTableHasARowPerEndpointAndAnExplicitEmptyRow) {
             "west     10.1.0.7  9080  false  true     true         zone-a\n");
   cache::EndpointSnapshot none;
   none.service = {"ns", "svc"};
-  EXPECT_NE(render_endpoints_table(none).find("(no cluster has a shard for this service)"), std::string::npos);
+  EXPECT_NE(render_endpoints_table(none).find("(no cluster has a shard for this service)"),
+            std::string::npos);
 }
 
 TEST(MeshReport, EndpointsJsonKeepsTheEmptyShard) {
-  EXPECT_EQ(render_endpoints_json(snapshot()),
-            R"({"version":42,"service":"bookinfo/reviews","port":"http","subset":"","clusters":[)"
-            R"({"cluster":"east","endpoints":[]},)"
-            R"({"cluster":"west","endpoints":[{"address":"10.1.0.7","port":9080,"ready":false,"serving":true,)"
-            R"("terminating":true,"zone":"zone-a","node":""}]}]})"
-            "\n");
+  EXPECT_EQ(
+      render_endpoints_json(snapshot()),
+      R"({"version":42,"service":"bookinfo/reviews","port":"http","subset":"","clusters":[)"
+      R"({"cluster":"east","endpoints":[]},)"
+      R"({"cluster":"west","endpoints":[{"address":"10.1.0.7","port":9080,"ready":false,"serving":true,)"
+      R"("terminating":true,"zone":"zone-a","node":""}]}]})"
+      "\n");
 }
 
 TEST(MeshReport, ClustersTableAndJsonNameStateReasonAndWatches) {
   std::vector<ClusterRow> rows;
-  rows.push_back({.status = {.id = "local", .local = true, .state = informer::ClusterState::synced, .informers = 1},
+  rows.push_back({.status = {.id = "local",
+                             .local = true,
+                             .state = informer::ClusterState::synced,
+                             .informers = 1},
                   .process_watches = 1,
                   .server_watches = 12});
   rows.push_back({.status = {.id = "evil",
@@ -103,8 +112,10 @@ TEST(MeshReport, ClustersTableAndJsonNameStateReasonAndWatches) {
             "local (local)  synced   -             1        12              -\n"
             "evil           refused  mesh/remotes  0        ?               exec is refused\n");
   std::string j = render_clusters_json(rows);
-  EXPECT_NE(j.find(R"({"id":"evil","local":false,"state":"refused","reason":"exec is refused","secret":"mesh/remotes","generation":0,"process_watches":0,"server_watches":null})"),
-            std::string::npos)
+  EXPECT_NE(
+      j.find(
+          R"({"id":"evil","local":false,"state":"refused","reason":"exec is refused","secret":"mesh/remotes","generation":0,"process_watches":0,"server_watches":null})"),
+      std::string::npos)
       << j;
 }
 

@@ -5,7 +5,8 @@
 namespace kinformer::tools {
 namespace {
 
-constexpr const char* kModern = R"(# HELP apiserver_longrunning_requests [STABLE] Gauge of all active long-running apiserver requests
+constexpr const char* kModern =
+    R"(# HELP apiserver_longrunning_requests [STABLE] Gauge of all active long-running apiserver requests
 # TYPE apiserver_longrunning_requests gauge
 apiserver_longrunning_requests{component="apiserver",group="",resource="secrets",scope="namespace",subresource="",verb="WATCH",version="v1"} 2
 apiserver_longrunning_requests{component="apiserver",group="",resource="secrets",scope="cluster",subresource="",verb="WATCH",version="v1"} 3

@@ -75,7 +75,8 @@ constexpr std::string_view kRecvAnnotation = "bench.kinformer.dev/recv";
 constexpr std::string_view kSentAnnotation = "bench.kinformer.dev/sent";
 
 std::int64_t steady_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(SteadyClock::now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(SteadyClock::now().time_since_epoch())
+      .count();
 }
 std::int64_t wall_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -149,11 +150,14 @@ struct Options {
 };
 
 [[noreturn]] void usage(const std::string& why) {
-  std::cerr << "kinformer_fanout_bench: " << why << "\n"
-            << "usage: kinformer_fanout_bench --pods N --handlers N [--namespace NS] [--kubeconfig PATH]\n"
-               "       [--stuck 0|1] [--warmup-seconds S] [--window-seconds S] [--ready-file PATH]\n"
-               "       [--sync-timeout S] [--events-timeout S] [--no-events] [--watch-list] [--pool-threads N]\n"
-               "       [--source server|synthetic] [--rate EVENTS_PER_S]\n";
+  std::cerr
+      << "kinformer_fanout_bench: " << why << "\n"
+      << "usage: kinformer_fanout_bench --pods N --handlers N [--namespace NS] [--kubeconfig "
+         "PATH]\n"
+         "       [--stuck 0|1] [--warmup-seconds S] [--window-seconds S] [--ready-file PATH]\n"
+         "       [--sync-timeout S] [--events-timeout S] [--no-events] [--watch-list] "
+         "[--pool-threads N]\n"
+         "       [--source server|synthetic] [--rate EVENTS_PER_S]\n";
   std::exit(2);
 }
 
@@ -166,26 +170,40 @@ Options parse(int argc, char** argv) {
       return argv[++i];
     };
     try {
-      if (a == "--kubeconfig") o.kubeconfig = value();
-      else if (a == "--namespace") o.namespace_ = value();
-      else if (a == "--pods") o.pods = std::stoul(value());
-      else if (a == "--handlers") o.handlers = std::stoul(value());
-      else if (a == "--stuck") o.stuck = std::stoul(value()) != 0;
-      else if (a == "--warmup-seconds") o.warmup_s = std::stod(value());
-      else if (a == "--window-seconds") o.window_s = std::stod(value());
-      else if (a == "--sync-timeout") o.sync_timeout_s = std::stod(value());
-      else if (a == "--events-timeout") o.events_timeout_s = std::stod(value());
-      else if (a == "--ready-file") o.ready_file = value();
-      else if (a == "--no-events") o.no_events = true;
-      else if (a == "--watch-list") o.watch_list = true;
-      else if (a == "--pool-threads") o.pool_threads = std::stoul(value());
-      else if (a == "--rate") o.rate = std::stod(value());
+      if (a == "--kubeconfig")
+        o.kubeconfig = value();
+      else if (a == "--namespace")
+        o.namespace_ = value();
+      else if (a == "--pods")
+        o.pods = std::stoul(value());
+      else if (a == "--handlers")
+        o.handlers = std::stoul(value());
+      else if (a == "--stuck")
+        o.stuck = std::stoul(value()) != 0;
+      else if (a == "--warmup-seconds")
+        o.warmup_s = std::stod(value());
+      else if (a == "--window-seconds")
+        o.window_s = std::stod(value());
+      else if (a == "--sync-timeout")
+        o.sync_timeout_s = std::stod(value());
+      else if (a == "--events-timeout")
+        o.events_timeout_s = std::stod(value());
+      else if (a == "--ready-file")
+        o.ready_file = value();
+      else if (a == "--no-events")
+        o.no_events = true;
+      else if (a == "--watch-list")
+        o.watch_list = true;
+      else if (a == "--pool-threads")
+        o.pool_threads = std::stoul(value());
+      else if (a == "--rate")
+        o.rate = std::stod(value());
       else if (a == "--source") {
         std::string v = value();
         if (v != "server" && v != "synthetic") usage("--source must be server or synthetic");
         o.synthetic = v == "synthetic";
-      }
-      else usage("unknown argument " + a);
+      } else
+        usage("unknown argument " + a);
     } catch (const std::logic_error&) {
       usage("bad value for " + a);
     }
@@ -194,7 +212,8 @@ Options parse(int argc, char** argv) {
   if (o.stuck && o.handlers < 2) usage("--stuck needs at least 2 handlers");
   if (o.window_s <= 0 || o.window_s > 600) usage("--window-seconds must be in (0, 600]");
   if (!(o.rate > 0 && o.rate <= 1e6)) usage("--rate must be in (0, 1000000]");
-  if (o.synthetic && o.watch_list) usage("--source synthetic lists with paged LIST; drop --watch-list");
+  if (o.synthetic && o.watch_list)
+    usage("--source synthetic lists with paged LIST; drop --watch-list");
   return o;
 }
 
@@ -203,7 +222,8 @@ std::size_t proc_status(std::string_view field) {
   std::ifstream in("/proc/self/status");
   std::string line;
   while (std::getline(in, line)) {
-    if (line.size() > field.size() && line.compare(0, field.size(), field) == 0 && line[field.size()] == ':') {
+    if (line.size() > field.size() && line.compare(0, field.size(), field) == 0 &&
+        line[field.size()] == ':') {
       return std::stoul(line.substr(field.size() + 1));
     }
   }
@@ -214,11 +234,14 @@ std::size_t thread_count() { return proc_status("Threads"); }
 double cpu_seconds() {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
-  auto tv = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6; };
+  auto tv = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6;
+  };
   return tv(ru.ru_utime) + tv(ru.ru_stime);
 }
 
-std::optional<std::int64_t> annotation_ns(const kinformer::client::StringMap& annotations, std::string_view key) {
+std::optional<std::int64_t> annotation_ns(const kinformer::client::StringMap& annotations,
+                                          std::string_view key) {
   const std::string* v = kinformer::client::find_value(annotations, key);
   if (v == nullptr) return std::nullopt;
   std::int64_t out = 0;
@@ -289,7 +312,8 @@ class SyntheticSource {
   explicit SyntheticSource(double rate) : rate_(rate) {}
 
   // Called with every page the real list returned: the listed Pods are the events' templates.
-  void on_list_page(const kinformer::client::ListOptions& opts, const kinformer::client::ObjectList& page) {
+  void on_list_page(const kinformer::client::ListOptions& opts,
+                    const kinformer::client::ObjectList& page) {
     std::lock_guard lock(mu_);
     if (opts.continue_token.empty()) {
       paging_.clear();
@@ -353,7 +377,9 @@ class SyntheticSource {
 
   kinformer::client::Result<std::optional<kinformer::client::WatchEvent>> next(StreamState& s) {
     namespace client = kinformer::client;
-    auto cancelled = [] { return client::Error::make(client::Errc::cancelled, "synthetic watch cancelled"); };
+    auto cancelled = [] {
+      return client::Error::make(client::Errc::cancelled, "synthetic watch cancelled");
+    };
     std::unique_lock lock(mu_);
     cv_.wait(lock, [&] { return s.cancelled || started_ || finished_; });
     if (s.cancelled) return cancelled();
@@ -389,7 +415,8 @@ class SyntheticSource {
     set_sorted(pod->metadata.labels, "bench-seq", std::to_string(i));
     set_sorted(pod->metadata.annotations, kSentAnnotation, std::to_string(wall_ns()));
     emitted_.fetch_add(1, std::memory_order_relaxed);
-    return std::optional<client::WatchEvent>{client::WatchEvent{client::EventType::modified, std::move(pod)}};
+    return std::optional<client::WatchEvent>{
+        client::WatchEvent{client::EventType::modified, std::move(pod)}};
   }
 
  private:
@@ -410,11 +437,14 @@ class SyntheticSource {
 
 class SyntheticStream final : public kinformer::client::WatchStream {
  public:
-  explicit SyntheticStream(std::shared_ptr<SyntheticSource> src) : src_(std::move(src)), state_(src_->open()) {}
+  explicit SyntheticStream(std::shared_ptr<SyntheticSource> src)
+      : src_(std::move(src)), state_(src_->open()) {}
   ~SyntheticStream() override { cancel(); }
   SyntheticStream(const SyntheticStream&) = delete;
   SyntheticStream& operator=(const SyntheticStream&) = delete;
-  kinformer::client::Result<std::optional<kinformer::client::WatchEvent>> next() override { return src_->next(state_); }
+  kinformer::client::Result<std::optional<kinformer::client::WatchEvent>> next() override {
+    return src_->next(state_);
+  }
   void cancel() override { src_->cancel(state_); }
 
  private:
@@ -425,14 +455,17 @@ class SyntheticStream final : public kinformer::client::WatchStream {
 // list(): the real server; watch(): the synthetic source.
 class SyntheticListerWatcher final : public kinformer::client::ListerWatcher {
  public:
-  SyntheticListerWatcher(kinformer::client::ListerWatcherPtr real, std::shared_ptr<SyntheticSource> src)
+  SyntheticListerWatcher(kinformer::client::ListerWatcherPtr real,
+                         std::shared_ptr<SyntheticSource> src)
       : real_(std::move(real)), src_(std::move(src)) {}
-  kinformer::client::Result<kinformer::client::ObjectList> list(const kinformer::client::ListOptions& options) override {
+  kinformer::client::Result<kinformer::client::ObjectList> list(
+      const kinformer::client::ListOptions& options) override {
     auto page = real_->list(options);
     if (page) src_->on_list_page(options, page.value());
     return page;
   }
-  kinformer::client::Result<kinformer::client::WatchStreamPtr> watch(const kinformer::client::ListOptions&) override {
+  kinformer::client::Result<kinformer::client::WatchStreamPtr> watch(
+      const kinformer::client::ListOptions&) override {
     return kinformer::client::WatchStreamPtr(std::make_unique<SyntheticStream>(src_));
   }
 
@@ -468,8 +501,10 @@ int main(int argc, char** argv) {
   std::shared_ptr<SyntheticSource> synthetic;
   if (opt.synthetic) synthetic = std::make_shared<SyntheticSource>(opt.rate);
   informer::InformerFactory factory(
-      [&rest, synthetic](const client::ResourceType& t, const std::string& ns) -> client::ListerWatcherPtr {
-        if (synthetic) return std::make_unique<SyntheticListerWatcher>(rest.lister_watcher(t, ns), synthetic);
+      [&rest, synthetic](const client::ResourceType& t,
+                         const std::string& ns) -> client::ListerWatcherPtr {
+        if (synthetic)
+          return std::make_unique<SyntheticListerWatcher>(rest.lister_watcher(t, ns), synthetic);
         return rest.lister_watcher(t, ns);
       },
       std::move(factory_options));
@@ -477,8 +512,7 @@ int main(int argc, char** argv) {
   // The stamping transform: kinformer's decoder already drops managedFields, so the only work
   // left is the receipt stamp (a copy of the Pod with one annotation inserted in order).
   kinformer::cache::Transform stamp{
-      .name = "bench-recv-stamp",
-      .fn = [](client::ObjectPtr o) -> client::ObjectPtr {
+      .name = "bench-recv-stamp", .fn = [](client::ObjectPtr o) -> client::ObjectPtr {
         const std::int64_t now = steady_ns();
         auto pod = std::make_shared<Pod>(static_cast<const Pod&>(*o));
         auto& ann = pod->metadata.annotations;
@@ -515,7 +549,8 @@ int main(int argc, char** argv) {
       block_if_stuck(*c, *s);
       std::uint64_t n = c->adds.fetch_add(1, std::memory_order_relaxed) + 1;
       if (n == s->pods && !c->stuck) {
-        if (s->synced_handlers.fetch_add(1) + 1 == s->counted_handlers) s->sync_done_ns.store(steady_ns());
+        if (s->synced_handlers.fetch_add(1) + 1 == s->counted_handlers)
+          s->sync_done_ns.store(steady_ns());
       }
     };
     h.update = [c, s](const std::shared_ptr<const Pod>&, const std::shared_ptr<const Pod>& pod) {
@@ -531,7 +566,8 @@ int main(int argc, char** argv) {
       block_if_stuck(*c, *s);
       c->deletes.fetch_add(1, std::memory_order_relaxed);
     };
-    registrations.push_back(pods.add_handler(std::move(h), {.name = "counter-" + std::to_string(i)}));
+    registrations.push_back(
+        pods.add_handler(std::move(h), {.name = "counter-" + std::to_string(i)}));
   }
 
   std::size_t threads_max = thread_count();
@@ -557,7 +593,8 @@ int main(int argc, char** argv) {
     std::ofstream(opt.ready_file) << "ready\n";
   }
   if (synthetic && synced && !opt.no_events) {
-    synthetic->start(std::chrono::duration<double>(opt.events_timeout_s + opt.warmup_s + opt.window_s + 10));
+    synthetic->start(
+        std::chrono::duration<double>(opt.events_timeout_s + opt.warmup_s + opt.window_s + 10));
   }
 
   bool events_seen = false;
@@ -566,8 +603,10 @@ int main(int argc, char** argv) {
   std::uint64_t delivered = 0;
   std::uint64_t source_events = 0;
   if (synced && !opt.no_events) {
-    const auto events_deadline = SteadyClock::now() + std::chrono::duration<double>(opt.events_timeout_s);
-    while (!shared.first_update.load() && SteadyClock::now() < events_deadline) std::this_thread::sleep_for(5ms);
+    const auto events_deadline =
+        SteadyClock::now() + std::chrono::duration<double>(opt.events_timeout_s);
+    while (!shared.first_update.load() && SteadyClock::now() < events_deadline)
+      std::this_thread::sleep_for(5ms);
     events_seen = shared.first_update.load();
     if (events_seen) {
       std::this_thread::sleep_for(std::chrono::duration<double>(opt.warmup_s));
@@ -621,20 +660,23 @@ int main(int argc, char** argv) {
   std::ostringstream out;
   out.setf(std::ios::fixed);
   out.precision(6);
-  out << "{\"side\":\"kinformer\",\"handlers\":" << opt.handlers << ",\"stuck\":" << (opt.stuck ? 1 : 0)
-      << ",\"pods\":" << opt.pods << ",\"namespace\":\"" << json_escape(opt.namespace_) << "\""
+  out << "{\"side\":\"kinformer\",\"handlers\":" << opt.handlers
+      << ",\"stuck\":" << (opt.stuck ? 1 : 0) << ",\"pods\":" << opt.pods << ",\"namespace\":\""
+      << json_escape(opt.namespace_) << "\""
       << ",\"synced\":" << (synced ? "true" : "false") << ",\"sync_s\":" << sync_s
-      << ",\"store_size\":" << store_size << ",\"peak_rss_sync_mb\":" << peak_rss_sync_kb / 1024 << ",\"initial_notifications_per_s\":"
+      << ",\"store_size\":" << store_size << ",\"peak_rss_sync_mb\":" << peak_rss_sync_kb / 1024
+      << ",\"initial_notifications_per_s\":"
       << (sync_s > 0 ? static_cast<double>(counted * opt.pods) / sync_s : 0.0)
       << ",\"threads_synced\":" << threads_synced << ",\"threads_max\":" << threads_max
-      << ",\"threads_end\":" << threads_end << ",\"pool\":" << pool << ",\"extra_threads_started\":" << extra_started
+      << ",\"threads_end\":" << threads_end << ",\"pool\":" << pool
+      << ",\"extra_threads_started\":" << extra_started
       << ",\"events_seen\":" << (events_seen ? "true" : "false") << ",\"window_s\":" << window_s
       << ",\"delivered\":" << delivered
       << ",\"delivered_per_s\":" << (window_s > 0 ? static_cast<double>(delivered) / window_s : 0.0)
       << ",\"events_per_s_per_handler\":"
-      << (window_s > 0 ? static_cast<double>(delivered) / window_s / static_cast<double>(counted) : 0.0)
-      << ",\"cpu_window_s\":" << cpu_window_s
-      << ",\"cpu_us_per_notification\":"
+      << (window_s > 0 ? static_cast<double>(delivered) / window_s / static_cast<double>(counted)
+                       : 0.0)
+      << ",\"cpu_window_s\":" << cpu_window_s << ",\"cpu_us_per_notification\":"
       << (delivered > 0 ? cpu_window_s * 1e6 / static_cast<double>(delivered) : 0.0)
       << ",\"latency_samples\":" << latency.total()
       << ",\"latency_p50_us\":" << static_cast<double>(latency.quantile(0.50)) / 1e3
@@ -645,9 +687,8 @@ int main(int argc, char** argv) {
       << ",\"source\":\"" << (synthetic ? "synthetic" : "server") << "\""
       << ",\"source_rate_asked\":" << (synthetic ? opt.rate : 0.0)
       << ",\"source_templates\":" << (synthetic ? synthetic->templates() : 0)
-      << ",\"source_events\":" << source_events
-      << ",\"source_events_per_s\":" << (window_s > 0 ? static_cast<double>(source_events) / window_s : 0.0)
-      << "}";
+      << ",\"source_events\":" << source_events << ",\"source_events_per_s\":"
+      << (window_s > 0 ? static_cast<double>(source_events) / window_s : 0.0) << "}";
   std::cout << out.str() << std::endl;
   return synced ? 0 : 1;
 }

@@ -48,7 +48,8 @@ std::string hex(std::uint64_t v, int digits) {
 std::string uid(std::uint64_t seed) {
   std::uint64_t a = seed * 0x9e3779b97f4a7c15ULL;
   std::uint64_t b = (seed + 7) * 0xc2b2ae3d27d4eb4fULL;
-  return hex(a >> 32, 8) + "-" + hex(a >> 16, 4) + "-4" + hex(a, 3) + "-a" + hex(b >> 48, 3) + "-" + hex(b, 12);
+  return hex(a >> 32, 8) + "-" + hex(a >> 16, 4) + "-4" + hex(a, 3) + "-a" + hex(b >> 48, 3) + "-" +
+         hex(b, 12);
 }
 
 std::string ip(std::size_t i) {
@@ -64,34 +65,38 @@ std::string pod_json(std::size_t i, std::uint64_t rv) {
   const std::string ts = "2024-05-02T09:" + std::to_string(10 + i % 50) + ":07Z";
   std::string s;
   s.reserve(4096);
-  s += R"({"kind":"Pod","apiVersion":"v1","metadata":{"name":")" + name + R"(","generateName":")" + rs +
-       R"(-","namespace":"team-)" + std::to_string(i % 20) + R"(","uid":")" + uid(i) + R"(","resourceVersion":")" +
-       std::to_string(rv) + R"(","creationTimestamp":")" + ts + R"(","labels":{"app":")" + app +
-       R"(","pod-template-hash":"7d4b9c)" + hex(i % 4096, 3) +
-       R"(","security.istio.io/tlsMode":"istio","service.istio.io/canonical-name":")" + app +
-       R"(","service.istio.io/canonical-revision":"v1","version":"v1"},"annotations":{"kubectl.kubernetes.io/default-container":"app","prometheus.io/port":"15020","prometheus.io/scrape":"true","sidecar.istio.io/status":"{\"initContainers\":[\"istio-init\"],\"containers\":[\"istio-proxy\"],\"revision\":\"default\"}"},"ownerReferences":[{"apiVersion":"apps/v1","kind":"ReplicaSet","name":")" +
-       rs + R"(","uid":")" + uid(i + 1'000'000) +
-       R"(","controller":true,"blockOwnerDeletion":true}],"managedFields":[{"manager":"kube-controller-manager","operation":"Update","apiVersion":"v1","time":")" +
-       ts +
-       R"(","fieldsType":"FieldsV1","fieldsV1":{"f:metadata":{"f:annotations":{".":{},"f:kubectl.kubernetes.io/default-container":{},"f:prometheus.io/path":{},"f:prometheus.io/port":{}},"f:generateName":{},"f:labels":{".":{},"f:app":{},"f:pod-template-hash":{},"f:version":{}}},"f:spec":{"f:containers":{"k:{\"name\":\"app\"}":{".":{},"f:image":{},"f:imagePullPolicy":{},"f:name":{},"f:ports":{}}},"f:dnsPolicy":{},"f:restartPolicy":{},"f:serviceAccountName":{}}}},{"manager":"kubelet","operation":"Update","apiVersion":"v1","time":")" +
-       ts +
-       R"(","fieldsType":"FieldsV1","fieldsV1":{"f:status":{"f:conditions":{"k:{\"type\":\"ContainersReady\"}":{".":{},"f:lastProbeTime":{},"f:lastTransitionTime":{},"f:status":{},"f:type":{}}},"f:phase":{},"f:podIP":{},"f:startTime":{}}},"subresource":"status"}]},)";
-  s += R"("spec":{"containers":[{"name":"app","image":"registry.example.com/)" +
-       app + R"(:1.4.)" + std::to_string(i % 9) +
-       R"(","ports":[{"name":"http","containerPort":8080,"protocol":"TCP"}],"resources":{"limits":{"cpu":"500m","memory":"256Mi"},"requests":{"cpu":"100m","memory":"128Mi"}},"imagePullPolicy":"IfNotPresent"},{"name":"istio-proxy","image":"docker.io/istio/proxyv2:1.22.0","ports":[{"name":"http-envoy-prom","containerPort":15090,"protocol":"TCP"}],"imagePullPolicy":"IfNotPresent"}],"restartPolicy":"Always","terminationGracePeriodSeconds":30,"dnsPolicy":"ClusterFirst","serviceAccountName":")" +
-       app + R"(","serviceAccount":")" + app + R"(","nodeName":")" + node +
-       R"(","securityContext":{},"schedulerName":"default-scheduler","priority":0,"enableServiceLinks":true},)";
-  s += R"("status":{"phase":"Running","conditions":[{"type":"Initialized","status":"True","lastProbeTime":null,"lastTransitionTime":")" +
-       ts + R"("},{"type":"Ready","status":")" + (rv % 2 ? "True" : "False") +
-       R"(","lastProbeTime":null,"lastTransitionTime":")" + ts +
-       R"("},{"type":"ContainersReady","status":"True","lastProbeTime":null,"lastTransitionTime":")" + ts +
-       R"("},{"type":"PodScheduled","status":"True","lastProbeTime":null,"lastTransitionTime":")" + ts +
-       R"("}],"hostIP":"172.18.0.)" + std::to_string(i % 50 + 2) + R"(","podIP":")" + ip(i) +
-       R"(","podIPs":[{"ip":")" + ip(i) + R"("}],"startTime":")" + ts +
-       R"(","containerStatuses":[{"name":"app","state":{"running":{"startedAt":")" + ts +
-       R"("}},"ready":true,"restartCount":0,"image":"registry.example.com/app:1.4","imageID":"registry.example.com/app@sha256:)" +
-       hex(i, 16) + R"(","containerID":"containerd://)" + hex(i * 31, 16) +
-       R"(","started":true}],"qosClass":"Burstable"}})";
+  s +=
+      R"({"kind":"Pod","apiVersion":"v1","metadata":{"name":")" + name + R"(","generateName":")" +
+      rs + R"(-","namespace":"team-)" + std::to_string(i % 20) + R"(","uid":")" + uid(i) +
+      R"(","resourceVersion":")" + std::to_string(rv) + R"(","creationTimestamp":")" + ts +
+      R"(","labels":{"app":")" + app + R"(","pod-template-hash":"7d4b9c)" + hex(i % 4096, 3) +
+      R"(","security.istio.io/tlsMode":"istio","service.istio.io/canonical-name":")" + app +
+      R"(","service.istio.io/canonical-revision":"v1","version":"v1"},"annotations":{"kubectl.kubernetes.io/default-container":"app","prometheus.io/port":"15020","prometheus.io/scrape":"true","sidecar.istio.io/status":"{\"initContainers\":[\"istio-init\"],\"containers\":[\"istio-proxy\"],\"revision\":\"default\"}"},"ownerReferences":[{"apiVersion":"apps/v1","kind":"ReplicaSet","name":")" +
+      rs + R"(","uid":")" + uid(i + 1'000'000) +
+      R"(","controller":true,"blockOwnerDeletion":true}],"managedFields":[{"manager":"kube-controller-manager","operation":"Update","apiVersion":"v1","time":")" +
+      ts +
+      R"(","fieldsType":"FieldsV1","fieldsV1":{"f:metadata":{"f:annotations":{".":{},"f:kubectl.kubernetes.io/default-container":{},"f:prometheus.io/path":{},"f:prometheus.io/port":{}},"f:generateName":{},"f:labels":{".":{},"f:app":{},"f:pod-template-hash":{},"f:version":{}}},"f:spec":{"f:containers":{"k:{\"name\":\"app\"}":{".":{},"f:image":{},"f:imagePullPolicy":{},"f:name":{},"f:ports":{}}},"f:dnsPolicy":{},"f:restartPolicy":{},"f:serviceAccountName":{}}}},{"manager":"kubelet","operation":"Update","apiVersion":"v1","time":")" +
+      ts +
+      R"(","fieldsType":"FieldsV1","fieldsV1":{"f:status":{"f:conditions":{"k:{\"type\":\"ContainersReady\"}":{".":{},"f:lastProbeTime":{},"f:lastTransitionTime":{},"f:status":{},"f:type":{}}},"f:phase":{},"f:podIP":{},"f:startTime":{}}},"subresource":"status"}]},)";
+  s +=
+      R"("spec":{"containers":[{"name":"app","image":"registry.example.com/)" + app + R"(:1.4.)" +
+      std::to_string(i % 9) +
+      R"(","ports":[{"name":"http","containerPort":8080,"protocol":"TCP"}],"resources":{"limits":{"cpu":"500m","memory":"256Mi"},"requests":{"cpu":"100m","memory":"128Mi"}},"imagePullPolicy":"IfNotPresent"},{"name":"istio-proxy","image":"docker.io/istio/proxyv2:1.22.0","ports":[{"name":"http-envoy-prom","containerPort":15090,"protocol":"TCP"}],"imagePullPolicy":"IfNotPresent"}],"restartPolicy":"Always","terminationGracePeriodSeconds":30,"dnsPolicy":"ClusterFirst","serviceAccountName":")" +
+      app + R"(","serviceAccount":")" + app + R"(","nodeName":")" + node +
+      R"(","securityContext":{},"schedulerName":"default-scheduler","priority":0,"enableServiceLinks":true},)";
+  s +=
+      R"("status":{"phase":"Running","conditions":[{"type":"Initialized","status":"True","lastProbeTime":null,"lastTransitionTime":")" +
+      ts + R"("},{"type":"Ready","status":")" + (rv % 2 ? "True" : "False") +
+      R"(","lastProbeTime":null,"lastTransitionTime":")" + ts +
+      R"("},{"type":"ContainersReady","status":"True","lastProbeTime":null,"lastTransitionTime":")" +
+      ts +
+      R"("},{"type":"PodScheduled","status":"True","lastProbeTime":null,"lastTransitionTime":")" +
+      ts + R"("}],"hostIP":"172.18.0.)" + std::to_string(i % 50 + 2) + R"(","podIP":")" + ip(i) +
+      R"(","podIPs":[{"ip":")" + ip(i) + R"("}],"startTime":")" + ts +
+      R"(","containerStatuses":[{"name":"app","state":{"running":{"startedAt":")" + ts +
+      R"("}},"ready":true,"restartCount":0,"image":"registry.example.com/app:1.4","imageID":"registry.example.com/app@sha256:)" +
+      hex(i, 16) + R"(","containerID":"containerd://)" + hex(i * 31, 16) +
+      R"(","started":true}],"qosClass":"Burstable"}})";
   return s;
 }
 
@@ -101,22 +106,26 @@ std::string slice_json(std::size_t i, std::uint64_t rv) {
   const std::string ns = "team-" + std::to_string(i % 20);
   std::string s;
   s.reserve(4096);
-  s += R"({"kind":"EndpointSlice","apiVersion":"discovery.k8s.io/v1","metadata":{"name":")" + svc + "-" +
-       hex(i * 2654435761ULL, 5) + R"(","generateName":")" + svc + R"(-","namespace":")" + ns + R"(","uid":")" +
-       uid(i) + R"(","resourceVersion":")" + std::to_string(rv) +
-       R"(","generation":3,"creationTimestamp":"2024-05-02T09:14:07Z","labels":{"endpointslice.kubernetes.io/managed-by":"endpointslice-controller.k8s.io","kubernetes.io/service-name":")" +
-       svc + R"("},"annotations":{"endpoints.kubernetes.io/last-change-trigger-time":"2024-05-02T09:14:19Z"},"ownerReferences":[{"apiVersion":"v1","kind":"Service","name":")" +
-       svc + R"(","uid":")" + uid(i + 1'000'000) +
-       R"(","controller":true,"blockOwnerDeletion":true}],"managedFields":[{"manager":"kube-controller-manager","operation":"Update","apiVersion":"discovery.k8s.io/v1","time":"2024-05-02T09:14:19Z","fieldsType":"FieldsV1","fieldsV1":{"f:addressType":{},"f:endpoints":{},"f:metadata":{"f:annotations":{".":{},"f:endpoints.kubernetes.io/last-change-trigger-time":{}},"f:generateName":{},"f:labels":{".":{},"f:endpointslice.kubernetes.io/managed-by":{},"f:kubernetes.io/service-name":{}},"f:ownerReferences":{}},"f:ports":{}}}]},"addressType":"IPv4","endpoints":[)";
+  s +=
+      R"({"kind":"EndpointSlice","apiVersion":"discovery.k8s.io/v1","metadata":{"name":")" + svc +
+      "-" + hex(i * 2654435761ULL, 5) + R"(","generateName":")" + svc + R"(-","namespace":")" + ns +
+      R"(","uid":")" + uid(i) + R"(","resourceVersion":")" + std::to_string(rv) +
+      R"(","generation":3,"creationTimestamp":"2024-05-02T09:14:07Z","labels":{"endpointslice.kubernetes.io/managed-by":"endpointslice-controller.k8s.io","kubernetes.io/service-name":")" +
+      svc +
+      R"("},"annotations":{"endpoints.kubernetes.io/last-change-trigger-time":"2024-05-02T09:14:19Z"},"ownerReferences":[{"apiVersion":"v1","kind":"Service","name":")" +
+      svc + R"(","uid":")" + uid(i + 1'000'000) +
+      R"(","controller":true,"blockOwnerDeletion":true}],"managedFields":[{"manager":"kube-controller-manager","operation":"Update","apiVersion":"discovery.k8s.io/v1","time":"2024-05-02T09:14:19Z","fieldsType":"FieldsV1","fieldsV1":{"f:addressType":{},"f:endpoints":{},"f:metadata":{"f:annotations":{".":{},"f:endpoints.kubernetes.io/last-change-trigger-time":{}},"f:generateName":{},"f:labels":{".":{},"f:endpointslice.kubernetes.io/managed-by":{},"f:kubernetes.io/service-name":{}},"f:ownerReferences":{}},"f:ports":{}}}]},"addressType":"IPv4","endpoints":[)";
   for (std::size_t e = 0; e < 8; ++e) {
     if (e) s += ',';
     const std::size_t p = i * 8 + e;
-    s += R"({"addresses":[")" + ip(p) + R"("],"conditions":{"ready":)" + (e % 5 ? "true" : "false") +
-         R"(,"serving":true,"terminating":false},"nodeName":"node-)" + std::to_string(p % 50) +
-         R"(","zone":"zone-)" + std::to_string(p % 3) + R"(","targetRef":{"kind":"Pod","namespace":")" + ns +
-         R"(","name":")" + svc + "-7d4b9c-" + hex(p, 5) + R"(","uid":")" + uid(p) + R"("}})";
+    s += R"({"addresses":[")" + ip(p) + R"("],"conditions":{"ready":)" +
+         (e % 5 ? "true" : "false") + R"(,"serving":true,"terminating":false},"nodeName":"node-)" +
+         std::to_string(p % 50) + R"(","zone":"zone-)" + std::to_string(p % 3) +
+         R"(","targetRef":{"kind":"Pod","namespace":")" + ns + R"(","name":")" + svc + "-7d4b9c-" +
+         hex(p, 5) + R"(","uid":")" + uid(p) + R"("}})";
   }
-  s += R"(],"ports":[{"name":"http","protocol":"TCP","port":8080,"appProtocol":"http"},{"name":"grpc","protocol":"TCP","port":9090}]})";
+  s +=
+      R"(],"ports":[{"name":"http","protocol":"TCP","port":8080,"appProtocol":"http"},{"name":"grpc","protocol":"TCP","port":9090}]})";
   return s;
 }
 
@@ -156,7 +165,8 @@ const Stream& slice_stream() {
 void set_rates(benchmark::State& state, const Stream& s) {
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * s.lines.size()));
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * s.bytes.size()));
-  state.counters["event_bytes"] = static_cast<double>(s.bytes.size()) / static_cast<double>(s.lines.size());
+  state.counters["event_bytes"] =
+      static_cast<double>(s.bytes.size()) / static_cast<double>(s.lines.size());
 }
 
 // The floor: RapidJSON's DOM parse of each line (a fresh Document per event, default allocators).
@@ -196,7 +206,8 @@ BENCHMARK(BM_BareRapidJsonParseInsitu)->Unit(benchmark::kMillisecond);
 
 // Feeds the stream in 16 KiB pieces; decoded events are dropped after each piece (as a store
 // replacing the previous revision would drop them).
-void run_decoder(benchmark::State& state, const Stream& s, std::shared_ptr<const kinformer::client::Codec> codec) {
+void run_decoder(benchmark::State& state, const Stream& s,
+                 std::shared_ptr<const kinformer::client::Codec> codec) {
   std::vector<WatchEvent> out;
   out.reserve(64);
   for (auto _ : state) {
@@ -217,7 +228,8 @@ void run_decoder(benchmark::State& state, const Stream& s, std::shared_ptr<const
 }
 
 void BM_WatchDecoderPods(benchmark::State& state) {
-  run_decoder(state, pod_stream(), kinformer::client::ResourceTraits<kinformer::client::Pod>::type().codec);
+  run_decoder(state, pod_stream(),
+              kinformer::client::ResourceTraits<kinformer::client::Pod>::type().codec);
 }
 BENCHMARK(BM_WatchDecoderPods)->Unit(benchmark::kMillisecond);
 
@@ -377,7 +389,9 @@ int write_streams(int argc, char** argv) {
       ok = write_file(argv[i] + kStream.size(), pod_stream().bytes) && ok;
     } else if (arg.starts_with(kMemory)) {
       any = true;
-      ok = write_file(argv[i] + kMemory.size(), make_stream(kMemoryPods, kMemoryPods, pod_json).bytes) && ok;
+      ok = write_file(argv[i] + kMemory.size(),
+                      make_stream(kMemoryPods, kMemoryPods, pod_json).bytes) &&
+           ok;
     }
   }
   if (!any) return -1;

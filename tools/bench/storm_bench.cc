@@ -51,7 +51,8 @@ namespace informer = kinformer::informer;
 constexpr std::string_view kMarkerAnnotation = "bench.kinformer.dev/storm-marker";
 
 std::int64_t wall_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -68,9 +69,10 @@ struct Options {
 };
 
 [[noreturn]] void usage(const std::string& why) {
-  std::cerr << "kinformer_storm_bench: " << why
-            << "\nusage: kinformer_storm_bench --marker V --ready-file F --times-file F [--namespaces 50]"
-               " [--prefix storm-] [--kubeconfig F] [--sync-timeout S] [--recover-timeout S] [--list]\n";
+  std::cerr
+      << "kinformer_storm_bench: " << why
+      << "\nusage: kinformer_storm_bench --marker V --ready-file F --times-file F [--namespaces 50]"
+         " [--prefix storm-] [--kubeconfig F] [--sync-timeout S] [--recover-timeout S] [--list]\n";
   std::exit(2);
 }
 
@@ -82,18 +84,29 @@ Options parse(int argc, char** argv) {
       if (i + 1 >= argc) usage(a + " needs a value");
       return argv[++i];
     };
-    if (a == "--kubeconfig") o.kubeconfig = value();
-    else if (a == "--prefix") o.prefix = value();
-    else if (a == "--namespaces") o.namespaces = std::stoul(value());
-    else if (a == "--marker") o.marker = value();
-    else if (a == "--ready-file") o.ready_file = value();
-    else if (a == "--times-file") o.times_file = value();
-    else if (a == "--sync-timeout") o.sync_timeout_s = std::stod(value());
-    else if (a == "--recover-timeout") o.recover_timeout_s = std::stod(value());
-    else if (a == "--list") o.list = true;
-    else usage("unknown argument " + a);
+    if (a == "--kubeconfig")
+      o.kubeconfig = value();
+    else if (a == "--prefix")
+      o.prefix = value();
+    else if (a == "--namespaces")
+      o.namespaces = std::stoul(value());
+    else if (a == "--marker")
+      o.marker = value();
+    else if (a == "--ready-file")
+      o.ready_file = value();
+    else if (a == "--times-file")
+      o.times_file = value();
+    else if (a == "--sync-timeout")
+      o.sync_timeout_s = std::stod(value());
+    else if (a == "--recover-timeout")
+      o.recover_timeout_s = std::stod(value());
+    else if (a == "--list")
+      o.list = true;
+    else
+      usage("unknown argument " + a);
   }
-  if (o.marker.empty() || o.ready_file.empty() || o.times_file.empty()) usage("--marker, --ready-file and --times-file are required");
+  if (o.marker.empty() || o.ready_file.empty() || o.times_file.empty())
+    usage("--marker, --ready-file and --times-file are required");
   if (o.namespaces == 0 || o.namespaces > 1000) usage("--namespaces in [1, 1000]");
   return o;
 }
@@ -132,7 +145,8 @@ class CountingListerWatcher final : public client::ListerWatcher {
   }
   client::Result<client::WatchStreamPtr> watch(const client::ListOptions& options) override {
     auto r = real_->watch(options);
-    log_->add(options.send_initial_events ? RequestLog::Kind::watch_list : RequestLog::Kind::watch, static_cast<bool>(r));
+    log_->add(options.send_initial_events ? RequestLog::Kind::watch_list : RequestLog::Kind::watch,
+              static_cast<bool>(r));
     return r;
   }
 
@@ -163,11 +177,13 @@ int main(int argc, char** argv) {
   const Options opt = parse(argc, argv);
   client::KubeconfigOptions kc;
   if (!opt.kubeconfig.empty()) kc.path = opt.kubeconfig;
-  client::RestClient rest(client::ClusterConfig::from_kubeconfig(kc), {.user_agent = "kinformer-storm-bench/0.1"});
+  client::RestClient rest(client::ClusterConfig::from_kubeconfig(kc),
+                          {.user_agent = "kinformer-storm-bench/0.1"});
 
   auto requests = std::make_shared<RequestLog>();
   informer::InformerFactory factory(
-      [&rest, requests](const client::ResourceType& t, const std::string& ns) -> client::ListerWatcherPtr {
+      [&rest, requests](const client::ResourceType& t,
+                        const std::string& ns) -> client::ListerWatcherPtr {
         return std::make_unique<CountingListerWatcher>(rest.lister_watcher(t, ns), requests);
       });
 
@@ -189,14 +205,17 @@ int main(int argc, char** argv) {
     };
     informer::TypedInformer<Pod>::Handler h;
     h.add = [check](const std::shared_ptr<const Pod>& p, bool) { check(p); };
-    h.update = [check](const std::shared_ptr<const Pod>&, const std::shared_ptr<const Pod>& p) { check(p); };
+    h.update = [check](const std::shared_ptr<const Pod>&, const std::shared_ptr<const Pod>& p) {
+      check(p);
+    };
     registrations.push_back(informers.back().add_handler(std::move(h), {.name = "storm-marker"}));
   }
 
   const std::int64_t t_start = wall_ns();
   factory.start();
-  const bool synced = factory.wait_for_cache_sync(
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::duration<double>(opt.sync_timeout_s)));
+  const bool synced =
+      factory.wait_for_cache_sync(std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::chrono::duration<double>(opt.sync_timeout_s)));
   const double sync_s = static_cast<double>(wall_ns() - t_start) * 1e-9;
   if (!synced) {
     std::cerr << "kinformer_storm_bench: not synced within " << opt.sync_timeout_s << " s\n";
@@ -205,14 +224,18 @@ int main(int argc, char** argv) {
   std::ofstream(opt.ready_file) << "ready\n";
 
   // Wait until every informer saw the marker, or the timeout.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(opt.recover_timeout_s);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::duration<double>(opt.recover_timeout_s);
   auto all_seen = [&] {
-    return std::all_of(slots.begin(), slots.end(), [](const auto& s) { return s->seen_ns.load() != 0; });
+    return std::all_of(slots.begin(), slots.end(),
+                       [](const auto& s) { return s->seen_ns.load() != 0; });
   };
-  while (!all_seen() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(20ms);
+  while (!all_seen() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(20ms);
   std::int64_t begin_ns = 0;
   std::int64_t ready_ns = 0;
-  while (!read_times(opt.times_file, begin_ns, ready_ns) && std::chrono::steady_clock::now() < deadline) {
+  while (!read_times(opt.times_file, begin_ns, ready_ns) &&
+         std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(20ms);
   }
   const std::uint64_t denials = factory.reconnect_budget().denials();
@@ -236,9 +259,15 @@ int main(int argc, char** argv) {
   for (const auto& e : requests->entries()) {
     if (begin_ns == 0 || e.ns < begin_ns || e.ns > until) continue;
     switch (e.kind) {
-      case RequestLog::Kind::list: ++lists; break;
-      case RequestLog::Kind::watch: ++watches; break;
-      case RequestLog::Kind::watch_list: ++watch_lists; break;
+      case RequestLog::Kind::list:
+        ++lists;
+        break;
+      case RequestLog::Kind::watch:
+        ++watches;
+        break;
+      case RequestLog::Kind::watch_list:
+        ++watch_lists;
+        break;
     }
     if (!e.ok) ++failed;
     ++per_second[(e.ns - begin_ns) / 1'000'000'000];
@@ -249,11 +278,13 @@ int main(int argc, char** argv) {
   out.setf(std::ios::fixed);
   out.precision(3);
   out << "{\"side\":\"kinformer\",\"watch_list\":" << (opt.list ? "false" : "true")
-      << ",\"informers\":" << slots.size() << ",\"sync_s\":" << sync_s << ",\"recovered\":" << recovered
-      << ",\"recover_p50_s\":" << quantile(recover_s, 0.5) << ",\"recover_max_s\":" << quantile(recover_s, 1.0)
-      << ",\"downtime_s\":" << static_cast<double>(ready_ns - begin_ns) * 1e-9 << ",\"lists\":" << lists
-      << ",\"watches\":" << watches << ",\"watch_lists\":" << watch_lists << ",\"failed_requests\":" << failed
-      << ",\"peak_requests_per_s\":" << peak << ",\"budget_denials\":" << denials << ",\"per_second\":[";
+      << ",\"informers\":" << slots.size() << ",\"sync_s\":" << sync_s
+      << ",\"recovered\":" << recovered << ",\"recover_p50_s\":" << quantile(recover_s, 0.5)
+      << ",\"recover_max_s\":" << quantile(recover_s, 1.0)
+      << ",\"downtime_s\":" << static_cast<double>(ready_ns - begin_ns) * 1e-9
+      << ",\"lists\":" << lists << ",\"watches\":" << watches << ",\"watch_lists\":" << watch_lists
+      << ",\"failed_requests\":" << failed << ",\"peak_requests_per_s\":" << peak
+      << ",\"budget_denials\":" << denials << ",\"per_second\":[";
   bool first = true;
   for (const auto& [sec, n] : per_second) {
     out << (first ? "" : ",") << "[" << sec << "," << n << "]";

@@ -13,7 +13,8 @@ namespace {
 std::string source_description(const std::string& source) {
   if (source == "apiserver_longrunning_requests")
     return "apiserver_longrunning_requests{verb=\"WATCH\"} (Kubernetes 1.25+)";
-  if (source == "apiserver_registered_watchers") return "apiserver_registered_watchers (Kubernetes before 1.25)";
+  if (source == "apiserver_registered_watchers")
+    return "apiserver_registered_watchers (Kubernetes before 1.25)";
   return source;
 }
 
@@ -73,13 +74,15 @@ std::vector<WatchCount> over_limit(const WatchAudit& audit, long max_watches) {
   return out;
 }
 
-std::string metrics_failure(const client::Result<client::RawResponse>& response, const std::string& server) {
+std::string metrics_failure(const client::Result<client::RawResponse>& response,
+                            const std::string& server) {
   if (!response) return describe_error(response.error(), server);
   const int status = response->status;
   if (status == 200) return {};
   if (status == 403) return "no permission to read /metrics (needs get on nonResourceURL /metrics)";
   if (status == 401) return "unauthorized (HTTP 401): " + server + " rejected the credentials";
-  return "GET /metrics from " + server + ": HTTP " + std::to_string(status) + ": " + trimmed(response->body, 200);
+  return "GET /metrics from " + server + ": HTTP " + std::to_string(status) + ": " +
+         trimmed(response->body, 200);
 }
 
 int run_audit_on(const client::Result<client::RawResponse>& response, const AuditOptions& options,
@@ -96,10 +99,11 @@ int run_audit_on(const client::Result<client::RawResponse>& response, const Audi
     return kExitError;
   }
   if (audit.source.empty()) {
-    log_line(err, "error",
-             "/metrics has neither apiserver_longrunning_requests nor apiserver_registered_watchers: "
-             "cannot count watches",
-             {{"server", server}});
+    log_line(
+        err, "error",
+        "/metrics has neither apiserver_longrunning_requests nor apiserver_registered_watchers: "
+        "cannot count watches",
+        {{"server", server}});
     return kExitError;
   }
   out << (options.json ? format_audit_json(audit) : format_audit_table(audit));
@@ -108,7 +112,8 @@ int run_audit_on(const client::Result<client::RawResponse>& response, const Audi
     const auto over = over_limit(audit, *options.max_watches);
     for (const auto& c : over)
       log_line(err, "error", "too many open watches",
-               {{"resource", c.name()}, {"watches", std::to_string(c.count)},
+               {{"resource", c.name()},
+                {"watches", std::to_string(c.count)},
                 {"max", std::to_string(*options.max_watches)}});
     if (!over.empty()) return kExitCheckFailed;
   }

@@ -24,7 +24,8 @@ std::vector<WatchCount> over_limit(const WatchAudit& audit, long max_watches);
 
 /// Why /metrics could not be used, as one sentence; "" when `response` is a 200.
 /// `server` names the API server in messages (ClusterConfig::server).
-std::string metrics_failure(const client::Result<client::RawResponse>& response, const std::string& server);
+std::string metrics_failure(const client::Result<client::RawResponse>& response,
+                            const std::string& server);
 
 /// The whole audit after GET /metrics: prints the table or JSON to `out`, problems to `err`
 /// (key=value log lines), and returns the exit status: 0, 1 (--max-watches exceeded) or 2

@@ -65,7 +65,9 @@ bool valid_segment(const std::string& s) {
 std::string metadata_only(const client::Object& o) {
   rapidjson::StringBuffer buf;
   rapidjson::Writer<rapidjson::StringBuffer> w(buf);
-  auto str = [&](const std::string& s) { w.String(s.c_str(), static_cast<rapidjson::SizeType>(s.size())); };
+  auto str = [&](const std::string& s) {
+    w.String(s.c_str(), static_cast<rapidjson::SizeType>(s.size()));
+  };
   w.StartObject();
   w.Key("metadata");
   w.StartObject();
@@ -91,26 +93,34 @@ ResolvedResource resolve_resource(const std::string& name) {
     const client::GroupVersionResource pods{"", "v1", "pods", "Pod", true};
     const client::GroupVersionResource secrets{"", "v1", "secrets", "Secret", true};
     const client::GroupVersionResource endpoints{"", "v1", "endpoints", "Endpoints", true};
-    const client::GroupVersionResource slices{"discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", true};
+    const client::GroupVersionResource slices{"discovery.k8s.io", "v1", "endpointslices",
+                                              "EndpointSlice", true};
     return std::map<std::string, client::GroupVersionResource>{
-        {"pods", pods},           {"pod", pods},           {"po", pods},
-        {"secrets", secrets},     {"secret", secrets},     {"endpoints", endpoints},
-        {"ep", endpoints},        {"endpointslices", slices}, {"endpointslice", slices},
+        {"pods", pods},
+        {"pod", pods},
+        {"po", pods},
+        {"secrets", secrets},
+        {"secret", secrets},
+        {"endpoints", endpoints},
+        {"ep", endpoints},
+        {"endpointslices", slices},
+        {"endpointslice", slices},
     };
   }();
   if (auto it = aliases.find(name); it != aliases.end()) return {it->second, false};
   if (name.find('/') != std::string::npos) {
     auto parts = split(name, '/');
     if (parts.size() == 2) parts.insert(parts.begin(), "");  // v1/configmaps: core group
-    if (parts.size() == 3 && (parts[0].empty() || valid_segment(parts[0])) && looks_like_version(parts[1]) &&
-        valid_segment(parts[2])) {
+    if (parts.size() == 3 && (parts[0].empty() || valid_segment(parts[0])) &&
+        looks_like_version(parts[1]) && valid_segment(parts[2])) {
       if (parts[0] == "core") parts[0].clear();
       return {{parts[0], parts[1], parts[2], "", true}, true};
     }
   }
-  throw UsageError("unknown resource '" + name +
-                   "' (expected pods, secrets, endpoints, endpointslices or group/version/resource, "
-                   "e.g. v1/configmaps or apps/v1/deployments)");
+  throw UsageError(
+      "unknown resource '" + name +
+      "' (expected pods, secrets, endpoints, endpointslices or group/version/resource, "
+      "e.g. v1/configmaps or apps/v1/deployments)");
 }
 
 bool apply_discovery(std::string_view json, client::GroupVersionResource& gvr) {
@@ -122,8 +132,10 @@ bool apply_discovery(std::string_view json, client::GroupVersionResource& gvr) {
   for (const auto& r : resources->value.GetArray()) {
     if (!r.IsObject()) continue;
     auto n = r.FindMember("name");
-    if (n == r.MemberEnd() || !n->value.IsString() || gvr.resource != n->value.GetString()) continue;
-    if (auto k = r.FindMember("kind"); k != r.MemberEnd() && k->value.IsString()) gvr.kind = k->value.GetString();
+    if (n == r.MemberEnd() || !n->value.IsString() || gvr.resource != n->value.GetString())
+      continue;
+    if (auto k = r.FindMember("kind"); k != r.MemberEnd() && k->value.IsString())
+      gvr.kind = k->value.GetString();
     if (auto ns = r.FindMember("namespaced"); ns != r.MemberEnd() && ns->value.IsBool())
       gvr.namespaced = ns->value.GetBool();
     return true;
@@ -138,7 +150,8 @@ bool is_secret_resource(const client::GroupVersionResource& gvr) {
 std::string redact_secret_json(std::string_view json) {
   rapidjson::Document doc;
   doc.Parse(json.data(), json.size());
-  if (doc.HasParseError() || !doc.IsObject()) return R"x({"error":"unparsable object (redacted)"})x";
+  if (doc.HasParseError() || !doc.IsObject())
+    return R"x({"error":"unparsable object (redacted)"})x";
   for (const char* field : {"data", "stringData"}) {
     auto m = doc.FindMember(field);
     if (m == doc.MemberEnd()) continue;
@@ -150,7 +163,8 @@ std::string redact_secret_json(std::string_view json) {
   }
   // kubectl.kubernetes.io/last-applied-configuration holds a copy of the data.
   if (auto meta = doc.FindMember("metadata"); meta != doc.MemberEnd() && meta->value.IsObject()) {
-    if (auto ann = meta->value.FindMember("annotations"); ann != meta->value.MemberEnd() && ann->value.IsObject()) {
+    if (auto ann = meta->value.FindMember("annotations");
+        ann != meta->value.MemberEnd() && ann->value.IsObject()) {
       auto last = ann->value.FindMember("kubectl.kubernetes.io/last-applied-configuration");
       if (last != ann->value.MemberEnd()) last->value.SetString(rapidjson::StringRef(kRedacted));
     }
@@ -173,10 +187,12 @@ std::string dump_line(const client::Object& object, const DumpOptions& options) 
 }
 
 std::string format_dump(std::vector<client::ObjectPtr> objects, const DumpOptions& options) {
-  std::sort(objects.begin(), objects.end(), [](const client::ObjectPtr& a, const client::ObjectPtr& b) {
-    if (a->metadata.namespace_ != b->metadata.namespace_) return a->metadata.namespace_ < b->metadata.namespace_;
-    return a->metadata.name < b->metadata.name;
-  });
+  std::sort(objects.begin(), objects.end(),
+            [](const client::ObjectPtr& a, const client::ObjectPtr& b) {
+              if (a->metadata.namespace_ != b->metadata.namespace_)
+                return a->metadata.namespace_ < b->metadata.namespace_;
+              return a->metadata.name < b->metadata.name;
+            });
   std::string out;
   for (const auto& o : objects) {
     out += dump_line(*o, options);
@@ -207,7 +223,8 @@ bool write_dump_file(const std::string& path, const std::string& text) {
   return std::rename(tmp.c_str(), path.c_str()) == 0;
 }
 
-std::string format_event(std::string_view type, const client::Object& object, bool final_state_unknown) {
+std::string format_event(std::string_view type, const client::Object& object,
+                         bool final_state_unknown) {
   std::string line(type);
   line += ' ';
   line += object.key();

@@ -58,6 +58,7 @@ std::string format_dump(std::vector<client::ObjectPtr> objects, const DumpOption
 bool write_dump_file(const std::string& path, const std::string& text);
 
 /// "ADDED ns/name rv=123" (DELETED of a tombstone adds " final-state-unknown").
-std::string format_event(std::string_view type, const client::Object& object, bool final_state_unknown = false);
+std::string format_event(std::string_view type, const client::Object& object,
+                         bool final_state_unknown = false);
 
 }  // namespace kinformer::tools

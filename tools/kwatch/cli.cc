@@ -43,8 +43,8 @@ class Args {
     if (ec != std::errc() || ptr != v.data() + v.size() || v.empty())
       throw UsageError(command_ + ": " + flag + " expects a whole number, got '" + v + "'");
     if (n < min || n > max)
-      throw UsageError(command_ + ": " + flag + " must be between " + std::to_string(min) + " and " +
-                       std::to_string(max) + ", got " + v);
+      throw UsageError(command_ + ": " + flag + " must be between " + std::to_string(min) +
+                       " and " + std::to_string(max) + ", got " + v);
     return n;
   }
 
@@ -127,7 +127,9 @@ CacheOptions parse_cache(Args& a) {
     }
   }
   if (o.resource.empty())
-    throw UsageError("cache: --resource is required (pods, secrets, endpoints, endpointslices or group/version/resource)");
+    throw UsageError(
+        "cache: --resource is required (pods, secrets, endpoints, endpointslices or "
+        "group/version/resource)");
   return o;
 }
 
@@ -210,7 +212,8 @@ EndpointsOptions parse_endpoints(Args& a) {
       a.unknown(flag);
     }
   }
-  if (o.service.empty()) throw UsageError("endpoints: the service name is required (kwatch endpoints SERVICE -n NS)");
+  if (o.service.empty())
+    throw UsageError("endpoints: the service name is required (kwatch endpoints SERVICE -n NS)");
   if (o.namespace_.empty()) throw UsageError("endpoints: -n NAMESPACE is required");
   return o;
 }
@@ -218,7 +221,8 @@ EndpointsOptions parse_endpoints(Args& a) {
 bool needs_quotes(const std::string& v) {
   if (v.empty()) return true;
   for (char c : v)
-    if (c == ' ' || c == '"' || c == '=' || c == '\\' || static_cast<unsigned char>(c) < 0x20) return true;
+    if (c == ' ' || c == '"' || c == '=' || c == '\\' || static_cast<unsigned char>(c) < 0x20)
+      return true;
   return false;
 }
 
@@ -229,10 +233,14 @@ void write_value(std::ostream& out, const std::string& v) {
   }
   out << '"';
   for (char c : v) {
-    if (c == '"' || c == '\\') out << '\\' << c;
-    else if (c == '\n') out << "\\n";
-    else if (static_cast<unsigned char>(c) < 0x20) out << ' ';
-    else out << c;
+    if (c == '"' || c == '\\')
+      out << '\\' << c;
+    else if (c == '\n')
+      out << "\\n";
+    else if (static_cast<unsigned char>(c) < 0x20)
+      out << ' ';
+    else
+      out << c;
   }
   out << '"';
 }
@@ -240,7 +248,8 @@ void write_value(std::ostream& out, const std::string& v) {
 }  // namespace
 
 Command parse_args(const std::vector<std::string>& args) {
-  if (args.empty()) throw UsageError("missing subcommand (audit, cache, demo, clusters or endpoints)");
+  if (args.empty())
+    throw UsageError("missing subcommand (audit, cache, demo, clusters or endpoints)");
   const std::string& sub = args[0];
   if (is_help(sub) || sub == "help") return HelpCommand{args.size() > 1 ? args[1] : ""};
   std::vector<std::string> rest(args.begin() + 1, args.end());
@@ -252,7 +261,8 @@ Command parse_args(const std::vector<std::string>& args) {
   if (sub == "demo") return parse_demo(a);
   if (sub == "clusters") return parse_clusters(a);
   if (sub == "endpoints") return parse_endpoints(a);
-  throw UsageError("unknown subcommand '" + sub + "' (expected audit, cache, demo, clusters or endpoints)");
+  throw UsageError("unknown subcommand '" + sub +
+                   "' (expected audit, cache, demo, clusters or endpoints)");
 }
 
 std::string usage(const std::string& topic) {
@@ -278,7 +288,8 @@ std::string usage(const std::string& topic) {
       "  --show-secret-data  do not redact Secret data/stringData\n"
       "  --timeout SECONDS   how long to wait for the initial sync (default 60)\n";
   static const std::string demo =
-      "kwatch demo [--components N] [--unshared] [--duration SECONDS] [--namespace NS] [--rate OPS]\n"
+      "kwatch demo [--components N] [--unshared] [--duration SECONDS] [--namespace NS] [--rate "
+      "OPS]\n"
       "  N simulated mesh components share one InformerFactory for Secrets, Pods and\n"
       "  EndpointSlices while objects churn; shows the server's watch count per resource.\n"
       "  --components N      simulated components (default 20)\n"
@@ -287,18 +298,21 @@ std::string usage(const std::string& topic) {
       "  --namespace NS      namespace to use (default: create kinformer-demo-<random>)\n"
       "  --rate OPS          churn operations per second (default 20)\n";
   static const std::string registry =
-      "  --secret-namespace NS  where the remote kubeconfig Secrets are (default kinformer-system)\n"
+      "  --secret-namespace NS  where the remote kubeconfig Secrets are (default "
+      "kinformer-system)\n"
       "  --secret-selector L    which Secrets (default kinformer.io/multicluster=true)\n"
       "  --local-id ID          this cluster's ID (default local)\n"
       "  --timeout SECONDS      how long to wait for the sync, per cluster (default 30)\n";
   static const std::string clusters =
       "kwatch clusters [--json] [registry flags]\n"
-      "  Runs the ClusterRegistry (this cluster plus one per kubeconfig in the Secrets) and prints\n"
+      "  Runs the ClusterRegistry (this cluster plus one per kubeconfig in the Secrets) and "
+      "prints\n"
       "  each cluster's state (syncing, synced, timed_out, refused, unreachable), its reason,\n"
       "  the watches this process holds there and the server's open WATCH count (its /metrics).\n" +
       registry;
   static const std::string endpoints =
-      "kwatch endpoints SERVICE -n NS [--port NAME] [--subset k=v,...] [--watch] [--json] [registry flags]\n"
+      "kwatch endpoints SERVICE -n NS [--port NAME] [--subset k=v,...] [--watch] [--json] "
+      "[registry flags]\n"
       "  The service's endpoints per cluster shard (address, port, ready/serving/terminating,\n"
       "  zone) from the EndpointSlices (and Pods) of every cluster the registry knows. An empty\n"
       "  shard prints as an explicit (empty) row. --watch prints one table per new snapshot.\n"
@@ -345,7 +359,8 @@ std::string describe_error(const client::Error& e, const std::string& server) {
       return "cannot obtain credentials: " + e.message;
     case client::Errc::api:
       if (e.http_status == 403) return "permission denied (HTTP 403): " + e.message;
-      if (e.http_status == 401) return "unauthorized (HTTP 401): " + server + " rejected the credentials";
+      if (e.http_status == 401)
+        return "unauthorized (HTTP 401): " + server + " rejected the credentials";
       return "the API server answered HTTP " + std::to_string(e.http_status) +
              (e.reason.empty() ? "" : " " + e.reason) + ": " + e.message;
     default:

@@ -65,15 +65,15 @@ struct DemoOptions {
   int components = 20;
   bool unshared = false;
   int duration_seconds = 20;
-  std::string namespace_;  ///< empty: create kinformer-demo-<random>
+  std::string namespace_;   ///< empty: create kinformer-demo-<random>
   int ops_per_second = 20;  ///< --rate: churn operations per second
 };
 
 /// What `clusters` and `endpoints` share: where the remote kubeconfig Secrets are.
 struct RegistryFlags {
-  std::string secret_namespace = "kinformer-system";  ///< --secret-namespace
+  std::string secret_namespace = "kinformer-system";               ///< --secret-namespace
   std::string secret_selector = "kinformer.io/multicluster=true";  ///< --secret-selector
-  std::string local_id = "local";                      ///< --local-id
+  std::string local_id = "local";                                  ///< --local-id
   int timeout_seconds = 30;  ///< --timeout: sync wait (start, each remote's sync timeout)
 };
 
@@ -96,7 +96,8 @@ struct EndpointsOptions {
   bool json = false;
 };
 
-using Command = std::variant<HelpCommand, AuditOptions, CacheOptions, DemoOptions, ClustersOptions, EndpointsOptions>;
+using Command = std::variant<HelpCommand, AuditOptions, CacheOptions, DemoOptions, ClustersOptions,
+                             EndpointsOptions>;
 
 /// Parses argv[1..] (the program name excluded). Throws UsageError naming the offending argument.
 Command parse_args(const std::vector<std::string>& args);
@@ -117,6 +118,7 @@ struct LogField {
 void log_line(std::ostream& out, const std::string& level, const std::string& msg,
               const std::vector<LogField>& fields = {});
 /// log_line to std::cerr (serialised across threads).
-void log(const std::string& level, const std::string& msg, const std::vector<LogField>& fields = {});
+void log(const std::string& level, const std::string& msg,
+         const std::vector<LogField>& fields = {});
 
 }  // namespace kinformer::tools

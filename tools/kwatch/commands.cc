@@ -91,8 +91,10 @@ class RecordingListerWatcher final : public client::ListerWatcher {
 
   client::Result<client::ObjectList> list(const client::ListOptions& options) override {
     auto r = inner_->list(options);
-    if (r) slot_->clear();
-    else slot_->set(r.error());
+    if (r)
+      slot_->clear();
+    else
+      slot_->set(r.error());
     return r;
   }
   client::Result<client::WatchStreamPtr> watch(const client::ListOptions& options) override {
@@ -108,7 +110,8 @@ class RecordingListerWatcher final : public client::ListerWatcher {
 
 // Errors waiting will not fix.
 bool permanent(const client::Error& e) {
-  return e.code == client::Errc::api && (e.http_status == 401 || e.http_status == 403 || e.http_status == 404);
+  return e.code == client::Errc::api &&
+         (e.http_status == 401 || e.http_status == 403 || e.http_status == 404);
 }
 
 bool write_output(const std::string& path, const std::string& text) {
@@ -122,7 +125,8 @@ bool write_output(const std::string& path, const std::string& text) {
 }
 
 std::string seconds_since(std::chrono::steady_clock::time_point start) {
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - start);
   std::ostringstream s;
   s.precision(1);
   s << std::fixed << static_cast<double>(ms.count()) / 1000.0 << "s";
@@ -140,25 +144,27 @@ int run_cache(const CacheOptions& options) {
 
   if (resolved.needs_discovery) {
     auto& gvr = resolved.gvr;
-    const std::string path = gvr.group.empty() ? "/api/" + gvr.version : "/apis/" + gvr.group + "/" + gvr.version;
+    const std::string path =
+        gvr.group.empty() ? "/api/" + gvr.version : "/apis/" + gvr.group + "/" + gvr.version;
     auto doc = client.get_raw(path);
     if (!doc) {
       log("error", describe_error(doc.error(), config.server), {{"resource", options.resource}});
       return kExitError;
     }
     if (doc->status == 404) {
-      log("error", "unknown resource '" + options.resource + "': the server has no API group version " +
-                       gvr.api_version());
+      log("error", "unknown resource '" + options.resource +
+                       "': the server has no API group version " + gvr.api_version());
       return kExitError;
     }
     if (doc->status != 200) {
-      log("error", "discovery of " + gvr.api_version() + " failed: HTTP " + std::to_string(doc->status),
+      log("error",
+          "discovery of " + gvr.api_version() + " failed: HTTP " + std::to_string(doc->status),
           {{"resource", options.resource}});
       return kExitError;
     }
     if (!apply_discovery(doc->body, gvr)) {
-      log("error", "unknown resource '" + options.resource + "': " + gvr.api_version() + " has no resource " +
-                       gvr.resource);
+      log("error", "unknown resource '" + options.resource + "': " + gvr.api_version() +
+                       " has no resource " + gvr.resource);
       return kExitError;
     }
     if (!gvr.namespaced && !options.namespace_.empty()) {
@@ -170,11 +176,13 @@ int run_cache(const CacheOptions& options) {
   const std::string resource = resolved.gvr.to_string();
   const DumpOptions dump_options{is_secret_resource(resolved.gvr), options.show_secret_data};
   const std::optional<std::string> dump_path =
-      options.dump ? options.dump : (options.events ? std::nullopt : std::optional<std::string>("-"));
+      options.dump ? options.dump
+                   : (options.events ? std::nullopt : std::optional<std::string>("-"));
 
   auto slot = std::make_shared<ErrorSlot>();
   informer::InformerFactory factory(
-      [&client, slot](const client::ResourceType& t, const std::string& ns) -> client::ListerWatcherPtr {
+      [&client, slot](const client::ResourceType& t,
+                      const std::string& ns) -> client::ListerWatcherPtr {
         return std::make_unique<RecordingListerWatcher>(client.lister_watcher(t, ns), slot);
       });
   informer::InformerOptions informer_options;
@@ -195,7 +203,9 @@ int run_cache(const CacheOptions& options) {
     handler->update = [print](const client::ObjectPtr&, const client::ObjectPtr& n) {
       print(format_event("MODIFIED", *n));
     };
-    handler->del = [print](const client::ObjectPtr& o, bool unknown) { print(format_event("DELETED", *o, unknown)); };
+    handler->del = [print](const client::ObjectPtr& o, bool unknown) {
+      print(format_event("DELETED", *o, unknown));
+    };
     events = inf.add_handler(handler, {.name = "kwatch-events"});
   }
 
@@ -206,15 +216,20 @@ int run_cache(const CacheOptions& options) {
       log("error", "cannot write the dump", {{"file", *dump_path}});
       return false;
     }
-    log("info", "dumped the cache", {{"why", why}, {"objects", std::to_string(objects.size())},
-                                     {"file", *dump_path == "-" ? "stdout" : *dump_path}});
+    log("info", "dumped the cache",
+        {{"why", why},
+         {"objects", std::to_string(objects.size())},
+         {"file", *dump_path == "-" ? "stdout" : *dump_path}});
     return true;
   };
 
   const std::string where = options.namespace_.empty() ? "all namespaces" : options.namespace_;
-  log("info", "starting informer", {{"resource", resource}, {"namespace", where},
-                                    {"labelSelector", options.label_selector},
-                                    {"fieldSelector", options.field_selector}, {"server", config.server}});
+  log("info", "starting informer",
+      {{"resource", resource},
+       {"namespace", where},
+       {"labelSelector", options.label_selector},
+       {"fieldSelector", options.field_selector},
+       {"server", config.server}});
   const auto start = std::chrono::steady_clock::now();
   const auto deadline = start + std::chrono::seconds(options.timeout_seconds);
   const bool tty = isatty(STDERR_FILENO) == 1;
@@ -231,17 +246,21 @@ int run_cache(const CacheOptions& options) {
       break;
     }
     if (sig == SIGUSR1) {
-      if (synced) dump("SIGUSR1");
-      else log("warn", "SIGUSR1 before the cache synced: nothing to dump yet");
+      if (synced)
+        dump("SIGUSR1");
+      else
+        log("warn", "SIGUSR1 before the cache synced: nothing to dump yet");
       continue;
     }
     if (synced) continue;
     if (inf.has_synced()) {
       synced = true;
       if (tty) std::cerr << "\r\x1b[K";
-      log("info", "cache synced", {{"resource", resource}, {"objects", std::to_string(inf.store().size())},
-                                   {"resourceVersion", inf.last_sync_resource_version()},
-                                   {"after", seconds_since(start)}});
+      log("info", "cache synced",
+          {{"resource", resource},
+           {"objects", std::to_string(inf.store().size())},
+           {"resourceVersion", inf.last_sync_resource_version()},
+           {"after", seconds_since(start)}});
       if (options.until_synced) break;
       continue;
     }
@@ -254,15 +273,19 @@ int run_cache(const CacheOptions& options) {
     }
     if (std::chrono::steady_clock::now() >= deadline) {
       if (tty) std::cerr << "\r\x1b[K";
-      const std::string why = last_error ? ": last error: " + describe_error(*last_error, config.server) : "";
-      log("error", "the " + resource + " cache did not sync within " + std::to_string(options.timeout_seconds) + "s" + why);
+      const std::string why =
+          last_error ? ": last error: " + describe_error(*last_error, config.server) : "";
+      log("error", "the " + resource + " cache did not sync within " +
+                       std::to_string(options.timeout_seconds) + "s" + why);
       exit_code = kExitError;
       break;
     }
     if (tty) {
       std::lock_guard lock(stdout_mutex());
       std::cerr << "\r\x1b[Ksyncing " << resource << " (" << where << ") " << seconds_since(start)
-                << (last_error ? " retrying after: " + last_error->to_string().substr(0, 100) : std::string()) << std::flush;
+                << (last_error ? " retrying after: " + last_error->to_string().substr(0, 100)
+                               : std::string())
+                << std::flush;
     }
   }
   if (synced && !dump("exit")) exit_code = kExitError;

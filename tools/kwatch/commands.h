@@ -16,7 +16,6 @@ namespace kinformer::tools {
 /// client::ConfigError with a message naming the file and field.
 client::ClusterConfig load_config(const CommonOptions& common);
 
-
 /// The signals kwatch waits for synchronously (SIGINT, SIGTERM, SIGUSR1).
 sigset_t kwatch_signals();
 /// Blocks kwatch_signals() in the calling thread. main() calls it before any thread starts, so

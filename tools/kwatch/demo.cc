@@ -23,27 +23,31 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-constexpr std::array<const char*, 3> kRoles = {"sidecar-injector", "endpoint-publisher", "cert-distributor"};
+constexpr std::array<const char*, 3> kRoles = {"sidecar-injector", "endpoint-publisher",
+                                               "cert-distributor"};
 constexpr std::size_t kResources = 3;
 
 struct DemoResource {
-  std::string label;       // column name
+  std::string label;  // column name
   client::ResourceType type;
   std::string audit_name;  // WatchCount::name()
 };
 
 const std::array<DemoResource, kResources>& demo_resources() {
   static const std::array<DemoResource, kResources> r = {
-      DemoResource{"secrets", client::dynamic_resource({"", "v1", "secrets", "Secret", true}), "secrets"},
+      DemoResource{"secrets", client::dynamic_resource({"", "v1", "secrets", "Secret", true}),
+                   "secrets"},
       DemoResource{"pods", client::dynamic_resource({"", "v1", "pods", "Pod", true}), "pods"},
       DemoResource{"endpointslices",
-                   client::dynamic_resource({"discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", true}),
+                   client::dynamic_resource(
+                       {"discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", true}),
                    "discovery.k8s.io/v1/endpointslices"},
   };
   return r;
 }
 
-std::shared_ptr<client::DynamicObject> make_object(const std::string& ns, const std::string& name, std::string json) {
+std::shared_ptr<client::DynamicObject> make_object(const std::string& ns, const std::string& name,
+                                                   std::string json) {
   auto o = std::make_shared<client::DynamicObject>();
   o->metadata.namespace_ = ns;
   o->metadata.name = name;
@@ -51,20 +55,22 @@ std::shared_ptr<client::DynamicObject> make_object(const std::string& ns, const 
   return o;
 }
 
-std::string object_json(std::size_t resource, const std::string& ns, const std::string& name, unsigned n) {
+std::string object_json(std::size_t resource, const std::string& ns, const std::string& name,
+                        unsigned n) {
   const std::string meta = R"("metadata":{"name":")" + name + R"(","namespace":")" + ns +
                            R"(","labels":{"app":"kinformer-demo"}})";
   switch (resource) {
     case 0:
-      return R"({"apiVersion":"v1","kind":"Secret",)" + meta + R"(,"type":"Opaque","data":{"token":"ZGVtbw=="}})";
+      return R"({"apiVersion":"v1","kind":"Secret",)" + meta +
+             R"(,"type":"Opaque","data":{"token":"ZGVtbw=="}})";
     case 1:
       return R"({"apiVersion":"v1","kind":"Pod",)" + meta +
              R"(,"spec":{"automountServiceAccountToken":false,"containers":[{"name":"app","image":"example.invalid/app:1"}]}})";
     default:
       return R"({"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice",)" +
              meta.substr(0, meta.size() - 2) + R"(,"kubernetes.io/service-name":"demo-svc"}})" +
-             R"(,"addressType":"IPv4","endpoints":[{"addresses":["10.0.)" + std::to_string((n / 250) % 250) +
-             "." + std::to_string(n % 250 + 1) +
+             R"(,"addressType":"IPv4","endpoints":[{"addresses":["10.0.)" +
+             std::to_string((n / 250) % 250) + "." + std::to_string(n % 250 + 1) +
              R"("],"conditions":{"ready":true}}],"ports":[{"name":"http","port":8080,"protocol":"TCP"}]})";
   }
 }
@@ -90,9 +96,13 @@ class Churn {
     for (std::size_t r = 0; r < kResources; ++r) {
       for (const auto& name : live_[r]) {
         auto s = client_.delete_(demo_resources()[r].type, ns_, name);
-        if (s || s.error().http_status == 404) ++deleted;
-        else log("warn", "cleanup: delete failed", {{"resource", demo_resources()[r].label}, {"name", name},
-                                                   {"error", s.error().to_string()}});
+        if (s || s.error().http_status == 404)
+          ++deleted;
+        else
+          log("warn", "cleanup: delete failed",
+              {{"resource", demo_resources()[r].label},
+               {"name", name},
+               {"error", s.error().to_string()}});
       }
       live_[r].clear();
     }
@@ -124,24 +134,39 @@ class Churn {
     bool ok = true;
     if (live.size() < 5 || (roll < 40 && live.size() < 30)) {
       const unsigned n = next_id_++;
-      const std::string name = "demo-" + res.label.substr(0, res.label.size() - 1) + "-" + std::to_string(n);
-      auto created = client_.create(res.type, *make_object(ns_, name, object_json(r, ns_, name, n)));
-      if (created) live.push_back(name);
-      else { ok = false; error = created.error(); }
+      const std::string name =
+          "demo-" + res.label.substr(0, res.label.size() - 1) + "-" + std::to_string(n);
+      auto created =
+          client_.create(res.type, *make_object(ns_, name, object_json(r, ns_, name, n)));
+      if (created)
+        live.push_back(name);
+      else {
+        ok = false;
+        error = created.error();
+      }
     } else if (roll < 75) {
       const std::string& name = live[rng_() % live.size()];
-      auto patched = client_.patch(res.type, ns_, name, client::PatchType::merge,
-                                   R"({"metadata":{"labels":{"demo-rev":")" + std::to_string(ops_.load()) + R"("}}})");
-      if (!patched) { ok = false; error = patched.error(); }
+      auto patched = client_.patch(
+          res.type, ns_, name, client::PatchType::merge,
+          R"({"metadata":{"labels":{"demo-rev":")" + std::to_string(ops_.load()) + R"("}}})");
+      if (!patched) {
+        ok = false;
+        error = patched.error();
+      }
     } else {
       const std::size_t i = rng_() % live.size();
       auto deleted = client_.delete_(res.type, ns_, live[i]);
-      if (deleted || deleted.error().http_status == 404) live.erase(live.begin() + static_cast<std::ptrdiff_t>(i));
-      else { ok = false; error = deleted.error(); }
+      if (deleted || deleted.error().http_status == 404)
+        live.erase(live.begin() + static_cast<std::ptrdiff_t>(i));
+      else {
+        ok = false;
+        error = deleted.error();
+      }
     }
     ++ops_;
     if (!ok && errors_++ < 5)
-      log("warn", "churn operation failed", {{"resource", res.label}, {"error", error.to_string()}});
+      log("warn", "churn operation failed",
+          {{"resource", res.label}, {"error", error.to_string()}});
   }
 
   client::RestClient& client_;
@@ -211,38 +236,52 @@ int run_demo(const DemoOptions& options) {
   }
   auto baseline = read_audit(client);
   if (!baseline) {
-    log("error", "cannot count the server's watches from /metrics (HTTP " + std::to_string(metrics->status) + ")");
+    log("error", "cannot count the server's watches from /metrics (HTTP " +
+                     std::to_string(metrics->status) + ")");
     return kExitError;
   }
 
   // Namespace: ours unless --namespace names an existing one.
-  const std::string ns = options.namespace_.empty() ? "kinformer-demo-" + random_suffix() : options.namespace_;
+  const std::string ns =
+      options.namespace_.empty() ? "kinformer-demo-" + random_suffix() : options.namespace_;
   const auto namespaces = client::dynamic_resource({"", "v1", "namespaces", "Namespace", false});
   bool own_namespace = false;
   {
-    auto created = client.create(namespaces, *make_object("", ns, R"({"apiVersion":"v1","kind":"Namespace","metadata":{"name":")" + ns + R"("}})"));
+    auto created = client.create(
+        namespaces, *make_object("", ns,
+                                 R"({"apiVersion":"v1","kind":"Namespace","metadata":{"name":")" +
+                                     ns + R"("}})"));
     if (created) {
       own_namespace = true;
     } else if (created.error().http_status != 409) {
-      log("error", "cannot create namespace " + ns + ": " + describe_error(created.error(), config.server));
+      log("error",
+          "cannot create namespace " + ns + ": " + describe_error(created.error(), config.server));
       return kExitError;
     }
     // Pods need the namespace's "default" ServiceAccount when the ServiceAccount admission plugin
     // is on; without kube-controller-manager nobody creates it. Already there (409) is fine.
     const auto sa = client::dynamic_resource({"", "v1", "serviceaccounts", "ServiceAccount", true});
-    (void)client.create(sa, *make_object(ns, "default", R"({"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":"default","namespace":")" + ns + R"("}})"));
+    (void)client.create(
+        sa,
+        *make_object(
+            ns, "default",
+            R"({"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":"default","namespace":")" +
+                ns + R"("}})"));
   }
-  log("info", "demo starting", {{"namespace", ns}, {"components", std::to_string(options.components)},
-                                {"mode", options.unshared ? "unshared" : "shared"},
-                                {"duration", std::to_string(options.duration_seconds) + "s"},
-                                {"server", config.server}});
+  log("info", "demo starting",
+      {{"namespace", ns},
+       {"components", std::to_string(options.components)},
+       {"mode", options.unshared ? "unshared" : "shared"},
+       {"duration", std::to_string(options.duration_seconds) + "s"},
+       {"server", config.server}});
 
   // Factories: one shared, or one per component.
   std::vector<std::unique_ptr<informer::InformerFactory>> factories;
   auto lister_watchers = [&client](const client::ResourceType& t, const std::string& n) {
     return client.lister_watcher(t, n);
   };
-  const std::size_t n_factories = options.unshared ? static_cast<std::size_t>(options.components) : 1;
+  const std::size_t n_factories =
+      options.unshared ? static_cast<std::size_t>(options.components) : 1;
   for (std::size_t i = 0; i < n_factories; ++i)
     factories.push_back(std::make_unique<informer::InformerFactory>(lister_watchers));
 
@@ -256,7 +295,9 @@ int run_demo(const DemoOptions& options) {
       c.informers[r] = &factory.informer(resources[r].type, {.namespace_ = ns});
       auto handler = std::make_shared<informer::ResourceEventHandlerFuncs>();
       handler->add = [e = c.events[r]](const client::ObjectPtr&, bool) { ++*e; };
-      handler->update = [e = c.events[r]](const client::ObjectPtr&, const client::ObjectPtr&) { ++*e; };
+      handler->update = [e = c.events[r]](const client::ObjectPtr&, const client::ObjectPtr&) {
+        ++*e;
+      };
       handler->del = [e = c.events[r]](const client::ObjectPtr&, bool) { ++*e; };
       c.registrations.push_back(c.informers[r]->add_handler(handler, {.name = c.role}));
     }
@@ -278,7 +319,9 @@ int run_demo(const DemoOptions& options) {
       row.resource = resources[r].label;
       row.objects = components.empty() ? 0 : components[0].informers[r]->store().size();
       for (const auto& c : components) row.events += c.events[r]->load();
-      if (audit) row.server_watches = audit->count(resources[r].audit_name) - baseline->count(resources[r].audit_name);
+      if (audit)
+        row.server_watches =
+            audit->count(resources[r].audit_name) - baseline->count(resources[r].audit_name);
       s.rows.push_back(row);
     }
     return s;
@@ -312,7 +355,8 @@ int run_demo(const DemoOptions& options) {
       const auto left = until - Clock::now();
       if (left <= 0s) break;
       const auto ns_left = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
-      timespec wait{static_cast<time_t>(ns_left / 1'000'000'000), static_cast<long>(ns_left % 1'000'000'000)};
+      timespec wait{static_cast<time_t>(ns_left / 1'000'000'000),
+                    static_cast<long>(ns_left % 1'000'000'000)};
       const int sig = sigtimedwait(&signals, nullptr, &wait);
       if (sig == SIGINT || sig == SIGTERM) {
         interrupted = true;
@@ -333,7 +377,8 @@ int run_demo(const DemoOptions& options) {
     for (std::size_t r = 0; r < kResources; ++r) {
       auto listed = client.list_all(resources[r].type, ns);
       if (!listed) {
-        diverged.push_back(resources[r].label + " (list failed: " + listed.error().to_string() + ")");
+        diverged.push_back(resources[r].label + " (list failed: " + listed.error().to_string() +
+                           ")");
         continue;
       }
       const auto server = by_name(listed->items);
@@ -342,7 +387,8 @@ int run_demo(const DemoOptions& options) {
         auto& inf = f->informer(resources[r].type, {.namespace_ = ns});
         if (by_name(inf.store().list()) != server) ++bad;
       }
-      if (bad > 0) diverged.push_back(resources[r].label + " (" + std::to_string(bad) + " caches differ)");
+      if (bad > 0)
+        diverged.push_back(resources[r].label + " (" + std::to_string(bad) + " caches differ)");
     }
     if (diverged.empty() || Clock::now() >= converge_deadline) break;
     std::this_thread::sleep_for(250ms);  // polling interval
@@ -353,7 +399,8 @@ int run_demo(const DemoOptions& options) {
   DemoSnapshot final_snapshot;
   const auto settle_deadline = Clock::now() + 10s;
   while (true) {
-    final_snapshot = snapshot(std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start).count());
+    final_snapshot =
+        snapshot(std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start).count());
     bool settled = true;
     for (const auto& row : final_snapshot.rows) settled = settled && row.server_watches == expected;
     if (settled || Clock::now() >= settle_deadline) break;
@@ -377,10 +424,14 @@ int run_demo(const DemoOptions& options) {
   const std::size_t deleted = churn.cleanup();
   if (own_namespace) {
     auto s = client.delete_(namespaces, "", ns);
-    if (!s) log("warn", "cleanup: deleting the namespace failed", {{"namespace", ns}, {"error", s.error().to_string()}});
+    if (!s)
+      log("warn", "cleanup: deleting the namespace failed",
+          {{"namespace", ns}, {"error", s.error().to_string()}});
   }
-  log("info", "cleaned up", {{"deleted", std::to_string(deleted)}, {"namespace", ns},
-                             {"namespaceDeleted", own_namespace ? "true" : "false"}});
+  log("info", "cleaned up",
+      {{"deleted", std::to_string(deleted)},
+       {"namespace", ns},
+       {"namespaceDeleted", own_namespace ? "true" : "false"}});
   return verdict.exit_code;
 }
 

@@ -24,16 +24,17 @@ std::string pad(std::string s, std::size_t width) {
 
 }  // namespace
 
-std::string format_demo_table(const DemoSnapshot& s, std::uint64_t churn_ops, std::uint64_t churn_errors) {
+std::string format_demo_table(const DemoSnapshot& s, std::uint64_t churn_ops,
+                              std::uint64_t churn_errors) {
   std::ostringstream out;
-  out << "kwatch demo  namespace=" << s.namespace_ << "  mode=" << (s.unshared ? "unshared" : "shared")
-      << "  t=" << s.elapsed_seconds << "s/" << s.duration_seconds << "s  churn ops=" << churn_ops
-      << " errors=" << churn_errors << '\n';
+  out << "kwatch demo  namespace=" << s.namespace_
+      << "  mode=" << (s.unshared ? "unshared" : "shared") << "  t=" << s.elapsed_seconds << "s/"
+      << s.duration_seconds << "s  churn ops=" << churn_ops << " errors=" << churn_errors << '\n';
   out << "COMPONENTS " << s.components << "   HANDLERS " << s.handlers << '\n';
   out << pad("RESOURCE", 16) << pad("OBJECTS", 10) << pad("EVENTS", 12) << "SERVER WATCHES" << '\n';
   for (const auto& r : s.rows)
-    out << pad(r.resource, 16) << pad(std::to_string(r.objects), 10) << pad(std::to_string(r.events), 12)
-        << watches(r.server_watches) << '\n';
+    out << pad(r.resource, 16) << pad(std::to_string(r.objects), 10)
+        << pad(std::to_string(r.events), 12) << watches(r.server_watches) << '\n';
   return out.str();
 }
 
@@ -52,20 +53,24 @@ DemoVerdict demo_verdict(const DemoSnapshot& s, const std::vector<std::string>& 
     caches = "caches did NOT converge: ";
     for (std::size_t i = 0; i < diverged.size(); ++i) caches += (i ? ", " : "") + diverged[i];
   }
-  const long most = s.rows.empty() ? 0
-                                   : std::max_element(s.rows.begin(), s.rows.end(), [](const DemoRow& a, const DemoRow& b) {
-                                       return a.server_watches < b.server_watches;
-                                     })->server_watches;
-  const bool unknown = std::any_of(s.rows.begin(), s.rows.end(), [](const DemoRow& r) { return r.server_watches < 0; });
+  const long most =
+      s.rows.empty()
+          ? 0
+          : std::max_element(s.rows.begin(), s.rows.end(), [](const DemoRow& a, const DemoRow& b) {
+              return a.server_watches < b.server_watches;
+            })->server_watches;
+  const bool unknown = std::any_of(s.rows.begin(), s.rows.end(),
+                                   [](const DemoRow& r) { return r.server_watches < 0; });
   const std::string who = std::to_string(s.components) + " components";
   DemoVerdict v;
   if (s.unshared) {
-    v.line = "MULTIPLIED — " + who + " opened " + watches(unknown ? -1 : most) + " watches per resource (" +
-             per_resource(s) + "); " + caches;
+    v.line = "MULTIPLIED — " + who + " opened " + watches(unknown ? -1 : most) +
+             " watches per resource (" + per_resource(s) + "); " + caches;
     v.exit_code = diverged.empty() ? 0 : 1;
   } else if (most > 1) {
-    v.line = "FAILED — " + who + ", " + std::to_string(s.handlers) + " handlers, more than 1 server watch per resource (" +
-             per_resource(s) + "); " + caches;
+    v.line = "FAILED — " + who + ", " + std::to_string(s.handlers) +
+             " handlers, more than 1 server watch per resource (" + per_resource(s) + "); " +
+             caches;
     v.exit_code = 1;
   } else {
     v.line = (diverged.empty() ? "OK — " : "FAILED — ") + who + ", " + std::to_string(s.handlers) +

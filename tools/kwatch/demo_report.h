@@ -30,7 +30,8 @@ struct DemoSnapshot {
 };
 
 /// The multi-line table (each line ends in '\n').
-std::string format_demo_table(const DemoSnapshot& s, std::uint64_t churn_ops, std::uint64_t churn_errors);
+std::string format_demo_table(const DemoSnapshot& s, std::uint64_t churn_ops,
+                              std::uint64_t churn_errors);
 /// One line (no newline) for a non-terminal stdout.
 std::string format_demo_tick(const DemoSnapshot& s);
 

@@ -24,8 +24,10 @@ int main(int argc, char** argv) {
     }
     if (const auto* audit = std::get_if<AuditOptions>(&command)) return run_audit(*audit);
     if (const auto* cache = std::get_if<CacheOptions>(&command)) return run_cache(*cache);
-    if (const auto* clusters = std::get_if<ClustersOptions>(&command)) return run_clusters(*clusters);
-    if (const auto* endpoints = std::get_if<EndpointsOptions>(&command)) return run_endpoints(*endpoints);
+    if (const auto* clusters = std::get_if<ClustersOptions>(&command))
+      return run_clusters(*clusters);
+    if (const auto* endpoints = std::get_if<EndpointsOptions>(&command))
+      return run_endpoints(*endpoints);
     return run_demo(std::get<DemoOptions>(command));
   } catch (const UsageError& e) {
     log("error", e.what());

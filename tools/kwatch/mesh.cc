@@ -7,11 +7,11 @@
 #include <memory>
 
 #include "commands.h"
-#include "mesh_report.h"
-#include "watch_audit.h"
 #include "kinformer/cache/label_selector.h"
 #include "kinformer/informer/cluster_endpoint_feeds.h"
 #include "kinformer/informer/cluster_registry.h"
+#include "mesh_report.h"
+#include "watch_audit.h"
 
 namespace kinformer::tools {
 namespace {
@@ -38,7 +38,9 @@ std::unique_ptr<Mesh> start_mesh(const CommonOptions& common, const RegistryFlag
   client_options.user_agent = "kwatch/0.1 (kinformer/0.1)";
   mesh->client = std::make_shared<client::RestClient>(config, client_options);
   mesh->factory = std::make_shared<informer::InformerFactory>(
-      [c = mesh->client](const client::ResourceType& t, const std::string& ns) { return c->lister_watcher(t, ns); });
+      [c = mesh->client](const client::ResourceType& t, const std::string& ns) {
+        return c->lister_watcher(t, ns);
+      });
   informer::ClusterRegistryOptions o;
   o.secret_namespace = flags.secret_namespace;
   o.label_selector = flags.secret_selector;
@@ -48,12 +50,14 @@ std::unique_ptr<Mesh> start_mesh(const CommonOptions& common, const RegistryFlag
   o.remote_client.user_agent = client_options.user_agent;
   mesh->registry = std::make_unique<informer::ClusterRegistry>(mesh->client, mesh->factory, o);
   if (auto started = mesh->registry->start(); !started) {
-    log("error", describe_error(started.error(), config.server), {{"namespace", flags.secret_namespace}});
+    log("error", describe_error(started.error(), config.server),
+        {{"namespace", flags.secret_namespace}});
     return nullptr;
   }
   // Each remote settles (synced or its sync timeout) on its own; a little slack on top.
   if (!mesh->registry->wait_for_sync(std::chrono::seconds(flags.timeout_seconds) + 5s)) {
-    log("warn", "not every cluster settled in time", {{"timeout_seconds", std::to_string(flags.timeout_seconds)}});
+    log("warn", "not every cluster settled in time",
+        {{"timeout_seconds", std::to_string(flags.timeout_seconds)}});
   }
   return mesh;
 }
@@ -125,7 +129,8 @@ int run_endpoints(const EndpointsOptions& options) {
   auto watch = index->watch(query, keep, &current);
   keep(current);
   informer::ClusterEndpointFeeds feeds(index, *mesh->registry, feed_options);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(options.registry.timeout_seconds);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(options.registry.timeout_seconds);
   while (!feeds.has_synced() && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(50ms);  // polling the feeds' sync flags, not a fixed wait
   }

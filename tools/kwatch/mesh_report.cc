@@ -53,13 +53,16 @@ std::string port_of(const cache::Endpoint& e, const std::string& name) {
 }  // namespace
 
 std::string render_clusters_table(const std::vector<ClusterRow>& rows) {
-  std::vector<std::vector<std::string>> cells{{"CLUSTER", "STATE", "SECRET", "WATCHES", "SERVER-WATCHES", "REASON"}};
+  std::vector<std::vector<std::string>> cells{
+      {"CLUSTER", "STATE", "SECRET", "WATCHES", "SERVER-WATCHES", "REASON"}};
   for (const auto& r : rows) {
     const auto& s = r.status;
     cells.push_back({s.id + (s.local ? " (local)" : ""), std::string(informer::to_string(s.state)),
                      s.secret.empty() ? "-" : s.secret, std::to_string(r.process_watches),
                      r.server_watches < 0 ? "?" : std::to_string(r.server_watches),
-                     s.reason.empty() ? (r.server_watches_error.empty() ? "-" : r.server_watches_error) : s.reason});
+                     s.reason.empty()
+                         ? (r.server_watches_error.empty() ? "-" : r.server_watches_error)
+                         : s.reason});
   }
   return columns(cells);
 }
@@ -68,28 +71,31 @@ std::string render_clusters_json(const std::vector<ClusterRow>& rows) {
   std::string out = "{\"clusters\":[";
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const auto& s = rows[i].status;
-    out += std::string(i ? "," : "") + "{\"id\":" + quoted(s.id) + ",\"local\":" + yes_no(s.local) +
-           ",\"state\":" + quoted(informer::to_string(s.state)) + ",\"reason\":" + quoted(s.reason) +
-           ",\"secret\":" + quoted(s.secret) + ",\"generation\":" + std::to_string(s.generation) +
-           ",\"process_watches\":" + std::to_string(rows[i].process_watches) +
-           ",\"server_watches\":" + (rows[i].server_watches < 0 ? "null" : std::to_string(rows[i].server_watches)) + "}";
+    out +=
+        std::string(i ? "," : "") + "{\"id\":" + quoted(s.id) + ",\"local\":" + yes_no(s.local) +
+        ",\"state\":" + quoted(informer::to_string(s.state)) + ",\"reason\":" + quoted(s.reason) +
+        ",\"secret\":" + quoted(s.secret) + ",\"generation\":" + std::to_string(s.generation) +
+        ",\"process_watches\":" + std::to_string(rows[i].process_watches) + ",\"server_watches\":" +
+        (rows[i].server_watches < 0 ? "null" : std::to_string(rows[i].server_watches)) + "}";
   }
   return out + "]}\n";
 }
 
 std::string render_endpoints_table(const cache::EndpointSnapshot& snapshot) {
-  std::string out = "snapshot " + std::to_string(snapshot.version) + "  service " + snapshot.service.key() +
-                    "  port " + (snapshot.port_name.empty() ? "(unnamed)" : snapshot.port_name) + "  subset " +
+  std::string out = "snapshot " + std::to_string(snapshot.version) + "  service " +
+                    snapshot.service.key() + "  port " +
+                    (snapshot.port_name.empty() ? "(unnamed)" : snapshot.port_name) + "  subset " +
                     (snapshot.selector.empty() ? "(all)" : snapshot.selector) + "\n";
-  std::vector<std::vector<std::string>> cells{{"CLUSTER", "ADDRESS", "PORT", "READY", "SERVING", "TERMINATING", "ZONE"}};
+  std::vector<std::vector<std::string>> cells{
+      {"CLUSTER", "ADDRESS", "PORT", "READY", "SERVING", "TERMINATING", "ZONE"}};
   for (const auto& [name, part] : snapshot.clusters) {
     if (part->endpoints.empty()) {
       cells.push_back({name, "(empty)", "-", "-", "-", "-", "-"});
       continue;
     }
     for (const auto& e : part->endpoints) {
-      cells.push_back({name, e.address, port_of(e, snapshot.port_name), yes_no(e.ready), yes_no(e.serving),
-                       yes_no(e.terminating), e.zone.empty() ? "-" : e.zone});
+      cells.push_back({name, e.address, port_of(e, snapshot.port_name), yes_no(e.ready),
+                       yes_no(e.serving), yes_no(e.terminating), e.zone.empty() ? "-" : e.zone});
     }
   }
   if (snapshot.clusters.empty()) cells.push_back({"(no cluster has a shard for this service)"});
@@ -97,20 +103,23 @@ std::string render_endpoints_table(const cache::EndpointSnapshot& snapshot) {
 }
 
 std::string render_endpoints_json(const cache::EndpointSnapshot& snapshot) {
-  std::string out = "{\"version\":" + std::to_string(snapshot.version) + ",\"service\":" +
-                    quoted(snapshot.service.key()) + ",\"port\":" + quoted(snapshot.port_name) +
+  std::string out = "{\"version\":" + std::to_string(snapshot.version) +
+                    ",\"service\":" + quoted(snapshot.service.key()) +
+                    ",\"port\":" + quoted(snapshot.port_name) +
                     ",\"subset\":" + quoted(snapshot.selector) + ",\"clusters\":[";
   bool first_cluster = true;
   for (const auto& [name, part] : snapshot.clusters) {
-    out += std::string(first_cluster ? "" : ",") + "{\"cluster\":" + quoted(name) + ",\"endpoints\":[";
+    out +=
+        std::string(first_cluster ? "" : ",") + "{\"cluster\":" + quoted(name) + ",\"endpoints\":[";
     first_cluster = false;
     for (std::size_t i = 0; i < part->endpoints.size(); ++i) {
       const auto& e = part->endpoints[i];
       const cache::EndpointPort* p = e.port(snapshot.port_name);
       out += std::string(i ? "," : "") + "{\"address\":" + quoted(e.address) +
-             ",\"port\":" + (p ? std::to_string(p->port) : "null") + ",\"ready\":" + yes_no(e.ready) +
-             ",\"serving\":" + yes_no(e.serving) + ",\"terminating\":" + yes_no(e.terminating) +
-             ",\"zone\":" + quoted(e.zone) + ",\"node\":" + quoted(e.node_name) + "}";
+             ",\"port\":" + (p ? std::to_string(p->port) : "null") +
+             ",\"ready\":" + yes_no(e.ready) + ",\"serving\":" + yes_no(e.serving) +
+             ",\"terminating\":" + yes_no(e.terminating) + ",\"zone\":" + quoted(e.zone) +
+             ",\"node\":" + quoted(e.node_name) + "}";
     }
     out += "]}";
   }

@@ -28,7 +28,10 @@ Sample parse_line(std::string_view line, std::size_t line_no) {
     ++i;
     while (true) {
       while (i < line.size() && (line[i] == ' ' || line[i] == ',')) ++i;
-      if (i < line.size() && line[i] == '}') { ++i; break; }
+      if (i < line.size() && line[i] == '}') {
+        ++i;
+        break;
+      }
       std::size_t start = i;
       while (i < line.size() && is_name_char(line[i], i == start)) ++i;
       if (i == start || i + 1 >= line.size() || line[i] != '=' || line[i + 1] != '"')
@@ -39,7 +42,10 @@ Sample parse_line(std::string_view line, std::size_t line_no) {
       for (;; ++i) {
         if (i >= line.size()) fail(line_no, "unterminated label value in " + s.name);
         char c = line[i];
-        if (c == '"') { ++i; break; }
+        if (c == '"') {
+          ++i;
+          break;
+        }
         if (c == '\\' && i + 1 < line.size()) {
           char n = line[++i];
           value += n == 'n' ? '\n' : n;

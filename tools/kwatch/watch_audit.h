@@ -25,7 +25,7 @@ std::vector<Sample> parse_prometheus_text(std::string_view text);
 
 /// Open watches on one resource.
 struct WatchCount {
-  std::string group;     ///< "" for core
+  std::string group;  ///< "" for core
   std::string version;
   std::string resource;  ///< plural resource (longrunning_requests) or Kind (registered_watchers)
   long count = 0;

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The README's test command (and what .ci/run calls): installs what is missing, builds with
-# warnings as errors, runs the unit tests, the sanitizer builds (ASan+UBSan and TSan, each on
-# every unit test), an out-of-tree find_package(kinformer) consumer, and the e2e
-# suites against a real kube-apiserver (the e2e launcher's, unless KUBECONFIG is set).
-# Ends with one line "N passed, N failed, N skipped" (the mutation check prints its own
-# "mutants: N killed, N survived" line before it, the fuzzers "fuzz: N targets, N findings";
-# each fuzz target counts as one test).
+# warnings as errors, runs the unit tests, the enforced style (tools/scripts/style.sh:
+# clang-format and clang-tidy; every mutant must still apply), the mutation check, the sanitizer
+# builds (ASan+UBSan and TSan, each on every unit test), the fuzzers, an out-of-tree
+# find_package(kinformer) consumer, and the e2e suites against a real kube-apiserver (the e2e
+# launcher's, unless KUBECONFIG is set). Ends with one line "N passed, N failed, N skipped" (the
+# mutation check prints its own "mutants: N killed, N survived" line before it, the fuzzers
+# "fuzz: N targets, N findings"; each fuzz target and each style check counts as one test).
 #
 # Environment: KINFORMER_BUILD_DIR (default ./build), KUBECONFIG (use that cluster for e2e),
 # KINFORMER_SKIP_SANITIZERS=1 (local quick runs only; CI never sets it), KINFORMER_FUZZ_SECONDS
@@ -56,6 +57,24 @@ ninja -C "$build" -j"$jobs"
 
 step "unit tests"
 run_ctest unit "$build" -L unit -j"$jobs"
+
+step "style: clang-format (no diff) and clang-tidy (library sources); every mutant still applies"
+# tools/scripts/style.sh prints "style format: ..." and "style tidy: ..."; each counts as a test.
+bash "$root/tools/scripts/style.sh" >"$log_dir/style.log" 2>"$log_dir/style.err" || true
+for check in format tidy; do
+  line=$(grep "^style $check: " "$log_dir/style.log" || echo "style $check: did not run")
+  echo "$line" >&2
+  if [[ $line == "style $check: ok"* ]]; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1)); failures+=("style-$check"); tail -40 "$log_dir/style.err" >&2
+  fi
+done
+if bash "$root/tests/mutation/run.sh" --check >"$log_dir/mutants-apply.log" 2>&1; then
+  passed=$((passed + 1)); tail -1 "$log_dir/mutants-apply.log" >&2
+else
+  failed=$((failed + 1)); failures+=(mutants-apply); cat "$log_dir/mutants-apply.log" >&2
+fi
 
 step "mutation check (tests/mutation: every mutant must be killed)"
 # CI runs a rotating sample (the short run): every G-th mutant, starting at the day of the year

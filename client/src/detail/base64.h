@@ -38,7 +38,9 @@ inline std::optional<std::string> base64_decode(std::string_view in) {
     }
   }
   if (bits >= 6 || padding > 2) return std::nullopt;  // a dangling 6-bit group is invalid
-  if (bits > 0 && (buffer & ((1u << bits) - 1)) != 0) return std::nullopt;  // non-canonical tail bits
+  if (bits > 0 && (buffer & ((1u << bits) - 1)) != 0) {
+    return std::nullopt;  // non-canonical tail bits
+  }
   return out;
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // Private: strict field reading for typed models. Absent or null fields read as defaults; a field
-// of the wrong JSON type is an Errc::decode error that names the field ("spec.containers[1].image").
+// of the wrong JSON type is an Errc::decode error that names the field
+// ("spec.containers[1].image").
 
 #include <cstddef>
 #include <cstdint>

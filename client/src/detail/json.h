@@ -45,7 +45,9 @@ inline bool get_bool(const JsonValue& v, const char* name, bool fallback = false
   return m && m->IsBool() ? m->GetBool() : fallback;
 }
 
-inline Error decode_error(std::string message) { return Error::make(Errc::decode, std::move(message)); }
+inline Error decode_error(std::string message) {
+  return Error::make(Errc::decode, std::move(message));
+}
 
 /// Where and why parse_insitu() failed.
 struct JsonParseError {

@@ -12,7 +12,8 @@ class TypedCodec final : public Codec {
  public:
   using DecodeFn = Status (*)(const JsonValue&, T&);
   using EncodeFn = void (*)(JsonWriter&, const T&);
-  TypedCodec(GroupVersionResource gvr, DecodeFn d, EncodeFn e) : gvr_(std::move(gvr)), decode_(d), encode_(e) {}
+  TypedCodec(GroupVersionResource gvr, DecodeFn d, EncodeFn e)
+      : gvr_(std::move(gvr)), decode_(d), encode_(e) {}
 
   Result<std::shared_ptr<Object>> decode(const JsonValue& value) const override {
     if (!value.IsObject()) return decode_error(gvr_.kind + ": not a JSON object");
@@ -39,7 +40,8 @@ class TypedCodec final : public Codec {
 };
 
 template <typename T>
-ResourceType make_type(GroupVersionResource gvr, typename TypedCodec<T>::DecodeFn d, typename TypedCodec<T>::EncodeFn e) {
+ResourceType make_type(GroupVersionResource gvr, typename TypedCodec<T>::DecodeFn d,
+                       typename TypedCodec<T>::EncodeFn e) {
   auto codec = std::make_shared<const TypedCodec<T>>(gvr, d, e);
   return ResourceType{std::move(gvr), std::move(codec)};
 }

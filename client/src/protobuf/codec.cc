@@ -17,7 +17,8 @@ template <typename T>
 class TypedProtobufCodec final : public ProtobufCodec {
  public:
   using DecodeFn = void (*)(Message&, T&);
-  TypedProtobufCodec(GroupVersionResource gvr, DecodeFn decode) : gvr_(std::move(gvr)), decode_(decode) {}
+  TypedProtobufCodec(GroupVersionResource gvr, DecodeFn decode)
+      : gvr_(std::move(gvr)), decode_(decode) {}
 
   const GroupVersionResource& gvr() const override { return gvr_; }
 
@@ -31,7 +32,9 @@ class TypedProtobufCodec final : public ProtobufCodec {
       Message m(d, message, root);
       while (m.next()) {
         if (m.tag() == 1) {
-          detail::pb::nested(m, "metadata", [&](Message& md) { detail::pb::decode_object_meta(md, object->metadata); });
+          detail::pb::nested(m, "metadata", [&](Message& md) {
+            detail::pb::decode_object_meta(md, object->metadata);
+          });
         } else {
           m.skip();
         }
@@ -65,8 +68,10 @@ ProtobufCodecPtr protobuf_codec(const ResourceType& type) {
   static const Entry entries[] = {
       {ResourceTraits<Pod>::type().codec.get(), make_codec<Pod>(detail::pb::decode_pod)},
       {ResourceTraits<Secret>::type().codec.get(), make_codec<Secret>(detail::pb::decode_secret)},
-      {ResourceTraits<Endpoints>::type().codec.get(), make_codec<Endpoints>(detail::pb::decode_endpoints)},
-      {ResourceTraits<EndpointSlice>::type().codec.get(), make_codec<EndpointSlice>(detail::pb::decode_endpoint_slice)},
+      {ResourceTraits<Endpoints>::type().codec.get(),
+       make_codec<Endpoints>(detail::pb::decode_endpoints)},
+      {ResourceTraits<EndpointSlice>::type().codec.get(),
+       make_codec<EndpointSlice>(detail::pb::decode_endpoint_slice)},
   };
   for (const auto& e : entries) {
     if (e.json == type.codec.get()) return e.protobuf;
@@ -78,7 +83,9 @@ Result<ObjectPtr> decode_protobuf_object(const ProtobufCodec& codec, std::string
   const std::string what = codec.gvr().to_string() + " response";
   auto env = detail::pb::parse_envelope(body, what);
   if (!env) return std::move(env).error();
-  if (auto s = detail::pb::expect_kind(env.value(), codec.gvr().kind, what); !s) return std::move(s).error();
+  if (auto s = detail::pb::expect_kind(env.value(), codec.gvr().kind, what); !s) {
+    return std::move(s).error();
+  }
   auto object = codec.decode(env->raw);
   if (!object) return std::move(object).error();
   return ObjectPtr(std::move(object).value());
@@ -91,7 +98,9 @@ Result<ObjectList> decode_protobuf_list(const ProtobufCodec& codec, std::string_
   const std::string what = resource + " list response";
   auto env = detail::pb::parse_envelope(body, what);
   if (!env) return std::move(env).error();
-  if (auto s = detail::pb::expect_kind(env.value(), codec.gvr().kind + "List", what); !s) return std::move(s).error();
+  if (auto s = detail::pb::expect_kind(env.value(), codec.gvr().kind + "List", what); !s) {
+    return std::move(s).error();
+  }
   ObjectList out;
   const std::string list_kind = codec.gvr().kind + "List";
   Decoder d(list_kind, nullptr);
@@ -110,13 +119,15 @@ Result<ObjectList> decode_protobuf_list(const ProtobufCodec& codec, std::string_
         auto object = codec.decode(item);
         if (!object) {
           Error e = std::move(object).error();
-          e.message = resource + " list item " + std::to_string(out.items.size()) + ": " + e.message;
+          e.message =
+              resource + " list item " + std::to_string(out.items.size()) + ": " + e.message;
           return e;
         }
         out.items.push_back(std::move(object).value());
         break;
       }
-      default: m.skip();
+      default:
+        m.skip();
     }
   }
   if (auto s = std::move(d).status(); !s) {
@@ -127,8 +138,11 @@ Result<ObjectList> decode_protobuf_list(const ProtobufCodec& codec, std::string_
   return out;
 }
 
-Error error_from_protobuf_response(int http_status, std::string_view body, std::string_view retry_after_header) {
-  if (!body.starts_with(kProtobufMagic)) return error_from_response(http_status, body, retry_after_header);
+Error error_from_protobuf_response(int http_status, std::string_view body,
+                                   std::string_view retry_after_header) {
+  if (!body.starts_with(kProtobufMagic)) {
+    return error_from_response(http_status, body, retry_after_header);
+  }
   Error e;
   auto env = detail::pb::parse_envelope(body, "error response");
   bool parsed = false;
@@ -138,8 +152,9 @@ Error error_from_protobuf_response(int http_status, std::string_view body, std::
   if (!parsed) {
     // Protobuf that is not a Status may be an API object (e.g. a Secret): only its size is kept.
     e = Error{};
-    e.message = "HTTP " + std::to_string(http_status) + " with a protobuf body that is not a Status (" +
-                std::to_string(body.size()) + " bytes)";
+    e.message = "HTTP " + std::to_string(http_status) +
+                " with a protobuf body that is not a Status (" + std::to_string(body.size()) +
+                " bytes)";
     if (http_status == 429) e.reason = "TooManyRequests";
   }
   e.code = Errc::api;

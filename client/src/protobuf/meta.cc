@@ -28,8 +28,11 @@ bool decode_time(Message& parent, const char* name, std::optional<std::string>& 
   std::int64_t secs = 0;
   while (m.next()) {
     switch (m.tag()) {
-      case 1: m.int64("seconds", secs); break;
-      default: m.skip();  // nanos (2): not kept, as in JSON
+      case 1:
+        m.int64("seconds", secs);
+        break;
+      default:
+        m.skip();  // nanos (2): not kept, as in JSON
     }
   }
   if (parent.decoder().failed()) return false;
@@ -59,13 +62,26 @@ bool decode_time(Message& parent, const char* name, std::optional<std::string>& 
 void decode_owner_reference(Message& m, OwnerReference& ref) {
   while (m.next()) {
     switch (m.tag()) {
-      case 1: m.string("kind", ref.kind); break;
-      case 3: m.string("name", ref.name); break;
-      case 4: m.string("uid", ref.uid); break;
-      case 5: m.string("apiVersion", ref.api_version); break;
-      case 6: m.boolean("controller", ref.controller); break;
-      case 7: m.boolean("blockOwnerDeletion", ref.block_owner_deletion); break;
-      default: m.skip();
+      case 1:
+        m.string("kind", ref.kind);
+        break;
+      case 3:
+        m.string("name", ref.name);
+        break;
+      case 4:
+        m.string("uid", ref.uid);
+        break;
+      case 5:
+        m.string("apiVersion", ref.api_version);
+        break;
+      case 6:
+        m.boolean("controller", ref.controller);
+        break;
+      case 7:
+        m.boolean("blockOwnerDeletion", ref.block_owner_deletion);
+        break;
+      default:
+        m.skip();
     }
   }
 }
@@ -80,20 +96,40 @@ void decode_object_meta(Message& m, ObjectMeta& meta) {
   const FieldPath& at = m.at();
   while (m.next()) {
     switch (m.tag()) {
-      case 1: m.string("name", meta.name); break;
-      case 2: m.string("generateName", meta.generate_name); break;
-      case 3: m.string("namespace", meta.namespace_); break;
-      case 5: m.string("uid", meta.uid); break;
-      case 6: m.string("resourceVersion", meta.resource_version); break;
-      case 7: m.int64("generation", meta.generation); break;
+      case 1:
+        m.string("name", meta.name);
+        break;
+      case 2:
+        m.string("generateName", meta.generate_name);
+        break;
+      case 3:
+        m.string("namespace", meta.namespace_);
+        break;
+      case 5:
+        m.string("uid", meta.uid);
+        break;
+      case 6:
+        m.string("resourceVersion", meta.resource_version);
+        break;
+      case 7:
+        m.int64("generation", meta.generation);
+        break;
       case 8: {
         std::optional<std::string> created;
-        if (decode_time(m, "creationTimestamp", created)) meta.creation_timestamp = created.value_or("");
+        if (decode_time(m, "creationTimestamp", created)) {
+          meta.creation_timestamp = created.value_or("");
+        }
         break;
       }
-      case 9: decode_time(m, "deletionTimestamp", meta.deletion_timestamp); break;
-      case 11: map_entry(m, "labels", meta.labels); break;
-      case 12: map_entry(m, "annotations", meta.annotations); break;
+      case 9:
+        decode_time(m, "deletionTimestamp", meta.deletion_timestamp);
+        break;
+      case 11:
+        map_entry(m, "labels", meta.labels);
+        break;
+      case 12:
+        map_entry(m, "annotations", meta.annotations);
+        break;
       case 13: {
         std::string_view bytes;
         if (!m.message("ownerReferences", bytes)) break;
@@ -103,8 +139,11 @@ void decode_object_meta(Message& m, ObjectMeta& meta) {
         decode_owner_reference(r, meta.owner_references.emplace_back());
         break;
       }
-      case 14: m.string("finalizers", meta.finalizers.emplace_back()); break;
-      default: m.skip();
+      case 14:
+        m.string("finalizers", meta.finalizers.emplace_back());
+        break;
+      default:
+        m.skip();
     }
   }
   finish_map(meta.labels);
@@ -114,9 +153,14 @@ void decode_object_meta(Message& m, ObjectMeta& meta) {
 void decode_list_meta(Message& m, std::string& resource_version, std::string& continue_token) {
   while (m.next()) {
     switch (m.tag()) {
-      case 2: m.string("resourceVersion", resource_version); break;
-      case 3: m.string("continue", continue_token); break;
-      default: m.skip();  // selfLink = 1, remainingItemCount = 4, shardInfo = 5
+      case 2:
+        m.string("resourceVersion", resource_version);
+        break;
+      case 3:
+        m.string("continue", continue_token);
+        break;
+      default:
+        m.skip();  // selfLink = 1, remainingItemCount = 4, shardInfo = 5
     }
   }
 }
@@ -143,9 +187,15 @@ Status decode_protobuf_status(std::string_view message, Error& e) {
   Message m(d, message, root);
   while (m.next()) {
     switch (m.tag()) {
-      case 3: m.string("message", e.message); break;
-      case 4: m.string("reason", e.reason); break;
-      case 6: m.int32("code", code); break;
+      case 3:
+        m.string("message", e.message);
+        break;
+      case 4:
+        m.string("reason", e.reason);
+        break;
+      case 6:
+        m.int32("code", code);
+        break;
       case 5: {
         std::string_view details;
         if (!m.message("details", details)) break;
@@ -154,7 +204,9 @@ Status decode_protobuf_status(std::string_view message, Error& e) {
         std::size_t cause_index = 0;
         while (dm.next()) {
           switch (dm.tag()) {
-            case 5: dm.int32("retryAfterSeconds", retry_after); break;
+            case 5:
+              dm.int32("retryAfterSeconds", retry_after);
+              break;
             case 4: {
               std::string_view cause;
               if (!dm.message("causes", cause)) break;
@@ -172,12 +224,14 @@ Status decode_protobuf_status(std::string_view message, Error& e) {
               if (e.causes.size() < kMaxCauses) e.causes.push_back(std::move(reason));
               break;
             }
-            default: dm.skip();
+            default:
+              dm.skip();
           }
         }
         break;
       }
-      default: m.skip();
+      default:
+        m.skip();
     }
   }
   if (auto s = std::move(d).status(); !s) return s;

@@ -13,11 +13,20 @@ namespace {
 void decode_object_reference(Message& m, ObjectReference& ref) {
   while (m.next()) {
     switch (m.tag()) {
-      case 1: m.string("kind", ref.kind); break;
-      case 2: m.string("namespace", ref.namespace_); break;
-      case 3: m.string("name", ref.name); break;
-      case 4: m.string("uid", ref.uid); break;
-      default: m.skip();
+      case 1:
+        m.string("kind", ref.kind);
+        break;
+      case 2:
+        m.string("namespace", ref.namespace_);
+        break;
+      case 3:
+        m.string("name", ref.name);
+        break;
+      case 4:
+        m.string("uid", ref.uid);
+        break;
+      default:
+        m.skip();
     }
   }
 }
@@ -28,10 +37,17 @@ void decode_object_reference(Message& m, ObjectReference& ref) {
 void decode_container_port(Message& m, ContainerPort& port) {
   while (m.next()) {
     switch (m.tag()) {
-      case 1: m.string("name", port.name); break;
-      case 3: m.int32("containerPort", port.container_port); break;
-      case 4: m.string("protocol", port.protocol); break;
-      default: m.skip();
+      case 1:
+        m.string("name", port.name);
+        break;
+      case 3:
+        m.int32("containerPort", port.container_port);
+        break;
+      case 4:
+        m.string("protocol", port.protocol);
+        break;
+      default:
+        m.skip();
     }
   }
   if (port.protocol.empty()) port.protocol = "TCP";
@@ -41,10 +57,17 @@ void decode_container_port(Message& m, ContainerPort& port) {
 void decode_container(Message& m, Container& c) {
   while (m.next()) {
     switch (m.tag()) {
-      case 1: m.string("name", c.name); break;
-      case 2: m.string("image", c.image); break;
-      case 6: repeated(m, "ports", c.ports, decode_container_port); break;
-      default: m.skip();
+      case 1:
+        m.string("name", c.name);
+        break;
+      case 2:
+        m.string("image", c.image);
+        break;
+      case 6:
+        repeated(m, "ports", c.ports, decode_container_port);
+        break;
+      default:
+        m.skip();
     }
   }
 }
@@ -54,11 +77,20 @@ void decode_container(Message& m, Container& c) {
 void decode_pod_spec(Message& m, Pod& pod) {
   while (m.next()) {
     switch (m.tag()) {
-      case 2: repeated(m, "containers", pod.containers, decode_container); break;
-      case 8: m.string("serviceAccountName", pod.service_account_name); break;
-      case 10: m.string("nodeName", pod.node_name); break;
-      case 11: m.boolean("hostNetwork", pod.host_network); break;
-      default: m.skip();
+      case 2:
+        repeated(m, "containers", pod.containers, decode_container);
+        break;
+      case 8:
+        m.string("serviceAccountName", pod.service_account_name);
+        break;
+      case 10:
+        m.string("nodeName", pod.node_name);
+        break;
+      case 11:
+        m.boolean("hostNetwork", pod.host_network);
+        break;
+      default:
+        m.skip();
     }
   }
 }
@@ -67,9 +99,14 @@ void decode_pod_spec(Message& m, Pod& pod) {
 void decode_pod_condition(Message& m, PodCondition& c) {
   while (m.next()) {
     switch (m.tag()) {
-      case 1: m.string("type", c.type); break;
-      case 2: m.string("status", c.status); break;
-      default: m.skip();
+      case 1:
+        m.string("type", c.type);
+        break;
+      case 2:
+        m.string("status", c.status);
+        break;
+      default:
+        m.skip();
     }
   }
 }
@@ -89,12 +126,23 @@ void decode_pod_ip(Message& m, std::string& ip) {
 void decode_pod_status(Message& m, Pod& pod) {
   while (m.next()) {
     switch (m.tag()) {
-      case 1: m.string("phase", pod.phase); break;
-      case 2: repeated(m, "conditions", pod.conditions, decode_pod_condition); break;
-      case 5: m.string("hostIP", pod.host_ip); break;
-      case 6: m.string("podIP", pod.pod_ip); break;
-      case 12: repeated(m, "podIPs", pod.pod_ips, decode_pod_ip); break;
-      default: m.skip();
+      case 1:
+        m.string("phase", pod.phase);
+        break;
+      case 2:
+        repeated(m, "conditions", pod.conditions, decode_pod_condition);
+        break;
+      case 5:
+        m.string("hostIP", pod.host_ip);
+        break;
+      case 6:
+        m.string("podIP", pod.pod_ip);
+        break;
+      case 12:
+        repeated(m, "podIPs", pod.pod_ips, decode_pod_ip);
+        break;
+      default:
+        m.skip();
     }
   }
 }
@@ -105,11 +153,21 @@ void decode_pod_status(Message& m, Pod& pod) {
 void decode_endpoint_address(Message& m, EndpointAddress& a) {
   while (m.next()) {
     switch (m.tag()) {
-      case 1: m.string("ip", a.ip); break;
-      case 2: nested(m, "targetRef", [&](Message& r) { decode_object_reference(r, a.target_ref.emplace()); }); break;
-      case 3: m.string("hostname", a.hostname); break;
-      case 4: m.string("nodeName", a.node_name); break;
-      default: m.skip();
+      case 1:
+        m.string("ip", a.ip);
+        break;
+      case 2:
+        nested(m, "targetRef",
+               [&](Message& r) { decode_object_reference(r, a.target_ref.emplace()); });
+        break;
+      case 3:
+        m.string("hostname", a.hostname);
+        break;
+      case 4:
+        m.string("nodeName", a.node_name);
+        break;
+      default:
+        m.skip();
     }
   }
 }
@@ -118,11 +176,20 @@ void decode_endpoint_address(Message& m, EndpointAddress& a) {
 void decode_endpoint_port(Message& m, EndpointPort& p) {
   while (m.next()) {
     switch (m.tag()) {
-      case 1: m.string("name", p.name); break;
-      case 2: m.int32("port", p.port); break;
-      case 3: m.string("protocol", p.protocol); break;
-      case 4: m.string("appProtocol", p.app_protocol); break;
-      default: m.skip();
+      case 1:
+        m.string("name", p.name);
+        break;
+      case 2:
+        m.int32("port", p.port);
+        break;
+      case 3:
+        m.string("protocol", p.protocol);
+        break;
+      case 4:
+        m.string("appProtocol", p.app_protocol);
+        break;
+      default:
+        m.skip();
     }
   }
   if (p.protocol.empty()) p.protocol = "TCP";
@@ -132,10 +199,17 @@ void decode_endpoint_port(Message& m, EndpointPort& p) {
 void decode_endpoint_subset(Message& m, EndpointSubset& s) {
   while (m.next()) {
     switch (m.tag()) {
-      case 1: repeated(m, "addresses", s.addresses, decode_endpoint_address); break;
-      case 2: repeated(m, "notReadyAddresses", s.not_ready_addresses, decode_endpoint_address); break;
-      case 3: repeated(m, "ports", s.ports, decode_endpoint_port); break;
-      default: m.skip();
+      case 1:
+        repeated(m, "addresses", s.addresses, decode_endpoint_address);
+        break;
+      case 2:
+        repeated(m, "notReadyAddresses", s.not_ready_addresses, decode_endpoint_address);
+        break;
+      case 3:
+        repeated(m, "ports", s.ports, decode_endpoint_port);
+        break;
+      default:
+        m.skip();
     }
   }
 }
@@ -157,7 +231,8 @@ void decode_endpoint_conditions(Message& m, SliceEndpoint& e) {
       case 3:
         if (m.boolean("terminating", v)) e.terminating = v;
         break;
-      default: m.skip();
+      default:
+        m.skip();
     }
   }
 }
@@ -167,13 +242,27 @@ void decode_endpoint_conditions(Message& m, SliceEndpoint& e) {
 void decode_slice_endpoint(Message& m, SliceEndpoint& e) {
   while (m.next()) {
     switch (m.tag()) {
-      case 1: m.string("addresses", e.addresses.emplace_back()); break;
-      case 2: nested(m, "conditions", [&](Message& c) { decode_endpoint_conditions(c, e); }); break;
-      case 3: m.string("hostname", e.hostname); break;
-      case 4: nested(m, "targetRef", [&](Message& r) { decode_object_reference(r, e.target_ref.emplace()); }); break;
-      case 6: m.string("nodeName", e.node_name); break;
-      case 7: m.string("zone", e.zone); break;
-      default: m.skip();
+      case 1:
+        m.string("addresses", e.addresses.emplace_back());
+        break;
+      case 2:
+        nested(m, "conditions", [&](Message& c) { decode_endpoint_conditions(c, e); });
+        break;
+      case 3:
+        m.string("hostname", e.hostname);
+        break;
+      case 4:
+        nested(m, "targetRef",
+               [&](Message& r) { decode_object_reference(r, e.target_ref.emplace()); });
+        break;
+      case 6:
+        m.string("nodeName", e.node_name);
+        break;
+      case 7:
+        m.string("zone", e.zone);
+        break;
+      default:
+        m.skip();
     }
   }
 }
@@ -183,15 +272,22 @@ void decode_slice_endpoint(Message& m, SliceEndpoint& e) {
 void decode_slice_port(Message& m, SlicePort& p) {
   while (m.next()) {
     switch (m.tag()) {
-      case 1: m.string("name", p.name); break;
-      case 2: m.string("protocol", p.protocol); break;
+      case 1:
+        m.string("name", p.name);
+        break;
+      case 2:
+        m.string("protocol", p.protocol);
+        break;
       case 3: {
         std::int32_t port = 0;
         if (m.int32("port", port)) p.port = port;
         break;
       }
-      case 4: m.string("appProtocol", p.app_protocol); break;
-      default: m.skip();
+      case 4:
+        m.string("appProtocol", p.app_protocol);
+        break;
+      default:
+        m.skip();
     }
   }
   if (p.protocol.empty()) p.protocol = "TCP";
@@ -203,9 +299,14 @@ void decode_slice_port(Message& m, SlicePort& p) {
 void decode_pod(Message& m, Pod& pod) {
   while (m.next()) {
     switch (m.tag()) {
-      case 2: nested(m, "spec", [&](Message& s) { decode_pod_spec(s, pod); }); break;
-      case 3: nested(m, "status", [&](Message& s) { decode_pod_status(s, pod); }); break;
-      default: m.skip();
+      case 2:
+        nested(m, "spec", [&](Message& s) { decode_pod_spec(s, pod); });
+        break;
+      case 3:
+        nested(m, "status", [&](Message& s) { decode_pod_status(s, pod); });
+        break;
+      default:
+        m.skip();
     }
   }
 }
@@ -215,9 +316,14 @@ void decode_pod(Message& m, Pod& pod) {
 void decode_secret(Message& m, Secret& secret) {
   while (m.next()) {
     switch (m.tag()) {
-      case 2: map_entry(m, "data", secret.data); break;
-      case 3: m.string("type", secret.type); break;
-      default: m.skip();
+      case 2:
+        map_entry(m, "data", secret.data);
+        break;
+      case 3:
+        m.string("type", secret.type);
+        break;
+      default:
+        m.skip();
     }
   }
   finish_map(secret.data);
@@ -227,8 +333,11 @@ void decode_secret(Message& m, Secret& secret) {
 void decode_endpoints(Message& m, Endpoints& endpoints) {
   while (m.next()) {
     switch (m.tag()) {
-      case 2: repeated(m, "subsets", endpoints.subsets, decode_endpoint_subset); break;
-      default: m.skip();
+      case 2:
+        repeated(m, "subsets", endpoints.subsets, decode_endpoint_subset);
+        break;
+      default:
+        m.skip();
     }
   }
 }
@@ -237,10 +346,17 @@ void decode_endpoints(Message& m, Endpoints& endpoints) {
 void decode_endpoint_slice(Message& m, EndpointSlice& slice) {
   while (m.next()) {
     switch (m.tag()) {
-      case 2: repeated(m, "endpoints", slice.endpoints, decode_slice_endpoint); break;
-      case 3: repeated(m, "ports", slice.ports, decode_slice_port); break;
-      case 4: m.string("addressType", slice.address_type); break;
-      default: m.skip();
+      case 2:
+        repeated(m, "endpoints", slice.endpoints, decode_slice_endpoint);
+        break;
+      case 3:
+        repeated(m, "ports", slice.ports, decode_slice_port);
+        break;
+      case 4:
+        m.string("addressType", slice.address_type);
+        break;
+      default:
+        m.skip();
     }
   }
 }

@@ -15,17 +15,23 @@
 namespace kinformer::client::detail::pb {
 
 /// Accept header of a list of a typed resource.
-inline constexpr std::string_view kListAccept = "application/vnd.kubernetes.protobuf, application/json";
+inline constexpr std::string_view kListAccept =
+    "application/vnd.kubernetes.protobuf, application/json";
 /// Accept header of a watch of a typed resource.
-inline constexpr std::string_view kWatchAccept = "application/vnd.kubernetes.protobuf;stream=watch, application/json";
+inline constexpr std::string_view kWatchAccept =
+    "application/vnd.kubernetes.protobuf;stream=watch, application/json";
 
 /// True when `content_type` is application/vnd.kubernetes.protobuf, with or without parameters
 /// (";stream=watch"); case-insensitive, as media types are.
 inline bool is_protobuf(std::string_view content_type) {
-  while (!content_type.empty() && (content_type.front() == ' ' || content_type.front() == '\t')) content_type.remove_prefix(1);
+  while (!content_type.empty() && (content_type.front() == ' ' || content_type.front() == '\t')) {
+    content_type.remove_prefix(1);
+  }
   if (content_type.size() < kProtobufContentType.size()) return false;
   for (std::size_t i = 0; i < kProtobufContentType.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(content_type[i])) != kProtobufContentType[i]) return false;
+    if (std::tolower(static_cast<unsigned char>(content_type[i])) != kProtobufContentType[i]) {
+      return false;
+    }
   }
   std::string_view rest = content_type.substr(kProtobufContentType.size());
   return rest.empty() || rest.front() == ';' || rest.front() == ' ' || rest.front() == '\t';
@@ -41,7 +47,8 @@ inline ProtobufCodecPtr protobuf_codec_of(const std::shared_ptr<const Codec>& co
 /// same interface as both. Not thread-safe, like them.
 class WatchBodyDecoder {
  public:
-  WatchBodyDecoder(std::shared_ptr<const Codec> codec, std::string_view content_type, std::size_t max_event_bytes) {
+  WatchBodyDecoder(std::shared_ptr<const Codec> codec, std::string_view content_type,
+                   std::size_t max_event_bytes) {
     ProtobufCodecPtr pb = is_protobuf(content_type) ? protobuf_codec_of(codec) : nullptr;
     if (pb) {
       protobuf_.emplace(std::move(pb), ProtobufWatchDecoder::Options{max_event_bytes});
@@ -54,7 +61,9 @@ class WatchBodyDecoder {
     return protobuf_ ? protobuf_->feed(bytes, out) : json_->feed(bytes, out);
   }
   Status finish() { return protobuf_ ? protobuf_->finish() : json_->finish(); }
-  [[nodiscard]] std::uint64_t offset() const noexcept { return protobuf_ ? protobuf_->offset() : json_->offset(); }
+  [[nodiscard]] std::uint64_t offset() const noexcept {
+    return protobuf_ ? protobuf_->offset() : json_->offset();
+  }
   /// Bytes of the complete events consumed so far (lines or frames).
   [[nodiscard]] std::uint64_t complete_bytes() const noexcept {
     return protobuf_ ? protobuf_->complete_frame_bytes() : json_->complete_line_bytes();

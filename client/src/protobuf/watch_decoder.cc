@@ -17,7 +17,8 @@
 
 namespace kinformer::client {
 
-ProtobufWatchDecoder::ProtobufWatchDecoder(ProtobufCodecPtr codec) : ProtobufWatchDecoder(std::move(codec), Options{}) {}
+ProtobufWatchDecoder::ProtobufWatchDecoder(ProtobufCodecPtr codec)
+    : ProtobufWatchDecoder(std::move(codec), Options{}) {}
 
 ProtobufWatchDecoder::ProtobufWatchDecoder(ProtobufCodecPtr codec, Options options)
     : codec_(std::move(codec)), options_(options) {}
@@ -27,23 +28,27 @@ Status ProtobufWatchDecoder::feed(std::string_view bytes, std::vector<WatchEvent
   while (!bytes.empty()) {
     if (!length_) {
       std::size_t take = std::min(header_.size() - header_size_, bytes.size());
-      for (std::size_t i = 0; i < take; ++i) header_[header_size_ + i] = static_cast<unsigned char>(bytes[i]);
+      for (std::size_t i = 0; i < take; ++i) {
+        header_[header_size_ + i] = static_cast<unsigned char>(bytes[i]);
+      }
       header_size_ += take;
       offset_ += take;
       bytes.remove_prefix(take);
       if (header_size_ < header_.size()) break;
       header_size_ = 0;
-      const std::uint32_t length = (std::uint32_t{header_[0]} << 24) | (std::uint32_t{header_[1]} << 16) |
+      const std::uint32_t length = (std::uint32_t{header_[0]} << 24) |
+                                   (std::uint32_t{header_[1]} << 16) |
                                    (std::uint32_t{header_[2]} << 8) | std::uint32_t{header_[3]};
       if (length > options_.max_event_bytes) {
-        failed_ = Error::make(Errc::too_large, "watch event at byte offset " + std::to_string(frame_start_) + " (" +
-                                                   std::to_string(length) + " bytes) exceeds the limit of " +
-                                                   std::to_string(options_.max_event_bytes) + " bytes");
+        failed_ = Error::make(Errc::too_large,
+                              "watch event at byte offset " + std::to_string(frame_start_) + " (" +
+                                  std::to_string(length) + " bytes) exceeds the limit of " +
+                                  std::to_string(options_.max_event_bytes) + " bytes");
         return *failed_;
       }
       if (length == 0) {
-        failed_ = Error::make(Errc::decode, "watch event at byte offset " + std::to_string(frame_start_) +
-                                                ": an empty frame");
+        failed_ = Error::make(Errc::decode, "watch event at byte offset " +
+                                                std::to_string(frame_start_) + ": an empty frame");
         return *failed_;
       }
       length_ = length;
@@ -78,8 +83,9 @@ Status ProtobufWatchDecoder::feed(std::string_view bytes, std::vector<WatchEvent
 Status ProtobufWatchDecoder::finish() {
   if (failed_) return *failed_;
   if (header_size_ > 0 || length_) {
-    failed_ = Error::make(Errc::truncated, "watch stream ended inside an event starting at byte offset " +
-                                               std::to_string(frame_start_));
+    failed_ =
+        Error::make(Errc::truncated, "watch stream ended inside an event starting at byte offset " +
+                                         std::to_string(frame_start_));
     return *failed_;
   }
   return Ok{};
@@ -93,7 +99,9 @@ Status ProtobufWatchDecoder::decode_frame(std::string_view frame, std::uint64_t 
   const std::string where = "watch event at byte offset " + std::to_string(frame_offset);
   if (frame.starts_with(kProtobufMagic)) {
     // Not a WatchEvent (0x6b would be a group's start): name the mistake instead.
-    return Error::make(Errc::decode, where + ": a k8s\\0 envelope around the event (frames hold bare WatchEvents)");
+    return Error::make(
+        Errc::decode,
+        where + ": a k8s\\0 envelope around the event (frames hold bare WatchEvents)");
   }
   std::string_view type;
   std::optional<std::string_view> object;
@@ -103,7 +111,9 @@ Status ProtobufWatchDecoder::decode_frame(std::string_view frame, std::uint64_t 
     Message m(d, frame, root);
     while (m.next()) {
       switch (m.tag()) {
-        case 1: m.bytes("type", type, "a string"); break;
+        case 1:
+          m.bytes("type", type, "a string");
+          break;
         case 2:
           detail::pb::nested(m, "object", [&](Message& raw_extension) {
             while (raw_extension.next()) {
@@ -116,7 +126,8 @@ Status ProtobufWatchDecoder::decode_frame(std::string_view frame, std::uint64_t 
             }
           });
           break;
-        default: m.skip();
+        default:
+          m.skip();
       }
     }
     if (auto s = std::move(d).status(); !s) {
@@ -142,12 +153,15 @@ Status ProtobufWatchDecoder::decode_frame(std::string_view frame, std::uint64_t 
     return e;
   }
   if (!event_type) {
-    return Error::make(Errc::decode, where + ": unknown event type \"" + std::string(type.substr(0, 32)) + "\"");
+    return Error::make(Errc::decode,
+                       where + ": unknown event type \"" + std::string(type.substr(0, 32)) + "\"");
   }
   const std::string object_where = where + ": object";
   auto inner = detail::pb::parse_envelope(*object, object_where);
   if (!inner) return std::move(inner).error();
-  if (auto s = detail::pb::expect_kind(inner.value(), codec_->gvr().kind, object_where); !s) return s;
+  if (auto s = detail::pb::expect_kind(inner.value(), codec_->gvr().kind, object_where); !s) {
+    return s;
+  }
   auto decoded = codec_->decode(inner->raw);
   if (!decoded) {
     Error e = std::move(decoded).error();

@@ -10,11 +10,16 @@ namespace {
 
 const char* wire_type_name(protozero::pbf_wire_type t) {
   switch (t) {
-    case protozero::pbf_wire_type::varint: return "wire type varint";
-    case protozero::pbf_wire_type::fixed64: return "wire type fixed64";
-    case protozero::pbf_wire_type::length_delimited: return "wire type length-delimited";
-    case protozero::pbf_wire_type::fixed32: return "wire type fixed32";
-    default: return "an unknown wire type";
+    case protozero::pbf_wire_type::varint:
+      return "wire type varint";
+    case protozero::pbf_wire_type::fixed64:
+      return "wire type fixed64";
+    case protozero::pbf_wire_type::length_delimited:
+      return "wire type length-delimited";
+    case protozero::pbf_wire_type::fixed32:
+      return "wire type fixed32";
+    default:
+      return "an unknown wire type";
   }
 }
 
@@ -122,7 +127,8 @@ bool Message::int32(const char* name, std::int32_t& out) {
   std::uint64_t v = 0;
   if (!varint(name, "a 32-bit integer (varint)", v)) return false;
   auto s = static_cast<std::int64_t>(v);
-  if (s < std::numeric_limits<std::int32_t>::min() || s > std::numeric_limits<std::int32_t>::max()) {
+  if (s < std::numeric_limits<std::int32_t>::min() ||
+      s > std::numeric_limits<std::int32_t>::max()) {
     d_.fail(at_, name, "expected a 32-bit integer, got a larger varint");
     return false;
   }
@@ -146,9 +152,14 @@ bool map_entry(Message& m, const char* name, StringMap& out) {
   auto& kv = out.emplace_back();
   while (e.next()) {
     switch (e.tag()) {
-      case 1: e.string("key", kv.first); break;
-      case 2: e.string("value", kv.second); break;
-      default: e.skip();
+      case 1:
+        e.string("key", kv.first);
+        break;
+      case 2:
+        e.string("value", kv.second);
+        break;
+      default:
+        e.skip();
     }
   }
   return !m.decoder().failed();
@@ -156,7 +167,8 @@ bool map_entry(Message& m, const char* name, StringMap& out) {
 
 void finish_map(StringMap& map) {
   if (map.size() < 2) return;
-  std::stable_sort(map.begin(), map.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::stable_sort(map.begin(), map.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
   // Keep the last of each run of equal keys.
   auto out = map.begin();
   for (auto it = map.begin(); it != map.end(); ++it) {
@@ -169,10 +181,16 @@ void finish_map(StringMap& map) {
 }
 
 Result<Envelope> parse_envelope(std::string_view bytes, std::string_view what) {
-  auto fail = [&](std::string_view why) { return Error::make(Errc::decode, std::string(what) + ": " + std::string(why)); };
+  auto fail = [&](std::string_view why) {
+    return Error::make(Errc::decode, std::string(what) + ": " + std::string(why));
+  };
   if (bytes.empty()) return fail("empty protobuf body");
-  if (!bytes.starts_with(kProtobufMagic)) return fail("not a Kubernetes protobuf message (no k8s\\0 prefix)");
-  if (bytes.size() == kProtobufMagic.size()) return fail("empty protobuf message after the k8s\\0 prefix");
+  if (!bytes.starts_with(kProtobufMagic)) {
+    return fail("not a Kubernetes protobuf message (no k8s\\0 prefix)");
+  }
+  if (bytes.size() == kProtobufMagic.size()) {
+    return fail("empty protobuf message after the k8s\\0 prefix");
+  }
   bytes.remove_prefix(kProtobufMagic.size());
   Envelope env;
   Decoder d("runtime.Unknown", nullptr);
@@ -187,32 +205,46 @@ Result<Envelope> parse_envelope(std::string_view bytes, std::string_view what) {
         Message t(d, type_meta, type_at);
         while (t.next()) {
           switch (t.tag()) {
-            case 1: t.bytes("apiVersion", env.api_version, "a string"); break;
-            case 2: t.bytes("kind", env.kind, "a string"); break;
-            default: t.skip();
+            case 1:
+              t.bytes("apiVersion", env.api_version, "a string");
+              break;
+            case 2:
+              t.bytes("kind", env.kind, "a string");
+              break;
+            default:
+              t.skip();
           }
         }
         break;
       }
-      case 2: m.bytes("raw", env.raw); break;
-      case 3: m.bytes("contentEncoding", env.content_encoding, "a string"); break;
-      case 4: m.bytes("contentType", env.content_type, "a string"); break;
-      default: m.skip();
+      case 2:
+        m.bytes("raw", env.raw);
+        break;
+      case 3:
+        m.bytes("contentEncoding", env.content_encoding, "a string");
+        break;
+      case 4:
+        m.bytes("contentType", env.content_type, "a string");
+        break;
+      default:
+        m.skip();
     }
   }
   if (auto s = std::move(d).status(); !s) return fail(s.error().message);
   if (!env.content_encoding.empty()) {
     // No encoding is defined (the API server never sets one); decoding such bytes as protobuf
     // would report nonsense. The name is the server's, not a secret: keep a short prefix.
-    return fail("unsupported contentEncoding \"" + std::string(env.content_encoding.substr(0, 32)) + "\"");
+    return fail("unsupported contentEncoding \"" + std::string(env.content_encoding.substr(0, 32)) +
+                "\"");
   }
   return env;
 }
 
 Status expect_kind(const Envelope& envelope, std::string_view kind, std::string_view what) {
   if (envelope.kind.empty() || envelope.kind == kind) return Ok{};
-  return Error::make(Errc::decode, std::string(what) + ": expected kind " + std::string(kind) + ", got \"" +
-                                       std::string(envelope.kind.substr(0, 64)) + "\"");
+  return Error::make(Errc::decode, std::string(what) + ": expected kind " + std::string(kind) +
+                                       ", got \"" + std::string(envelope.kind.substr(0, 64)) +
+                                       "\"");
 }
 
 }  // namespace kinformer::client::detail::pb

@@ -45,9 +45,9 @@ struct EndpointPort {
 struct Endpoint {
   std::string address;
   std::vector<EndpointPort> ports;  ///< sorted by name; unique names
-  bool ready = true;        ///< unset in the slice: true (the API's rule)
-  bool serving = true;      ///< unset: as ready
-  bool terminating = false; ///< unset: false
+  bool ready = true;                ///< unset in the slice: true (the API's rule)
+  bool serving = true;              ///< unset: as ready
+  bool terminating = false;         ///< unset: false
   std::string hostname;
   std::string node_name;
   std::string zone;
@@ -190,7 +190,8 @@ class EndpointIndex {
   void remove_slice(const std::string& cluster, std::string_view key);
   /// Adds or replaces a core/v1 Endpoints (its namespace/name is the service's) and recomputes
   /// that shard. Returns false (ignored) when the cluster's source is EndpointSlices.
-  bool upsert_endpoints(const std::string& cluster, std::shared_ptr<const client::Endpoints> endpoints);
+  bool upsert_endpoints(const std::string& cluster,
+                        std::shared_ptr<const client::Endpoints> endpoints);
   /// Removes the Endpoints with `key`; its shard becomes empty.
   void remove_endpoints(const std::string& cluster, std::string_view key);
   /// Adds or replaces a Pod (for the targetRef join) and recomputes the subsets it can affect.
@@ -204,7 +205,8 @@ class EndpointIndex {
   /// Watches one subset: `callback` receives every later snapshot of it. Returns the handle;
   /// `current` (if not null) receives the snapshot at registration, taken atomically with it (no
   /// snapshot is missed between the two).
-  Watch watch(const EndpointQuery& query, Callback callback, EndpointSnapshotPtr* current = nullptr);
+  Watch watch(const EndpointQuery& query, Callback callback,
+              EndpointSnapshotPtr* current = nullptr);
   /// The current snapshot of a subset (computed on demand when nobody watches it).
   [[nodiscard]] EndpointSnapshotPtr snapshot(const EndpointQuery& query) const;
 

@@ -33,7 +33,9 @@ class LabelSelector {
   /// True when every requirement holds for `labels`.
   [[nodiscard]] bool matches(const client::StringMap& labels) const;
   [[nodiscard]] bool empty() const noexcept { return requirements_.empty(); }
-  [[nodiscard]] const std::vector<Requirement>& requirements() const noexcept { return requirements_; }
+  [[nodiscard]] const std::vector<Requirement>& requirements() const noexcept {
+    return requirements_;
+  }
   /// Canonical text (requirements sorted by key), suitable as part of a cache key.
   [[nodiscard]] std::string to_string() const;
 

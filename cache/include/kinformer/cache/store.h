@@ -92,9 +92,9 @@ class Store {
     IndexFunc fn;
     std::unordered_map<std::string, std::unordered_set<std::string>> values;
   };
-  void index_insert(const std::string& key, const client::Object& object);   // mu_ held
-  void index_erase(const std::string& key, const client::Object& object);    // mu_ held
-  const Index& find_index(std::string_view name) const;                        // mu_ held
+  void index_insert(const std::string& key, const client::Object& object);  // mu_ held
+  void index_erase(const std::string& key, const client::Object& object);   // mu_ held
+  const Index& find_index(std::string_view name) const;                     // mu_ held
 
   mutable std::shared_mutex mu_;
   std::unordered_map<std::string, client::ObjectPtr> items_;  // guarded by mu_

@@ -40,7 +40,9 @@ class TypedStore {
   [[nodiscard]] const Store& untyped() const { return *store_; }
 
   /// Casts one untyped pointer (e.g. in a handler) to T.
-  static Ptr cast(const client::ObjectPtr& object) { return std::static_pointer_cast<const T>(object); }
+  static Ptr cast(const client::ObjectPtr& object) {
+    return std::static_pointer_cast<const T>(object);
+  }
 
  private:
   static std::vector<Ptr> cast(const std::vector<client::ObjectPtr>& objects) {

@@ -19,7 +19,8 @@ inline constexpr std::chrono::seconds kMaxRetryAfter{300};
 /// Fairness sends plain text with 429) becomes the message, trimmed and capped at 1 KiB. The
 /// `retry_after_header` (delta-seconds) wins over the Status detail when both are present.
 /// The returned http_status is always `http_status`.
-Error error_from_response(int http_status, std::string_view body, std::string_view retry_after_header = {});
+Error error_from_response(int http_status, std::string_view body,
+                          std::string_view retry_after_header = {});
 
 /// Maps a metav1.Status object (the object of a watch ERROR event) to an Errc::api Error whose
 /// http_status is the Status "code" (500 when missing).

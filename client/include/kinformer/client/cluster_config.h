@@ -98,7 +98,8 @@ struct ClusterConfig {
   /// Loads a kubeconfig held in memory (e.g. a Secret's value), with kubectl's rules for one
   /// file. Throws KubeconfigRefused for a field options.policy refuses (checked before anything
   /// is read or run), ConfigError for any other problem; messages start with options.origin.
-  static ClusterConfig from_kubeconfig_data(std::string_view yaml, const KubeconfigDataOptions& options = {});
+  static ClusterConfig from_kubeconfig_data(std::string_view yaml,
+                                            const KubeconfigDataOptions& options = {});
   /// The in-cluster configuration of a pod. Throws ConfigError when not running in a cluster.
   static ClusterConfig in_cluster(const InClusterOptions& options = {});
   /// What kubectl and controller-runtime do, first match wins:

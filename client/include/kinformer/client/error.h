@@ -40,7 +40,9 @@ enum class Errc {
 
 /// The std::error_category for Errc.
 const std::error_category& error_category() noexcept;
-inline std::error_code make_error_code(Errc e) noexcept { return {static_cast<int>(e), error_category()}; }
+inline std::error_code make_error_code(Errc e) noexcept {
+  return {static_cast<int>(e), error_category()};
+}
 
 /// A failed request, watch or decode. Copyable value type. Never contains a token, key or Secret
 /// data: messages name what was wrong, not the secret values.

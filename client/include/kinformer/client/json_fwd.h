@@ -16,6 +16,7 @@ class GenericValue;
 
 namespace kinformer::client {
 
-using JsonValue = rapidjson::GenericValue<rapidjson::UTF8<char>, rapidjson::MemoryPoolAllocator<rapidjson::CrtAllocator>>;
+using JsonValue = rapidjson::GenericValue<rapidjson::UTF8<char>,
+                                          rapidjson::MemoryPoolAllocator<rapidjson::CrtAllocator>>;
 
 }  // namespace kinformer::client

@@ -67,13 +67,14 @@ class Logger {
   using Now = std::function<std::chrono::steady_clock::time_point()>;
 
   /// A null `sink` is stderr_log_sink(). `now` (tests) defaults to steady_clock::now.
-  explicit Logger(LogSink sink = {}, std::string component = "kinformer", std::vector<LogField> context = {},
-                  LogRateLimit limit = {}, Now now = {});
+  explicit Logger(LogSink sink = {}, std::string component = "kinformer",
+                  std::vector<LogField> context = {}, LogRateLimit limit = {}, Now now = {});
 
   /// A logger for another component or with more context, sharing the sink (not the limits).
   [[nodiscard]] Logger with(std::string component, std::vector<LogField> more_context = {}) const;
 
-  void log(LogLevel level, std::string_view message, std::initializer_list<LogField> fields = {}) const;
+  void log(LogLevel level, std::string_view message,
+           std::initializer_list<LogField> fields = {}) const;
   void debug(std::string_view message, std::initializer_list<LogField> fields = {}) const {
     log(LogLevel::debug, message, fields);
   }

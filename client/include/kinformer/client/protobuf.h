@@ -18,7 +18,8 @@ namespace kinformer::client {
 /// The media type of a protobuf object or list response.
 inline constexpr std::string_view kProtobufContentType = "application/vnd.kubernetes.protobuf";
 /// The media type of a protobuf watch response (length-delimited frames).
-inline constexpr std::string_view kProtobufWatchContentType = "application/vnd.kubernetes.protobuf;stream=watch";
+inline constexpr std::string_view kProtobufWatchContentType =
+    "application/vnd.kubernetes.protobuf;stream=watch";
 /// Every protobuf body (and every object inside a watch event) starts with these 4 bytes,
 /// followed by a runtime.Unknown message.
 inline constexpr std::string_view kProtobufMagic{"k8s\0", 4};
@@ -55,15 +56,16 @@ Result<ObjectPtr> decode_protobuf_object(const ProtobufCodec& codec, std::string
 Result<ObjectList> decode_protobuf_list(const ProtobufCodec& codec, std::string_view body);
 
 /// Decodes a metav1.Status message (the `raw` of an envelope of kind "Status") into `status`, an
-/// Errc::api Error, as error_from_status() does for JSON: http_status = code (500 when unset), reason,
-/// message, details.retryAfterSeconds (capped at kMaxRetryAfter), details.causes[].reason (at
-/// most 16). The message stays empty when the Status has none (callers say what failed).
+/// Errc::api Error, as error_from_status() does for JSON: http_status = code (500 when unset),
+/// reason, message, details.retryAfterSeconds (capped at kMaxRetryAfter), details.causes[].reason
+/// (at most 16). The message stays empty when the Status has none (callers say what failed).
 /// Returns Errc::decode (and leaves `status` unspecified) when the message is malformed.
 Status decode_protobuf_status(std::string_view message, Error& status);
 
 /// Maps a non-2xx response whose body is protobuf (as a server answers a client that accepts
 /// protobuf) to an Errc::api Error, like error_from_response() for JSON. A body that is not a
 /// protobuf Status keeps only its size in the message (it may be an object, e.g. a Secret).
-Error error_from_protobuf_response(int http_status, std::string_view body, std::string_view retry_after_header = {});
+Error error_from_protobuf_response(int http_status, std::string_view body,
+                                   std::string_view retry_after_header = {});
 
 }  // namespace kinformer::client

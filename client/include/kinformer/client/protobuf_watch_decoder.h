@@ -20,9 +20,9 @@ namespace kinformer::client {
 /// Decodes length-delimited frames (a 4-byte big-endian length, then that many bytes), each a
 /// bare meta.v1.WatchEvent message {type = 1, object = 2 RawExtension{raw = 1}} (no magic, no
 /// envelope: the API server frames events with its raw protobuf serializer), whose object.raw
-/// is kProtobufMagic + runtime.Unknown around the object (or a Status for ERROR). Only complete frames are decoded, so a half-decoded
-/// object is never produced; a frame that arrives whole in one feed() is decoded in place,
-/// without a copy. Memory is bounded by the largest frame.
+/// is kProtobufMagic + runtime.Unknown around the object (or a Status for ERROR). Only complete
+/// frames are decoded, so a half-decoded object is never produced; a frame that arrives whole in
+/// one feed() is decoded in place, without a copy. Memory is bounded by the largest frame.
 /// Thread-safety: not thread-safe; one decoder per stream, used by one thread at a time.
 class ProtobufWatchDecoder {
  public:
@@ -57,12 +57,13 @@ class ProtobufWatchDecoder {
   [[nodiscard]] std::uint64_t events() const noexcept { return events_; }
 
  private:
-  Status decode_frame(std::string_view frame, std::uint64_t frame_offset, std::vector<WatchEvent>& out);
+  Status decode_frame(std::string_view frame, std::uint64_t frame_offset,
+                      std::vector<WatchEvent>& out);
 
   ProtobufCodecPtr codec_;
   Options options_;
   std::array<unsigned char, 4> header_{};
-  std::size_t header_size_ = 0;       // bytes of the length read so far (0..4)
+  std::size_t header_size_ = 0;        // bytes of the length read so far (0..4)
   std::optional<std::size_t> length_;  // the current frame's length, once its header is complete
   std::string frame_;                  // the partial frame carried between feeds
   std::uint64_t offset_ = 0;

@@ -41,7 +41,7 @@ class RateLimiter {
   /// sleep_for() for the returned wait when it is not zero. A stop request on `stop` ends the
   /// wait at once: the call then fails with Errc::cancelled, and the reserved token stays spent.
   /// A token already stopped fails without reserving.
-  Status acquire(std::stop_token stop = {});
+  Status acquire(const std::stop_token& stop = {});
 
   [[nodiscard]] const Options& options() const noexcept { return options_; }
   /// acquire() calls waiting for their token right now (for tests and diagnostics).

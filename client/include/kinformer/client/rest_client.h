@@ -85,8 +85,8 @@ struct RawResponse {
 
 /// Content types for RestClient::patch.
 enum class PatchType {
-  merge,  ///< application/merge-patch+json (RFC 7386)
-  json,   ///< application/json-patch+json (RFC 6902)
+  merge,            ///< application/merge-patch+json (RFC 7386)
+  json,             ///< application/json-patch+json (RFC 6902)
   strategic_merge,  ///< application/strategic-merge-patch+json (built-in types only)
 };
 
@@ -107,10 +107,12 @@ class RestClient {
 
   Result<ObjectPtr> get(const ResourceType& type, std::string_view ns, std::string_view name);
   /// One page (options.limit / options.continue_token).
-  Result<ObjectList> list(const ResourceType& type, std::string_view ns, const ListOptions& options = {});
+  Result<ObjectList> list(const ResourceType& type, std::string_view ns,
+                          const ListOptions& options = {});
   /// Every page, following continue tokens (page size options.limit; 0 = 500). An expired
   /// continue token (410) restarts the list from scratch once; a second expiry is returned.
-  Result<ObjectList> list_all(const ResourceType& type, std::string_view ns, ListOptions options = {});
+  Result<ObjectList> list_all(const ResourceType& type, std::string_view ns,
+                              ListOptions options = {});
   /// POST to the object's namespace (metadata.namespace_).
   Result<ObjectPtr> create(const ResourceType& type, const Object& object);
   /// PUT to the object's name (metadata.resource_version is the optimistic-concurrency guard).
@@ -124,7 +126,8 @@ class RestClient {
 
   /// Opens a watch (watch=1 is added). Errors of the HTTP response (403, 410, 429 ...) are
   /// returned here; later failures come from WatchStream::next().
-  Result<WatchStreamPtr> watch(const ResourceType& type, std::string_view ns, const ListOptions& options);
+  Result<WatchStreamPtr> watch(const ResourceType& type, std::string_view ns,
+                               const ListOptions& options);
   /// A ListerWatcher for one resource in `ns` ("" = all namespaces) sharing this client.
   ListerWatcherPtr lister_watcher(ResourceType type, std::string ns);
 

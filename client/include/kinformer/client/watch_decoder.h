@@ -55,7 +55,8 @@ class WatchDecoder {
   [[nodiscard]] std::uint64_t events() const noexcept { return events_; }
 
  private:
-  Status decode_line(char* line, std::size_t size, std::uint64_t line_offset, std::vector<WatchEvent>& out);
+  Status decode_line(char* line, std::size_t size, std::uint64_t line_offset,
+                     std::vector<WatchEvent>& out);
 
   struct Parser;
   std::shared_ptr<const Codec> codec_;

@@ -30,8 +30,8 @@ namespace kinformer::informer {
 class ClusterEndpointFeeds {
  public:
   /// `include_local`: also feed the registry's local cluster (ID local_cluster_id()).
-  ClusterEndpointFeeds(cache::EndpointIndexPtr index, ClusterRegistry& registry, EndpointFeedOptions options,
-                       bool include_local = true);
+  ClusterEndpointFeeds(cache::EndpointIndexPtr index, ClusterRegistry& registry,
+                       EndpointFeedOptions options, bool include_local = true);
   ~ClusterEndpointFeeds() { close(); }
   ClusterEndpointFeeds(const ClusterEndpointFeeds&) = delete;
   ClusterEndpointFeeds& operator=(const ClusterEndpointFeeds&) = delete;
@@ -48,8 +48,9 @@ class ClusterEndpointFeeds {
     EndpointFeedOptions options;
     mutable std::mutex mu;
     std::map<std::string, std::unique_ptr<EndpointFeed>> feeds;  // guarded by mu
-    std::map<std::string, std::uint64_t> prune_at;  // guarded by mu: cluster -> generation to prune at `synced`
-    bool closed = false;                                          // guarded by mu
+    std::map<std::string, std::uint64_t>
+        prune_at;         // guarded by mu: cluster -> generation to prune at `synced`
+    bool closed = false;  // guarded by mu
   };
   std::shared_ptr<State> state_;
   ClusterSubscription subscription_;

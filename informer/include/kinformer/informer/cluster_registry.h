@@ -146,9 +146,10 @@ class ClusterRegistry {
  public:
   /// The Secret informer lives in `local_factory` (shared with its other users). Throws
   /// client::ConfigError for an empty secret_namespace or an invalid label selector.
-  ClusterRegistry(std::shared_ptr<client::RestClient> local_client, std::shared_ptr<InformerFactory> local_factory,
-                  ClusterRegistryOptions options);
+  ClusterRegistry(std::shared_ptr<client::RestClient> local_client,
+                  std::shared_ptr<InformerFactory> local_factory, ClusterRegistryOptions options);
   /// shutdown().
+  // NOLINTNEXTLINE(bugprone-exception-escape): only bad_alloc can escape: terminate
   ~ClusterRegistry();
   ClusterRegistry(const ClusterRegistry&) = delete;
   ClusterRegistry& operator=(const ClusterRegistry&) = delete;
@@ -176,7 +177,9 @@ class ClusterRegistry {
   [[nodiscard]] bool has_synced() const;
   /// Waits (real time) for has_synced(); false on timeout.
   bool wait_for_sync(std::chrono::milliseconds timeout) const;
-  [[nodiscard]] const std::string& local_cluster_id() const noexcept { return options_.local_cluster_id; }
+  [[nodiscard]] const std::string& local_cluster_id() const noexcept {
+    return options_.local_cluster_id;
+  }
 
   /// Stops the worker, tells subscribers nothing more, shuts every remote factory down (bounded
   /// as InformerFactory::shutdown is, plus a probe in flight: 5 s) and closes the Secret
@@ -196,9 +199,11 @@ class ClusterRegistry {
   void on_secret(const client::ObjectPtr& object, bool deleted);
   void run();
   void reconcile(std::unique_lock<std::mutex>& lock);
-  void build(const std::string& id, Entry& entry, const Desired& desired, std::unique_lock<std::mutex>& lock);
+  void build(const std::string& id, Entry& entry, const Desired& desired,
+             std::unique_lock<std::mutex>& lock);
   void settle(const std::string& id, Entry& entry, std::unique_lock<std::mutex>& lock);
-  void notify(const std::function<void(const ClusterHandler&)>& call, std::unique_lock<std::mutex>& lock);
+  void notify(const std::function<void(const ClusterHandler&)>& call,
+              std::unique_lock<std::mutex>& lock);
   void report(const std::string& thrown) const;
   [[nodiscard]] bool synced(const Entry& entry, const RemoteCluster& cluster) const;
   void copy_informers(const std::string& id, const RemoteCluster& from, const RemoteCluster& to);
@@ -219,15 +224,15 @@ class ClusterRegistry {
   mutable std::condition_variable cv_;
   // Secret key -> its cluster IDs and kubeconfigs, as the Secret handler last saw them.
   std::map<std::string, std::map<std::string, std::string>> secrets_seen_;  // guarded by mu_
-  std::map<std::string, std::unique_ptr<Entry>, std::less<>> entries_;        // guarded by mu_
-  std::vector<std::shared_ptr<ClusterSubscription::State>> subscribers_;      // guarded by mu_
-  std::uint64_t changes_ = 0;   // guarded by mu_: bumped by each Secret event
-  bool stopping_ = false;       // guarded by mu_
-  bool secrets_registered_ = false;    // guarded by mu_: secret_handler_ is assigned
-  bool reconciled_after_sync_ = false;  // guarded by mu_
-  bool reaper_done_ = false;            // guarded by mu_: the worker is joined
-  bool shut_down_ = false;              // guarded by mu_
-  std::set<std::string> ignored_;       // guarded by mu_: ignored keys already logged
+  std::map<std::string, std::unique_ptr<Entry>, std::less<>> entries_;      // guarded by mu_
+  std::vector<std::shared_ptr<ClusterSubscription::State>> subscribers_;    // guarded by mu_
+  std::uint64_t changes_ = 0;             // guarded by mu_: bumped by each Secret event
+  bool stopping_ = false;                 // guarded by mu_
+  bool secrets_registered_ = false;       // guarded by mu_: secret_handler_ is assigned
+  bool reconciled_after_sync_ = false;    // guarded by mu_
+  bool reaper_done_ = false;              // guarded by mu_: the worker is joined
+  bool shut_down_ = false;                // guarded by mu_
+  std::set<std::string> ignored_;         // guarded by mu_: ignored keys already logged
   std::vector<RemoteClusterPtr> probes_;  // guarded by mu_: clients to GET /version
   std::thread::id worker_id_;             // set once by the worker before it takes work
   std::mutex shutdown_mu_;

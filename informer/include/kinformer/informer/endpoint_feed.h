@@ -44,7 +44,7 @@ class EndpointFeed {
   /// Throws client::ConfigError as InformerFactory::informer() does, std::invalid_argument for a
   /// null index or an empty cluster name, or when the cluster already has the other source.
   EndpointFeed(cache::EndpointIndexPtr index, std::string cluster, InformerFactory& factory,
-               EndpointFeedOptions options = {});
+               const EndpointFeedOptions& options = {});
   /// close(false).
   ~EndpointFeed();
   EndpointFeed(const EndpointFeed&) = delete;
@@ -59,10 +59,10 @@ class EndpointFeed {
   /// Make-before-break (a cluster's client replaced, ClusterRegistry's `updated`): create the
   /// new feed on the new factory, close the old feed with close(false), then — once the new
   /// factory's informers have synced (`synced`), never before: an unsynced store would look
-  /// empty — call prune_stale() on the new one. It removes from the index every slice, Endpoints and Pod of this cluster
-  /// that this feed's informers do not hold (what only the old client saw, e.g. deleted while
-  /// its token was already revoked). Only removals: the shard is never absent or emptied in
-  /// between. Returns how many inputs it removed.
+  /// empty — call prune_stale() on the new one. It removes from the index every slice, Endpoints
+  /// and Pod of this cluster that this feed's informers do not hold (what only the old client saw,
+  /// e.g. deleted while its token was already revoked). Only removals: the shard is never absent or
+  /// emptied in between. Returns how many inputs it removed.
   std::size_t prune_stale();
 
  private:

@@ -109,7 +109,8 @@ class EndpointSubscriptions {
 
   /// `clock` null: system_clock(). `registry` null: no Prometheus metrics (stats() still works).
   /// Throws std::invalid_argument for a null index or executor.
-  EndpointSubscriptions(cache::EndpointIndexPtr index, HandlerExecutorPtr executor, ClockPtr clock = nullptr,
+  EndpointSubscriptions(cache::EndpointIndexPtr index, HandlerExecutorPtr executor,
+                        ClockPtr clock = nullptr,
                         std::shared_ptr<prometheus::Registry> registry = nullptr);
   ~EndpointSubscriptions();
   EndpointSubscriptions(const EndpointSubscriptions&) = delete;
@@ -119,7 +120,8 @@ class EndpointSubscriptions {
   /// service nobody has seen yet: a snapshot with no cluster); then every newer one, coalesced.
   /// `callback` must stay valid until the Subscription is closed; an exception it throws is
   /// caught and logged, and the next snapshot is delivered as usual.
-  Subscription subscribe(const cache::EndpointQuery& query, Callback callback, SubscriberOptions options = {});
+  Subscription subscribe(const cache::EndpointQuery& query, Callback callback,
+                         SubscriberOptions options = {});
 
   [[nodiscard]] const cache::EndpointIndexPtr& index() const noexcept { return index_; }
 

@@ -25,7 +25,8 @@ class ResourceEventHandler {
   /// synthetic adds a handler registered after start receives for the current contents.
   virtual void on_add(const client::ObjectPtr& object, bool is_initial_list) = 0;
   /// An object changed (or a resync: old == new).
-  virtual void on_update(const client::ObjectPtr& old_object, const client::ObjectPtr& new_object) = 0;
+  virtual void on_update(const client::ObjectPtr& old_object,
+                         const client::ObjectPtr& new_object) = 0;
   /// An object was deleted. `object` is its final state as sent by the server, or — when
   /// `final_state_unknown` is true — the last state the cache knew (a tombstone: the object
   /// vanished from a relist, so the delete itself was missed).

@@ -61,7 +61,7 @@ class HandlerExecutor {
 
   /// Starts the workers and the monitor. Throws std::invalid_argument for a non-positive
   /// blocking_threshold, std::system_error if a thread cannot be started.
-  explicit HandlerExecutor(HandlerExecutorOptions options = {});
+  explicit HandlerExecutor(const HandlerExecutorOptions& options = {});
   HandlerExecutor(const HandlerExecutor&) = delete;
   HandlerExecutor& operator=(const HandlerExecutor&) = delete;
   /// shutdown(kDefaultShutdownTimeout).

@@ -29,8 +29,8 @@ namespace kinformer::informer {
 
 /// Makes the ListerWatcher of one informer: production passes the RestClient's lister_watcher,
 /// tests a fake. `ns` empty: all namespaces (or a cluster-scoped resource).
-using ListerWatcherFactory =
-    std::function<client::ListerWatcherPtr(const client::ResourceType& type, const std::string& ns)>;
+using ListerWatcherFactory = std::function<client::ListerWatcherPtr(
+    const client::ResourceType& type, const std::string& ns)>;
 
 /// What a component asks for. namespace/selectors form the informer key; transform, resync and
 /// use_watch_list configure the informer created for a new key.
@@ -151,7 +151,9 @@ class InformerFactory {
   [[nodiscard]] HandlerExecutorPtr executor_ptr() const noexcept { return executor_; }
   [[nodiscard]] prometheus::Registry& registry() noexcept { return *registry_; }
   /// The registry, shared (e.g. for a MetricsExposer).
-  [[nodiscard]] std::shared_ptr<prometheus::Registry> registry_ptr() const noexcept { return registry_; }
+  [[nodiscard]] std::shared_ptr<prometheus::Registry> registry_ptr() const noexcept {
+    return registry_;
+  }
 
  private:
   ListerWatcherFactory lister_watchers_;

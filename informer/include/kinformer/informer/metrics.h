@@ -30,13 +30,12 @@ class Metrics {
   std::shared_ptr<prometheus::Registry> registry_;
 
  public:
-
   prometheus::Family<prometheus::Gauge>& open_watches;
   prometheus::Family<prometheus::Counter>& watch_starts;
   prometheus::Family<prometheus::Counter>& watch_restarts;  ///< + label reason
   prometheus::Family<prometheus::Counter>& lists;           ///< + label kind=initial|relist
   prometheus::Family<prometheus::Histogram>& list_duration;
-  prometheus::Family<prometheus::Counter>& events;          ///< + label type
+  prometheus::Family<prometheus::Counter>& events;  ///< + label type
   prometheus::Family<prometheus::Gauge>& objects;
   prometheus::Family<prometheus::Gauge>& last_sync_timestamp;
   prometheus::Family<prometheus::Counter>& backoff_waits;
@@ -45,9 +44,9 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& requests;              ///< + label verb=list|watch
   prometheus::Family<prometheus::Counter>& request_errors;        ///< + labels verb, reason
   prometheus::Family<prometheus::Gauge>& handlers;
-  prometheus::Family<prometheus::Gauge>& queue_depth;       ///< + label handler
-  prometheus::Family<prometheus::Histogram>& delivery_lag;  ///< + label handler
-  prometheus::Family<prometheus::Gauge>& stalled_since;     ///< + label handler
+  prometheus::Family<prometheus::Gauge>& queue_depth;           ///< + label handler
+  prometheus::Family<prometheus::Histogram>& delivery_lag;      ///< + label handler
+  prometheus::Family<prometheus::Gauge>& stalled_since;         ///< + label handler
   prometheus::Family<prometheus::Counter>& handler_exceptions;  ///< + label handler
 };
 
@@ -56,8 +55,8 @@ class Metrics {
 class InformerMetrics final : public ReflectorMetrics {
  public:
   /// Labels: resource, namespace (empty: all), selector (hash of label and field selectors).
-  InformerMetrics(std::shared_ptr<Metrics> families, const std::string& resource, const std::string& ns,
-                  const std::string& selector_hash);
+  InformerMetrics(std::shared_ptr<Metrics> families, const std::string& resource,
+                  const std::string& ns, const std::string& selector_hash);
 
   prometheus::Gauge& open_watches;
   prometheus::Counter& watch_starts;
@@ -81,7 +80,7 @@ class InformerMetrics final : public ReflectorMetrics {
   prometheus::Counter& watch_list_fallbacks_refused;
   /// ... or no initial-events-end bookmark within watch_list_initial_events_timeout.
   prometheus::Counter& watch_list_fallbacks_timeout;
-  prometheus::Gauge& handlers;             ///< the registration refcount
+  prometheus::Gauge& handlers;  ///< the registration refcount
   /// LIST pages the reflector asked the client for (each page once; the client's own retry of a
   /// 401 with fresh credentials is not counted again).
   prometheus::Counter& list_requests;
@@ -119,8 +118,8 @@ class HandlerMetrics {
   HandlerMetrics& operator=(const HandlerMetrics&) = delete;
 
   prometheus::Gauge& queue_depth;
-  prometheus::Histogram& delivery_lag;   ///< seconds from enqueue to callback start
-  prometheus::Gauge& stalled_since;      ///< unix seconds the running callback started; 0 if idle
+  prometheus::Histogram& delivery_lag;  ///< seconds from enqueue to callback start
+  prometheus::Gauge& stalled_since;     ///< unix seconds the running callback started; 0 if idle
   prometheus::Counter& exceptions;
 
  private:

@@ -33,8 +33,8 @@ class OnceGuard {
  private:
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  bool done_ = false;     // guarded by mu_
-  bool running_ = false;  // guarded by mu_
+  bool done_ = false;        // guarded by mu_
+  bool running_ = false;     // guarded by mu_
   std::size_t waiters_ = 0;  // guarded by mu_
 };
 

@@ -36,10 +36,10 @@ struct ReconnectBudgetOptions {
 };
 
 /// A TokenBucket shared by every informer of one client (one InformerFactory), sized by the
-/// number of informers (see ReconnectBudgetOptions). Each reconnect or relist reserves one token; when the bucket is empty the reservation is still granted but the
-/// caller must wait until the token has accrued (reservations queue fairly, like Go's
-/// rate.Limiter.Reserve) — such a reservation counts as a denial.
-/// Thread-safe: no concurrent call causes a data race.
+/// number of informers (see ReconnectBudgetOptions). Each reconnect or relist reserves one token;
+/// when the bucket is empty the reservation is still granted but the caller must wait until the
+/// token has accrued (reservations queue fairly, like Go's rate.Limiter.Reserve) — such a
+/// reservation counts as a denial. Thread-safe: no concurrent call causes a data race.
 class ReconnectBudget {
  public:
   ReconnectBudget(ReconnectBudgetOptions options, ClockPtr clock);
@@ -64,9 +64,9 @@ class ReconnectBudget {
  private:
   ReconnectBudgetOptions options_;
   mutable std::mutex mu_;
-  client::TokenBucket bucket_;   // guarded by mu_: burst() and rate() are the grown ones
-  std::uint64_t denials_ = 0;    // guarded by mu_
-  std::size_t informers_ = 0;    // guarded by mu_
+  client::TokenBucket bucket_;  // guarded by mu_: burst() and rate() are the grown ones
+  std::uint64_t denials_ = 0;   // guarded by mu_
+  std::size_t informers_ = 0;   // guarded by mu_
 };
 
 using ReconnectBudgetPtr = std::shared_ptr<ReconnectBudget>;

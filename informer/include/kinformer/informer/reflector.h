@@ -24,7 +24,8 @@ class ReflectorSink {
  public:
   virtual ~ReflectorSink() = default;
   /// The complete current state (a list, or a WatchList's initial events) at `resource_version`.
-  virtual void on_replace(std::vector<client::ObjectPtr> items, const std::string& resource_version) = 0;
+  virtual void on_replace(std::vector<client::ObjectPtr> items,
+                          const std::string& resource_version) = 0;
   /// One watch event (never a bookmark).
   virtual void on_event(client::EventType type, client::ObjectPtr object) = 0;
   /// The resourceVersion advanced without a change (bookmark).
@@ -129,7 +130,7 @@ class Reflector {
   Reflector(const Reflector&) = delete;
   Reflector& operator=(const Reflector&) = delete;
 
-  void run(std::stop_token stop);
+  void run(const std::stop_token& stop);
 
   /// The resourceVersion the sink is synced to ("" before the first list).
   [[nodiscard]] std::string last_sync_resource_version() const;
@@ -170,13 +171,14 @@ class Reflector {
   /// Opens a watch with `opts` and reads it to its end, starting in `phase`.
   WatchOutcome watch(const client::ListOptions& opts, Phase phase, std::stop_token stop);
   client::Status list_and_replace(std::stop_token stop);
-  Next after_list(client::Status status, std::stop_token stop);
+  Next after_list(client::Status status, const std::stop_token& stop);
   Next after_watch(WatchOutcome out);
   Next fall_back_to_list(const std::string& why, WatchListFallback reason);
   /// Waits as `next` says; false when stopped.
-  bool wait(const Next& next, std::stop_token stop);
+  bool wait(const Next& next, const std::stop_token& stop);
   /// The sink now holds the complete state at `resource_version` (a sync that began at `started`).
-  void synced(const std::string& resource_version, std::vector<client::ObjectPtr> items, Clock::TimePoint started);
+  void synced(const std::string& resource_version, std::vector<client::ObjectPtr> items,
+              Clock::TimePoint started);
 
   client::ListOptions base_options() const;
   client::ListOptions list_options() const;
@@ -184,7 +186,7 @@ class Reflector {
   client::ListOptions rewatch_options();
   int random_timeout_seconds();
   void set_watch_list_fell_back(bool fell_back);
-  bool set_stream(client::WatchStream* stream, std::stop_token stop);
+  bool set_stream(client::WatchStream* stream, const std::stop_token& stop);
   void set_rv(const std::string& rv);
   std::string rv() const;
 
@@ -196,13 +198,13 @@ class Reflector {
   client::Logger log_;
 
   // Reflector-thread state.
-  bool rv_unavailable_ = false;  // 410 on a list, or a too-large RV: next list at unset RV
+  bool rv_unavailable_ = false;          // 410 on a list, or a too-large RV: next list at unset RV
   bool list_at_zero_too_large_ = false;  // a list at RV "0" was too large: list at unset RV
   bool listed_once_ = false;
 
   mutable std::mutex mu_;
-  std::string last_rv_;                   // guarded by mu_
-  bool watch_list_fell_back_ = false;     // guarded by mu_
+  std::string last_rv_;                     // guarded by mu_
+  bool watch_list_fell_back_ = false;       // guarded by mu_
   client::WatchStream* current_ = nullptr;  // guarded by mu_
 };
 

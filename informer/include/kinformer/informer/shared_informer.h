@@ -1,6 +1,7 @@
 #pragma once
 // SharedInformer: one store kept true by one reflector, fanned out to many handlers.
 
+#include <atomic>
 #include <chrono>
 #include <compare>
 #include <condition_variable>
@@ -9,7 +10,6 @@
 #include <mutex>
 #include <optional>
 #include <span>
-#include <atomic>
 #include <string>
 #include <thread>
 #include <vector>
@@ -30,7 +30,7 @@ namespace kinformer::informer {
 namespace detail {
 struct Delta;
 class ObservedListerWatcher;
-}
+}  // namespace detail
 
 /// What makes two informers the same: everything that changes what the API server sends (the
 /// cluster is implied by the factory). Label selectors are canonicalised.
@@ -39,6 +39,7 @@ struct InformerKey {
   std::string namespace_;
   std::string label_selector;
   std::string field_selector;
+  // NOLINTNEXTLINE(modernize-use-nullptr): clang-tidy 14 takes the synthesized `< 0` for a pointer
   auto operator<=>(const InformerKey&) const = default;
   [[nodiscard]] std::string to_string() const;
 };
@@ -72,8 +73,8 @@ struct InformerConfig {
 /// inside a handler callback.
 class SharedInformer : public std::enable_shared_from_this<SharedInformer>, private ReflectorSink {
  public:
-  SharedInformer(InformerKey key, client::ResourceType type, client::ListerWatcherPtr lister_watcher,
-                 InformerConfig config);
+  SharedInformer(InformerKey key, client::ResourceType type,
+                 client::ListerWatcherPtr lister_watcher, InformerConfig config);
   ~SharedInformer() override;
   SharedInformer(const SharedInformer&) = delete;
   SharedInformer& operator=(const SharedInformer&) = delete;
@@ -96,7 +97,9 @@ class SharedInformer : public std::enable_shared_from_this<SharedInformer>, priv
   [[nodiscard]] const cache::Store& store() const noexcept { return *store_; }
   [[nodiscard]] std::shared_ptr<const cache::Store> store_ptr() const noexcept { return store_; }
   /// Adds a custom index to the store (existing contents are indexed). See Store::add_index.
-  void add_index(std::string name, cache::Store::IndexFunc fn) { store_->add_index(std::move(name), std::move(fn)); }
+  void add_index(std::string name, cache::Store::IndexFunc fn) {
+    store_->add_index(std::move(name), std::move(fn));
+  }
 
   /// True once the initial list (or WatchList initial events) is in the store (handlers may still
   /// be working through it: see Registration::has_synced()). Never waits for the fan-out.
@@ -136,11 +139,12 @@ class SharedInformer : public std::enable_shared_from_this<SharedInformer>, priv
   void fan_out(const ListenerList& to, std::span<const detail::Delta> batch, bool barrier);
 
   // ReflectorSink (reflector thread).
-  void on_replace(std::vector<client::ObjectPtr> items, const std::string& resource_version) override;
+  void on_replace(std::vector<client::ObjectPtr> items,
+                  const std::string& resource_version) override;
   void on_event(client::EventType type, client::ObjectPtr object) override;
   void on_resource_version(const std::string& resource_version) override;
   client::ObjectPtr apply_transform(client::ObjectPtr object) const;
-  void resync_loop(std::stop_token stop);
+  void resync_loop(const std::stop_token& stop);
   void touch_sync_time();
 
   const InformerKey key_;
@@ -165,13 +169,14 @@ class SharedInformer : public std::enable_shared_from_this<SharedInformer>, priv
   // between a change and its notification (it would absorb the add or the update).
   std::mutex fanout_mu_;
   std::vector<HandlerExecutor::Strand*> wake_;  // guarded by fanout_mu_: fan_out's scratch
-  std::shared_ptr<const ListenerList> listeners_ = std::make_shared<ListenerList>();  // guarded by dist_mu_ (copy on write)
-  std::atomic<bool> synced_{false};  // written under dist_mu_
-  bool started_ = false;             // guarded by dist_mu_
-  bool stopped_ = false;             // guarded by dist_mu_
+  std::shared_ptr<const ListenerList> listeners_ =
+      std::make_shared<ListenerList>();  // guarded by dist_mu_ (copy on write)
+  std::atomic<bool> synced_{false};      // written under dist_mu_
+  bool started_ = false;                 // guarded by dist_mu_
+  bool stopped_ = false;                 // guarded by dist_mu_
   mutable std::condition_variable sync_cv_;
 
-  std::mutex thread_mu_;  // start/stop
+  std::mutex thread_mu_;   // start/stop
   ListenerList stopping_;  // guarded by thread_mu_: the handlers stop() stopped
   std::jthread reflector_thread_;
   std::jthread resync_thread_;

@@ -27,20 +27,27 @@ class TypedInformer {
 
   Registration add_handler(Handler h, HandlerOptions options = {}) {
     auto funcs = std::make_shared<ResourceEventHandlerFuncs>();
-    if (h.add) funcs->add = [f = std::move(h.add)](const client::ObjectPtr& o, bool i) { f(cast(o), i); };
+    if (h.add) {
+      funcs->add = [f = std::move(h.add)](const client::ObjectPtr& o, bool i) { f(cast(o), i); };
+    }
     if (h.update) {
-      funcs->update = [f = std::move(h.update)](const client::ObjectPtr& o, const client::ObjectPtr& n) {
+      funcs->update = [f = std::move(h.update)](const client::ObjectPtr& o,
+                                                const client::ObjectPtr& n) {
         f(cast(o), cast(n));
       };
     }
-    if (h.del) funcs->del = [f = std::move(h.del)](const client::ObjectPtr& o, bool u) { f(cast(o), u); };
+    if (h.del) {
+      funcs->del = [f = std::move(h.del)](const client::ObjectPtr& o, bool u) { f(cast(o), u); };
+    }
     return informer_->add_handler(std::move(funcs), std::move(options));
   }
   Registration add_handler(ResourceEventHandlerPtr handler, HandlerOptions options = {}) {
     return informer_->add_handler(std::move(handler), std::move(options));
   }
 
-  [[nodiscard]] cache::TypedStore<T> store() const { return cache::TypedStore<T>(informer_->store_ptr()); }
+  [[nodiscard]] cache::TypedStore<T> store() const {
+    return cache::TypedStore<T>(informer_->store_ptr());
+  }
   [[nodiscard]] bool has_synced() const { return informer_->has_synced(); }
   [[nodiscard]] std::size_t handler_count() const { return informer_->handler_count(); }
   [[nodiscard]] SharedInformer& untyped() const noexcept { return *informer_; }
