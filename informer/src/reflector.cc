@@ -1,6 +1,7 @@
 #include "kinformer/informer/reflector.h"
 
 #include <algorithm>
+#include <atomic>
 #include <optional>
 #include <thread>
 #include <unordered_map>
@@ -39,22 +40,24 @@ bool is_watch_list_refusal(const client::Error& e) {
          !is_rv_unusable(e);
 }
 
-// Cancels a WatchList stream whose initial events have not ended within `timeout` of `clock`, on
-// its own thread (the reflector's thread is blocked reading the stream). The thread lives only
-// for the initial-events phase of one stream: destruction stops and joins it.
+// Cancels a WatchList stream whose initial events stop coming for `idle`, or have not ended
+// within `deadline` of its opening (either limit zero: none), on its own thread (the
+// reflector's thread is blocked reading the stream). The idle limit is checked once per `idle`
+// period: every wait is a whole period (or what is left of the deadline), and a period in which
+// the reader touched the timer starts another one. The thread lives only for the initial-events
+// phase of one stream: destruction stops and joins it.
 class InitialEventsTimer {
  public:
-  InitialEventsTimer(Clock& clock, Clock::Duration timeout, client::WatchStream& stream)
-      : thread_([this, &clock, timeout, &stream](std::stop_token stop) {
-          if (!clock.sleep_for(timeout, std::move(stop))) return;
-          std::lock_guard lock(mu_);
-          if (disarmed_) return;
-          fired_ = true;
-          stream.cancel();
+  using Duration = Clock::Duration;
+  InitialEventsTimer(Clock& clock, Duration idle, Duration deadline, client::WatchStream& stream)
+      : thread_([this, &clock, idle, deadline, &stream](const std::stop_token& stop) {
+          run(clock, idle, deadline, stream, stop);
         }) {}
   InitialEventsTimer(const InitialEventsTimer&) = delete;
   InitialEventsTimer& operator=(const InitialEventsTimer&) = delete;
 
+  /// The reader got an event (cheap: one relaxed store).
+  void touch() { active_.store(true, std::memory_order_relaxed); }
   /// Stops the timer from firing. False if it already fired (the stream is cancelled).
   bool disarm() {
     std::lock_guard lock(mu_);
@@ -65,12 +68,38 @@ class InitialEventsTimer {
     std::lock_guard lock(mu_);
     return fired_;
   }
+  /// Which limit fired: the idle one (true) or the deadline.
+  bool fired_idle() {
+    std::lock_guard lock(mu_);
+    return fired_idle_;
+  }
 
  private:
+  void run(Clock& clock, Duration idle, Duration deadline, client::WatchStream& stream,
+           const std::stop_token& stop) {
+    const auto start = clock.now();
+    for (;;) {
+      Duration wait = idle > Duration::zero() ? idle : Duration::max();
+      if (deadline > Duration::zero()) wait = std::min(wait, deadline - (clock.now() - start));
+      if (wait > Duration::zero() && !clock.sleep_for(wait, stop)) return;
+      bool past_deadline = deadline > Duration::zero() && clock.now() - start >= deadline;
+      bool was_idle = idle > Duration::zero() && !active_.exchange(false);
+      if (!past_deadline && !was_idle) continue;
+      std::lock_guard lock(mu_);
+      if (disarmed_) return;
+      fired_ = true;
+      fired_idle_ = !past_deadline;
+      stream.cancel();
+      return;
+    }
+  }
+
+  std::atomic<bool> active_{false};
   std::mutex mu_;
-  bool disarmed_ = false;  // guarded by mu_
-  bool fired_ = false;     // guarded by mu_
-  std::jthread thread_;    // last: starts after, and is joined before, the fields above go
+  bool disarmed_ = false;    // guarded by mu_
+  bool fired_ = false;       // guarded by mu_
+  bool fired_idle_ = false;  // guarded by mu_
+  std::jthread thread_;      // last: starts after, and is joined before, the fields above go
 };
 
 // Reports an open watch for as long as it lives.
@@ -312,8 +341,10 @@ Reflector::WatchOutcome Reflector::watch(const client::ListOptions& opts, Phase 
   std::unordered_map<std::string, client::ObjectPtr> initial;
   std::optional<InitialEventsTimer> timer;
   if (phase == Phase::initial_events &&
-      options_.watch_list_initial_events_timeout > std::chrono::milliseconds::zero()) {
-    timer.emplace(*options_.clock, options_.watch_list_initial_events_timeout, *stream);
+      (options_.watch_list_initial_events_timeout > std::chrono::milliseconds::zero() ||
+       options_.watch_list_initial_events_deadline > std::chrono::milliseconds::zero())) {
+    timer.emplace(*options_.clock, options_.watch_list_initial_events_timeout,
+                  options_.watch_list_initial_events_deadline, *stream);
   }
   auto opened_at = options_.clock->now();
   bool delivered = false;
@@ -325,6 +356,7 @@ Reflector::WatchOutcome Reflector::watch(const client::ListOptions& opts, Phase 
         out.end = WatchRestartReason::shutdown;
       } else if (timer_fired) {
         out.end = WatchRestartReason::initial_events_timeout;  // the timer cancelled the stream
+        out.idle = timer->fired_idle();
       } else if (!next) {
         return fail(std::move(next).error());
       } else if (out.phase == Phase::initial_events) {
@@ -338,6 +370,7 @@ Reflector::WatchOutcome Reflector::watch(const client::ListOptions& opts, Phase 
       return out;
     }
     client::WatchEvent& ev = *next.value();
+    if (timer) timer->touch();
     if (!ev.object) continue;
     delivered = true;
     std::string ev_rv = ev.object->metadata.resource_version;
@@ -353,8 +386,9 @@ Reflector::WatchOutcome Reflector::watch(const client::ListOptions& opts, Phase 
         }
       } else if (is_initial_events_end(*ev.object)) {
         if (timer && !timer->disarm()) {
-          out.end = WatchRestartReason::initial_events_timeout;  // it fired meanwhile: the stream
-                                                                 // is cancelled
+          // It fired meanwhile: the stream is cancelled.
+          out.end = WatchRestartReason::initial_events_timeout;
+          out.idle = timer->fired_idle();
           return out;
         }
         timer.reset();
@@ -399,8 +433,13 @@ Reflector::Next Reflector::after_watch(WatchOutcome out) {
         return {Step::stop};
       case WatchRestartReason::initial_events_timeout:
         return fall_back_to_list(
-            "no " + std::string(kInitialEventsEndAnnotation) + " bookmark within " +
-                std::to_string(options_.watch_list_initial_events_timeout.count()) + " ms",
+            "no " + std::string(kInitialEventsEndAnnotation) + " bookmark: " +
+                (out.idle
+                     ? "no event for " +
+                           std::to_string(options_.watch_list_initial_events_timeout.count())
+                     : "not within " +
+                           std::to_string(options_.watch_list_initial_events_deadline.count())) +
+                " ms",
             WatchListFallback::initial_events_timeout);
       case WatchRestartReason::no_initial_events_end:
         return fall_back_to_list("stream ended before the initial-events-end bookmark",

@@ -329,6 +329,12 @@ class ManualClock : public informer::Clock {
     std::unique_lock lock(mu_);
     return wait_until(lock, cv_, [&] { return held_ > 0; });
   }
+  /// Waits until a wait that began after the first `sleeps_before` is held (sleeps().size()
+  /// before an advance(): the sleeper has woken and waits again).
+  bool wait_held_since(std::size_t sleeps_before) {
+    std::unique_lock lock(mu_);
+    return wait_until(lock, cv_, [&] { return held_ > 0 && sleeps_.size() > sleeps_before; });
+  }
   std::vector<Duration> sleeps() const {
     std::lock_guard lock(mu_);
     return sleeps_;

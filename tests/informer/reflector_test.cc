@@ -549,6 +549,12 @@ TEST(ReflectorTest, WatchListWithoutInitialEventsEndFallsBackToListAfterTheTimeo
   ASSERT_TRUE(env.clock->wait_held());    // the initial-events timer is running
   EXPECT_FALSE(inf.has_synced());
   EXPECT_TRUE(env.fake->list_calls().empty());
+  // The first period saw the ADDED: the timer waits another one. The second is silent.
+  auto sleeps = env.clock->sleeps().size();
+  env.clock->advance(testing::kEnvInitialEventsTimeout);
+  ASSERT_TRUE(env.clock->wait_held_since(sleeps));
+  EXPECT_FALSE(inf.has_synced());
+  EXPECT_TRUE(env.fake->list_calls().empty());
   env.clock->advance(testing::kEnvInitialEventsTimeout);
   ASSERT_TRUE(inf.wait_for_sync(testing::kDeadline));
   EXPECT_TRUE(w->cancelled()) << "the stalled WatchList stream is cancelled";
@@ -561,6 +567,63 @@ TEST(ReflectorTest, WatchListWithoutInitialEventsEndFallsBackToListAfterTheTimeo
   ASSERT_TRUE(env.fake->wait_watches(2));
   EXPECT_FALSE(env.fake->watch_calls()[1].send_initial_events);
   EXPECT_EQ(env.fake->watch_calls()[1].resource_version, std::optional<std::string>("10"));
+}
+
+// A large cache that keeps streaming its initial events for longer than the idle limit is not
+// cut by it: each period that saw an event starts another, so the sync completes as a WatchList.
+TEST(ReflectorTest, WatchListInitialEventsThatKeepComingOutlastTheIdleLimit) {
+  informer::FactoryOptions o;
+  o.watch_list_initial_events_deadline = 10 * testing::kEnvInitialEventsTimeout;
+  Env env(o);
+  auto w = env.fake->add_watch();
+  auto& inf = env.factory->informer(testing::test_type(), testing::watch_list_options());
+  env.factory->start();
+  ASSERT_TRUE(env.clock->wait_held());  // the initial-events timer is running
+  for (int i = 0; i < 4; ++i) {         // four idle periods, each with an event
+    w->push(event(EventType::added, make_object("ns", "p" + std::to_string(i), "3")));
+    ASSERT_TRUE(w->wait_reader_blocked());
+    auto sleeps = env.clock->sleeps().size();
+    env.clock->advance(testing::kEnvInitialEventsTimeout);
+    ASSERT_TRUE(env.clock->wait_held_since(sleeps)) << "period " << i;
+  }
+  EXPECT_FALSE(inf.has_synced());
+  w->push(bookmark("20", true));
+  ASSERT_TRUE(inf.wait_for_sync(testing::kDeadline));
+  EXPECT_FALSE(inf.watch_list_fell_back());
+  EXPECT_TRUE(env.fake->list_calls().empty());
+  EXPECT_EQ(inf.store().size(), 4u);
+  EXPECT_DOUBLE_EQ(inf.metrics().watch_list_fallbacks_timeout.Value(), 0);
+}
+
+// A server that ignores sendInitialEvents on a busy cluster streams changes forever and never
+// goes idle: the total limit ends the attempt, and the sync falls back to LIST.
+TEST(ReflectorTest, WatchListInitialEventsThatNeverEndFallBackAtTheTotalDeadline) {
+  informer::FactoryOptions o;
+  o.watch_list_initial_events_deadline = 3 * testing::kEnvInitialEventsTimeout;
+  Env env(o);
+  auto w = env.fake->add_watch();
+  env.fake->add_list({make_object("ns", "b", "4")}, "10");
+  auto& inf = env.factory->informer(testing::test_type(), testing::watch_list_options());
+  env.factory->start();
+  ASSERT_TRUE(env.clock->wait_held());
+  for (int i = 0; i < 2; ++i) {
+    w->push(event(EventType::added, make_object("ns", "p" + std::to_string(i), "3")));
+    ASSERT_TRUE(w->wait_reader_blocked());
+    auto sleeps = env.clock->sleeps().size();
+    env.clock->advance(testing::kEnvInitialEventsTimeout);
+    ASSERT_TRUE(env.clock->wait_held_since(sleeps)) << "period " << i;
+    EXPECT_TRUE(env.fake->list_calls().empty()) << "period " << i;
+  }
+  w->push(event(EventType::added, make_object("ns", "p2", "3")));  // still busy at the deadline
+  ASSERT_TRUE(w->wait_reader_blocked());
+  env.clock->advance(testing::kEnvInitialEventsTimeout);
+  ASSERT_TRUE(inf.wait_for_sync(testing::kDeadline));
+  EXPECT_TRUE(w->cancelled());
+  ASSERT_EQ(env.fake->list_calls().size(), 1u);
+  EXPECT_TRUE(inf.watch_list_fell_back());
+  EXPECT_NE(inf.store().get("ns/b"), nullptr);
+  EXPECT_EQ(inf.store().get("ns/p0"), nullptr);
+  EXPECT_DOUBLE_EQ(inf.metrics().watch_list_fallbacks_timeout.Value(), 1);
 }
 
 // Too large resource version (e.g. after an etcd restore the server is behind the client's RV):

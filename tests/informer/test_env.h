@@ -24,7 +24,8 @@ inline informer::InformerOptions watch_list_options() {
 inline constexpr std::chrono::hours kEnvInitialEventsTimeout{1};
 
 /// A factory over one scripted FakeListerWatcher and a ManualClock (holding waits of
-/// kEnvInitialEventsTimeout or more); random fixed at 0.5.
+/// kEnvInitialEventsTimeout or more); random fixed at 0.5. The WatchList initial-events limits
+/// are held waits: idle kEnvInitialEventsTimeout, total 100 times that unless a test sets it.
 struct Env {
   std::shared_ptr<FakeListerWatcher> fake = std::make_shared<FakeListerWatcher>();
   std::shared_ptr<ManualClock> clock = std::make_shared<ManualClock>(kEnvInitialEventsTimeout);
@@ -38,6 +39,10 @@ struct Env {
     o.random = [] { return 0.5; };
     o.handler_stop_timeout = std::chrono::milliseconds(2000);
     o.watch_list_initial_events_timeout = kEnvInitialEventsTimeout;
+    // The total limit too is held unless a test sets one of at least kEnvInitialEventsTimeout.
+    if (o.watch_list_initial_events_deadline < kEnvInitialEventsTimeout) {
+      o.watch_list_initial_events_deadline = 100 * kEnvInitialEventsTimeout;
+    }
     factory = std::make_unique<informer::InformerFactory>(
         [this](const client::ResourceType&, const std::string&) {
           ++lister_watchers_created;

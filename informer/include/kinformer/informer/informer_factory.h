@@ -68,11 +68,12 @@ struct FactoryOptions {
   /// Metrics go here; null: a private registry (see registry()).
   std::shared_ptr<prometheus::Registry> registry;
   std::int64_t page_size = 500;
-  /// Per informer with use_watch_list: how long the WatchList may take to deliver its
-  /// initial-events-end bookmark before that sync falls back to LIST (counted in
-  /// kinformer_watch_list_fallbacks_total{reason="initial_events_timeout"}). Zero: no limit.
-  /// See ReflectorOptions::watch_list_initial_events_timeout.
+  /// Per informer with use_watch_list: how long the WatchList's initial events may go without
+  /// any event (idle), and how long they may take in all, before that sync falls back to LIST
+  /// (counted in kinformer_watch_list_fallbacks_total{reason="initial_events_timeout"}). Zero: no
+  /// such limit. See ReflectorOptions::watch_list_initial_events_timeout and _deadline.
   std::chrono::milliseconds watch_list_initial_events_timeout{10'000};
+  std::chrono::milliseconds watch_list_initial_events_deadline{120'000};
   /// A watch ending cleanly sooner than this, having delivered nothing, is an error (back off,
   /// relist). See ReflectorOptions::min_watch_duration.
   std::chrono::milliseconds min_watch_duration{1'000};

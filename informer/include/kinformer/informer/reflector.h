@@ -45,13 +45,18 @@ struct ReflectorOptions {
   /// Use a streaming list (WatchList) instead of LIST. A refusal falls back to LIST for that
   /// sync only; the next relist tries WatchList again (see Reflector).
   bool use_watch_list = false;
-  /// How long a WatchList may take to deliver the `k8s.io/initial-events-end` bookmark before
-  /// the reflector gives up on it and falls back to LIST for that sync (a server that ignores
-  /// sendInitialEvents would otherwise keep the informer unsynced forever). Measured on `clock`
-  /// from the stream's opening: a total deadline, not an idle one, so a cache whose initial
-  /// events legitimately take longer (a very large cache on a slow link) falls back on every
-  /// sync; raise it for those. Zero: no limit.
+  /// How long a WatchList's initial-events phase may go without any event before the reflector
+  /// gives up on the `k8s.io/initial-events-end` bookmark and falls back to LIST for that sync (a
+  /// server that ignores sendInitialEvents would otherwise keep the informer unsynced forever).
+  /// An idle limit: it is checked once per period, so the fallback comes after between one and
+  /// two periods of silence, and a large cache that keeps streaming is never cut by it. Measured
+  /// on `clock`. Zero: no idle limit.
   std::chrono::milliseconds watch_list_initial_events_timeout{10'000};
+  /// The total time the initial-events phase may take, events or not (an old server that
+  /// ignores sendInitialEvents on a busy cluster streams changes forever and never goes idle).
+  /// Then the sync falls back to LIST as above. Measured on `clock` from the stream's opening.
+  /// Zero: no total limit.
+  std::chrono::milliseconds watch_list_initial_events_deadline{120'000};
   /// A watch that ends cleanly sooner than this after it was opened, having delivered no event
   /// (bookmarks included), is an error: back off, then relist (client-go's "very short watch").
   /// Measured on `clock`. Zero: every clean end rewatches at once.
@@ -103,8 +108,9 @@ struct ReflectorOptions {
 /// for that attempt only, so WatchList is tried again on the next relist. Transient failures
 /// (network, timeout, truncated or malformed stream, 401, 404, 429, 5xx) back off and retry as
 /// WatchList; 410 / a too-large RV retry it at an unset RV. If the initial-events-end bookmark
-/// has not come within watch_list_initial_events_timeout (a server that ignores
-/// sendInitialEvents), a timer thread (living only during that phase, joined when it ends)
+/// has not come while events stopped for watch_list_initial_events_timeout, or within
+/// watch_list_initial_events_deadline in all (a server that ignores sendInitialEvents), a timer
+/// thread (living only during that phase, joined when it ends)
 /// cancels the stream and the attempt falls back to LIST. Fallbacks are counted
 /// (InformerMetrics::watch_list_fallbacks_*).
 ///
@@ -166,6 +172,7 @@ class Reflector {
     WatchRestartReason end = WatchRestartReason::timeout;
     Phase phase = Phase::steady;  // the phase the stream ended in
     client::Error error;          // expired, error: the failure
+    bool idle = false;            // initial_events_timeout: the idle limit fired (else the total)
   };
 
   /// Opens a watch with `opts` and reads it to its end, starting in `phase`.
