@@ -1,6 +1,8 @@
 // Shared informers against a real API server: one server watch per key whatever the number of
 // components, a failed initialization retried, deletes missed while cut off and compacted, and
-// convergence across an API server restart.
+// convergence across an API server restart. Each test runs twice: typed informers reading JSON,
+// and reading Kubernetes' protobuf encoding (RestClientOptions::protobuf, the default). Writes
+// are JSON either way.
 
 #include <gtest/gtest.h>
 
@@ -10,6 +12,9 @@
 #include <thread>
 
 #include "e2e_env.h"
+#include "kinformer/client/endpoint_slice.h"
+#include "kinformer/client/pod.h"
+#include "kinformer/client/secret.h"
 #include "kinformer/informer/informer_factory.h"
 #include "kinformer/informer/once_guard.h"
 #include "tcp_proxy.h"
@@ -71,12 +76,33 @@ std::string slice_json(const std::string& ns, const std::string& name) {
          R"("ports":[{"name":"http","port":8080,"protocol":"TCP"}]})";
 }
 
-class InformerE2E : public ::testing::Test {
+// The informers' resources: typed, so their lists and watches negotiate the encoding.
+const client::ResourceType& typed_secrets() {
+  return client::ResourceTraits<client::Secret>::type();
+}
+const client::ResourceType& typed_pods() { return client::ResourceTraits<client::Pod>::type(); }
+const client::ResourceType& typed_slices() {
+  return client::ResourceTraits<client::EndpointSlice>::type();
+}
+
+// The parameter: true reads protobuf, false JSON.
+class InformerE2E : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override { ns_ = create_namespace(admin_, "informer-e2e"); }
+  /// The informers' client options: the encoding under test.
+  static client::RestClientOptions encoding() {
+    client::RestClientOptions o;
+    o.protobuf = GetParam();
+    return o;
+  }
   client::RestClient admin_{admin_config(), fast_client_options()};
   std::string ns_;
 };
+
+INSTANTIATE_TEST_SUITE_P(Encodings, InformerE2E, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return std::string(info.param ? "protobuf" : "json");
+                         });
 
 // A mesh component: one handler on each of the three informers it needs.
 struct Component {
@@ -85,7 +111,7 @@ struct Component {
 
 Component make_component(InformerFactory& factory, const std::string& ns) {
   Component c;
-  for (const auto* type : {&secrets(), &pods(), &endpoint_slices()}) {
+  for (const auto* type : {&typed_secrets(), &typed_pods(), &typed_slices()}) {
     c.registrations.push_back(
         factory.informer(*type, {.namespace_ = ns})
             .add_handler(std::make_shared<informer::ResourceEventHandlerFuncs>()));
@@ -93,13 +119,13 @@ Component make_component(InformerFactory& factory, const std::string& ns) {
   return c;
 }
 
-TEST_F(InformerE2E, HundredComponentsHoldOneServerWatchPerResourceThroughThousandRebuilds) {
+TEST_P(InformerE2E, HundredComponentsHoldOneServerWatchPerResourceThroughThousandRebuilds) {
   const std::vector<std::string> resources = {"secrets", "pods",
                                               "discovery.k8s.io/v1/endpointslices"};
   std::map<std::string, long> before;
   for (const auto& r : resources) before[r] = server_watches(admin_, r);
 
-  client::RestClient client(admin_config());
+  client::RestClient client(admin_config(), encoding());
   {
     InformerFactory factory(lister_watchers(client));
     factory.start();
@@ -136,7 +162,7 @@ TEST_F(InformerE2E, HundredComponentsHoldOneServerWatchPerResourceThroughThousan
   }
 }
 
-TEST_F(InformerE2E, FailedInitializationIsRetriedAndEndsWithExactlyOneWatch) {
+TEST_P(InformerE2E, FailedInitializationIsRetriedAndEndsWithExactlyOneWatch) {
   auto restricted = restricted_config();
   if (!restricted)
     GTEST_SKIP() << "KUBECONFIG has no 'restricted' context (the embedded launcher's has)";
@@ -149,9 +175,9 @@ TEST_F(InformerE2E, FailedInitializationIsRetriedAndEndsWithExactlyOneWatch) {
   auto init = [&](const client::ClusterConfig& config) {
     return guard.run([&]() -> client::Status {
       ++attempts;
-      auto c = std::make_unique<client::RestClient>(config);
+      auto c = std::make_unique<client::RestClient>(config, encoding());
       auto f = std::make_unique<InformerFactory>(lister_watchers(*c));
-      f->informer(secrets(), {.namespace_ = ns_});
+      f->informer(typed_secrets(), {.namespace_ = ns_});
       f->start();
       if (!f->wait_for_cache_sync(5s)) {
         f->shutdown();  // leaves no watch behind
@@ -173,7 +199,7 @@ TEST_F(InformerE2E, FailedInitializationIsRetriedAndEndsWithExactlyOneWatch) {
   EXPECT_EQ(wait_for_server_watches(admin_, "secrets", before), before);
 }
 
-TEST_F(InformerE2E, SliceDeletedWhileCutOffAndCompactedIsDeletedForEveryHandler) {
+TEST_P(InformerE2E, SliceDeletedWhileCutOffAndCompactedIsDeletedForEveryHandler) {
   if (!launcher_available())
     GTEST_SKIP() << "needs the embedded launcher's `compact` (not available on kind)";
   auto config = admin_config();
@@ -184,13 +210,13 @@ TEST_F(InformerE2E, SliceDeletedWhileCutOffAndCompactedIsDeletedForEveryHandler)
   TcpProxy proxy(host, static_cast<std::uint16_t>(std::stoi(config.server.substr(colon + 1))));
   if (config.tls_server_name.empty()) config.tls_server_name = host;
   config.server = "https://127.0.0.1:" + std::to_string(proxy.port());
-  client::RestClient client(config);
+  client::RestClient client(config, encoding());
 
   ASSERT_TRUE(admin_.create(endpoint_slices(), *object(ns_, "keep", slice_json(ns_, "keep"))));
   ASSERT_TRUE(admin_.create(endpoint_slices(), *object(ns_, "gone", slice_json(ns_, "gone"))));
 
   InformerFactory factory(lister_watchers(client));
-  auto& slices = factory.informer(endpoint_slices(), {.namespace_ = ns_});
+  auto& slices = factory.informer(typed_slices(), {.namespace_ = ns_});
   std::vector<std::shared_ptr<Recorder>> recorders;
   std::vector<Registration> registrations;
   for (int i = 0; i < 3; ++i) {
@@ -219,12 +245,12 @@ TEST_F(InformerE2E, SliceDeletedWhileCutOffAndCompactedIsDeletedForEveryHandler)
   EXPECT_EQ(store_state(slices), server_state(admin_, endpoint_slices(), ns_));
 }
 
-TEST_F(InformerE2E, CachesConvergeAcrossAnApiServerRestartWhileObjectsChange) {
+TEST_P(InformerE2E, CachesConvergeAcrossAnApiServerRestartWhileObjectsChange) {
   if (!launcher_available())
     GTEST_SKIP() << "needs the embedded launcher's `restart-apiserver` (not available on kind)";
-  client::RestClient client(admin_config());
+  client::RestClient client(admin_config(), encoding());
   InformerFactory factory(lister_watchers(client));
-  auto& informer_secrets = factory.informer(secrets(), {.namespace_ = ns_});
+  auto& informer_secrets = factory.informer(typed_secrets(), {.namespace_ = ns_});
   auto recorder = std::make_shared<Recorder>();
   auto registration = informer_secrets.add_handler(recorder);
   factory.start();

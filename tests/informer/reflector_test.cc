@@ -598,7 +598,9 @@ TEST(ReflectorTest, WatchListInitialEventsThatKeepComingOutlastTheIdleLimit) {
 // A server that ignores sendInitialEvents on a busy cluster streams changes forever and never
 // goes idle: the total limit ends the attempt, and the sync falls back to LIST.
 TEST(ReflectorTest, WatchListInitialEventsThatNeverEndFallBackAtTheTotalDeadline) {
+  testing::LogCapture capture;
   informer::FactoryOptions o;
+  o.log = capture.sink();
   o.watch_list_initial_events_deadline = 3 * testing::kEnvInitialEventsTimeout;
   Env env(o);
   auto w = env.fake->add_watch();
@@ -624,6 +626,12 @@ TEST(ReflectorTest, WatchListInitialEventsThatNeverEndFallBackAtTheTotalDeadline
   EXPECT_NE(inf.store().get("ns/b"), nullptr);
   EXPECT_EQ(inf.store().get("ns/p0"), nullptr);
   EXPECT_DOUBLE_EQ(inf.metrics().watch_list_fallbacks_timeout.Value(), 1);
+  env.factory->shutdown();
+  auto fallbacks = capture.with_message("WatchList failed, falling back to LIST for this sync");
+  ASSERT_EQ(fallbacks.size(), 1u);
+  EXPECT_EQ(fallbacks[0].field("reason"),
+            "no k8s.io/initial-events-end bookmark: not within 10800000 ms")
+      << "the total limit fired, not the idle one";
 }
 
 // Too large resource version (e.g. after an etcd restore the server is behind the client's RV):
