@@ -91,8 +91,12 @@ if [[ ! -f "$build/build.ninja" ]]; then
   log "configuring $build"
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >&2
 fi
-log "building kinformer_sync_bench"
-"${lock[@]}" ninja -C "$build" -j2 kinformer_sync_bench >&2
+if ninja -C "$build" -n kinformer_sync_bench 2>/dev/null | grep -q "no work to do"; then
+  log "kinformer_sync_bench is up to date"
+else
+  log "building kinformer_sync_bench"
+  "${lock[@]}" ninja -C "$build" -j2 kinformer_sync_bench >&2
+fi
 mkdir -p "$bench_dir"
 log "building clientgo-sync and fanout-loader"
 (cd "$root/tools/bench/clientgo-sync" && GOFLAGS="${GOFLAGS:--mod=mod}" go build -p 2 -o "$bench_dir/clientgo-sync" .) >&2
