@@ -12,7 +12,8 @@
 # --rounds N (3), --out FILE (default <build>/tools/bench/sync-results.md; raw JSON lines in
 # sync-results.jsonl beside it), --dir DIR (launcher state; default /tmp/kinformer-sync-e2e),
 # --settle-ms MS (1000), --no-per-resource (skip the single-informer memory runs),
-# --plot "COUNTS", --plot-rounds N (1), --plot-out FILE (default docs/bench/sync.png).
+# --plot "COUNTS", --plot-rounds N (1), --plot-out FILE (default docs/bench/sync.png), --replot (with
+# --plot: no runs, table and plot again from the JSON lines of the last --plot run).
 # Build dir: ${KINFORMER_BUILD_DIR:-build}. C++ builds take ${KINFORMER_BUILD_LOCK:-/tmp/kinformer-build.lock}
 # with flock when flock exists (machines whose cores are shared between builds).
 #
@@ -43,7 +44,7 @@ build="${KINFORMER_BUILD_DIR:-build}"
 case "$build" in /*) ;; *) build="$root/$build" ;; esac
 
 pods=20000 secrets=2000 slices=1000 namespaces=4 rounds=3 out="" dir="" settle_ms=1000
-per_resource=1 plot="" plot_rounds=1 plot_out="$root/docs/bench/sync.png"
+per_resource=1 plot="" plot_rounds=1 replot=0 plot_out="$root/docs/bench/sync.png"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --pods) pods="$2"; shift 2 ;;
@@ -58,6 +59,7 @@ while [[ $# -gt 0 ]]; do
     --plot) plot="$2"; shift 2 ;;
     --plot-rounds) plot_rounds="$2"; shift 2 ;;
     --plot-out) plot_out="$2"; shift 2 ;;
+    --replot) replot=1; shift ;;
     --quick) pods=2000 secrets=200 slices=100 rounds=1; shift ;;
     -h|--help) sed -n 2,38p "$0"; exit 0 ;;
     *) echo "sync.sh: unknown argument $1" >&2; exit 2 ;;
@@ -83,6 +85,72 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
+
+# --- table -----------------------------------------------------------------------------------
+make_table() {
+  local commit
+  commit="$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  python3 "$root/tools/bench/sync_table.py" "$raw" "$out" "$rounds" "$elapsed" "$commit" "${plot:+plot}" "$plot_rounds"
+  log "table written to $out (raw: $raw)"
+}
+
+make_plot() {
+  if ! command -v gnuplot >/dev/null 2>&1; then
+    log "installing gnuplot-nox"
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends gnuplot-nox) >&2
+  fi
+  dat="${out%.md}.dat"
+  python3 - "$raw" "$dat" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+zero = {(r["side"], r["encoding"], r["list_mode"]): r["steady_rss_kb"] for r in rows if r["kind"] == "zero"}
+out = open(sys.argv[2], "w")
+for side in ("kinformer", "client-go"):
+    for mode in ("watchlist", "list"):
+        pts = {}
+        for r in rows:
+            if r["kind"].startswith("plot-") and r["side"] == side and r["list_mode"] == mode and r["synced"]:
+                z = zero.get((side, r["encoding"], mode))
+                per = (r["steady_rss_kb"] - z) * 1024 / r["objects"] if z is not None else float("nan")
+                pts.setdefault(r["objects"], []).append((r["sync_s"], per))
+        out.write(f'# {side} {mode}\n')
+        for n in sorted(pts):
+            out.write(f'{n} {statistics.median(p[0] for p in pts[n]):.4f} {statistics.median(p[1] for p in pts[n]):.1f}\n')
+        out.write("\n\n")
+PY
+  mkdir -p "$(dirname "$plot_out")"
+  gnuplot <<GP
+set terminal pngcairo size 960,400 font ",9"
+set output "$plot_out"
+set multiplot layout 1,2 title "Initial sync: Pods + $secrets Secrets + $slices EndpointSlices, protobuf (kube-apiserver 1.36 on loopback, 2 shared cores)"
+set key top left
+set grid
+set xrange [0:*]
+set yrange [0:*]
+set xlabel "objects"
+set ylabel "time to sync (s)"
+plot "$dat" index 0 using 1:2 with linespoints title "kinformer WatchList", \
+     "" index 1 using 1:2 with linespoints title "kinformer LIST", \
+     "" index 2 using 1:2 with linespoints title "client-go WatchList", \
+     "" index 3 using 1:2 with linespoints title "client-go LIST"
+set ylabel "steady RSS per object, all three resources (B)"
+set key bottom left
+plot "$dat" index 0 using 1:3 with linespoints title "kinformer WatchList", \
+     "" index 1 using 1:3 with linespoints title "kinformer LIST", \
+     "" index 2 using 1:3 with linespoints title "client-go WatchList", \
+     "" index 3 using 1:3 with linespoints title "client-go LIST"
+unset multiplot
+GP
+  log "plot written to $plot_out (data: $dat)"
+}
+
+if [[ $replot == 1 ]]; then
+  [[ -n "$plot" && -s "$raw" ]] || { echo "sync.sh: --replot needs --plot and the JSON lines of a --plot run ($raw)" >&2; exit 2; }
+  elapsed=0
+  make_table
+  make_plot
+  exit 0
+fi
 
 # --- build -----------------------------------------------------------------------------------
 lock=()
@@ -268,55 +336,5 @@ else
 fi
 elapsed=$(($(date +%s) - t_start))
 
-# --- table -----------------------------------------------------------------------------------
-commit="$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
-python3 "$root/tools/bench/sync_table.py" "$raw" "$out" "$rounds" "$elapsed" "$commit" "${plot:+plot}" "$plot_rounds"
-log "table written to $out (raw: $raw)"
-
-if [[ -n "$plot" ]]; then
-  if ! command -v gnuplot >/dev/null 2>&1; then
-    log "installing gnuplot-nox"
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gnuplot-nox) >&2
-  fi
-  dat="${out%.md}.dat"
-  python3 - "$raw" "$dat" <<'PY'
-import json, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-zero = {(r["side"], r["encoding"], r["list_mode"]): r["steady_rss_kb"] for r in rows if r["kind"] == "zero"}
-out = open(sys.argv[2], "w")
-for side in ("kinformer", "client-go"):
-    for mode in ("watchlist", "list"):
-        pts = {}
-        for r in rows:
-            if r["kind"].startswith("plot-") and r["side"] == side and r["list_mode"] == mode and r["synced"]:
-                z = zero.get((side, r["encoding"], mode))
-                per = (r["steady_rss_kb"] - z) * 1024 / r["objects"] if z is not None else float("nan")
-                pts.setdefault(r["objects"], []).append((r["sync_s"], per))
-        out.write(f'# {side} {mode}\n')
-        for n in sorted(pts):
-            out.write(f'{n} {statistics.median(p[0] for p in pts[n]):.4f} {statistics.median(p[1] for p in pts[n]):.1f}\n')
-        out.write("\n\n")
-PY
-  mkdir -p "$(dirname "$plot_out")"
-  gnuplot <<GP
-set terminal pngcairo size 960,400 font ",9"
-set output "$plot_out"
-set multiplot layout 1,2 title "Initial sync: Pods + $secrets Secrets + $slices EndpointSlices, protobuf (kube-apiserver 1.36 on loopback, 2 shared cores)"
-set key top left
-set grid
-set xlabel "objects"
-set ylabel "time to sync (s)"
-plot "$dat" index 0 using 1:2 with linespoints title "kinformer WatchList", \
-     "" index 1 using 1:2 with linespoints title "kinformer LIST", \
-     "" index 2 using 1:2 with linespoints title "client-go WatchList", \
-     "" index 3 using 1:2 with linespoints title "client-go LIST"
-set ylabel "steady RSS per object (B)"
-set yrange [0:*]
-plot "$dat" index 0 using 1:3 with linespoints title "kinformer WatchList", \
-     "" index 1 using 1:3 with linespoints title "kinformer LIST", \
-     "" index 2 using 1:3 with linespoints title "client-go WatchList", \
-     "" index 3 using 1:3 with linespoints title "client-go LIST"
-unset multiplot
-GP
-  log "plot written to $plot_out (data: $dat)"
-fi
+make_table
+[[ -z "$plot" ]] || make_plot
