@@ -3,10 +3,15 @@
 # v0.36 (clientgo-sync/), each with Pod, Secret and EndpointSlice informers on all namespaces,
 # against a real kube-apiserver on loopback, interleaved.
 #
-#   tools/bench/sync.sh                  # 20,000 Pods, 2,000 Secrets, 1,000 EndpointSlices, 3 rounds (~12 min here)
+#   tools/bench/sync.sh                  # 20,000 Pods, 2,000 Secrets, 1,000 EndpointSlices, 3 rounds
 #   tools/bench/sync.sh --pods 50000
-#   tools/bench/sync.sh --quick          # smoke run: 2,000 Pods, 200 Secrets, 100 slices, 1 round (~2 min)
+#   tools/bench/sync.sh --quick          # smoke run: 2,000 Pods, 200 Secrets, 100 slices, 1 round
 #   tools/bench/sync.sh --plot "5000 20000 50000"   # protobuf only, at each Pod count: docs/bench/sync.png
+#
+# Wall time on 2 shared cores (load average ~6): the default run ~5.5 min once the objects are
+# loaded, ~8 min from an empty server (loading 23,000 objects takes ~100 s; so does deleting
+# 15,000 Pods when --pods shrinks); --quick ~1.5 min with its own --dir; --plot "5000 20000" ~5 min
+# from a server holding 20,000 Pods (two loads and 8 runs).
 #
 # Options: --pods N (default 20000), --secrets N (2000), --slices N (1000), --namespaces N (4),
 # --rounds N (3), --out FILE (default <build>/tools/bench/sync-results.md; raw JSON lines in
@@ -61,7 +66,7 @@ while [[ $# -gt 0 ]]; do
     --plot-out) plot_out="$2"; shift 2 ;;
     --replot) replot=1; shift ;;
     --quick) pods=2000 secrets=200 slices=100 rounds=1; shift ;;
-    -h|--help) sed -n 2,38p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,44p "$0"; exit 0 ;;
     *) echo "sync.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
