@@ -4,6 +4,8 @@
 //	    Makes NS hold exactly the Pods pod-00000 .. pod-<N-1> (concurrent creates; extra Pods
 //	    are deleted). Pods are never scheduled (the e2e launcher has no scheduler): they only
 //	    need to be stored and watched.
+//	fanout-loader sync-load -pods N -secrets N -slices N [-namespaces 4] [-workers 32]
+//	    The objects of the sync benchmark (tools/bench/sync.sh): see sync.go.
 //	fanout-loader patch -namespace NS -pods N -rate R -duration D [-workers 64]
 //	    Merge-patches one Pod after another (round robin) at R patches/s for D: a new label
 //	    value and the annotation bench.kinformer.dev/sent (wall clock, ns). Prints one JSON line
@@ -214,7 +216,7 @@ func patch(cs *kubernetes.Clientset, ns string, pods, workers int, rate float64,
 				// The response (the patched Pod) is read but never decoded: the patcher's own
 				// CPU should go to sending.
 				err := rc.Patch(types.MergePatchType).Namespace(ns).Resource("pods").
-					Name(podName(int(seq%int64(pods)))).Body([]byte(body)).Do(rctx).Error()
+					Name(podName(int(seq % int64(pods)))).Body([]byte(body)).Do(rctx).Error()
 				rcancel()
 				if err != nil {
 					if failed.Add(1) <= 5 {
@@ -257,8 +259,8 @@ func patch(cs *kubernetes.Clientset, ns string, pods, workers int, rate float64,
 }
 
 func main() {
-	if len(os.Args) < 2 || (os.Args[1] != "load" && os.Args[1] != "patch") {
-		die("usage: fanout-loader load|patch [flags]")
+	if len(os.Args) < 2 || (os.Args[1] != "load" && os.Args[1] != "patch" && os.Args[1] != "sync-load") {
+		die("usage: fanout-loader load|sync-load|patch [flags]")
 	}
 	fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
 	kubeconfig := fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file")
@@ -267,6 +269,9 @@ func main() {
 	workers := fs.Int("workers", 0, "concurrent requests (default: load 32, patch 64)")
 	rate := fs.Float64("rate", 1000, "patch: patches per second")
 	duration := fs.Duration("duration", 10*time.Second, "patch: how long")
+	secrets := fs.Int("secrets", 2000, "sync-load: Secrets")
+	slices := fs.Int("slices", 1000, "sync-load: EndpointSlices")
+	namespaces := fs.Int("namespaces", 4, "sync-load: namespaces sync-0 .. sync-<N-1>")
 	_ = fs.Parse(os.Args[2:])
 	if *pods < 1 || *pods > 200000 {
 		die("-pods must be in [1, 200000]")
@@ -278,6 +283,11 @@ func main() {
 			*workers = 32
 		}
 		load(cs, *ns, *pods, *workers)
+	case "sync-load":
+		if *workers <= 0 {
+			*workers = 32
+		}
+		syncLoad(cs, *pods, *secrets, *slices, *namespaces, *workers)
 	case "patch":
 		if *workers <= 0 {
 			*workers = 64

@@ -1,0 +1,312 @@
+// clientgo-sync: the client-go peer of kinformer_sync_bench (tools/bench/sync_bench.cc) for the
+// side-by-side sync benchmark (tools/bench/sync.sh, issue 12).
+//
+// One run: a SharedInformerFactory (client-go v0.36.3) with Pod, Secret and EndpointSlice
+// informers (all namespaces unless -namespace), a transform that strips managedFields, one
+// counting handler per informer, started at once. It measures, as the C++ side does:
+//   - sync: from factory.Start until every informer HasSynced and its handler has counted the
+//     expected adds (-pods, -secrets, -slices: the cluster's totals, from the loader);
+//   - peak RSS: VmHWM of /proc/self/status right after the sync;
+//   - steady RSS: VmRSS after the sync settled: -settle-ms/2, runtime.GC() and
+//     debug.FreeOSMemory(), -settle-ms/2 (the C++ side calls malloc_trim(0) at that point);
+//   - baseline RSS: VmRSS before factory.Start, after the same GC + FreeOSMemory;
+//   - bytes received: TCP payload bytes (TCP_INFO tcpi_bytes_received) summed over the
+//     process's TCP sockets open at sync time (the C++ side measures the same way), and the
+//     response body bytes seen by a counting RoundTripper (rest.Config.WrapTransport), after
+//     the transport's transparent gzip decoding.
+//
+// -encoding protobuf|json sets rest.Config ContentType (and AcceptContentTypes) explicitly.
+// -list-mode watchlist|list: the WatchListClient feature gate, which client-go reads from the
+// environment variable KUBE_FEATURE_WatchListClient; sync.sh sets it (true or false), and this
+// program sets it too when unset, before client-go reads its gates, and reports the gate's value.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	clientfeatures "k8s.io/client-go/features"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// procStatus: a numeric field of /proc/self/status ("VmHWM", "VmRSS" in kB); 0 when absent.
+func procStatus(field string) int {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, field+":") {
+			n, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(line[len(field)+1:]), " kB"))
+			return n
+		}
+	}
+	return 0
+}
+
+// tcpBytesReceived sums tcpi_bytes_received over the process's open TCP sockets.
+func tcpBytesReceived() (bytes uint64, sockets int) {
+	dir := "/proc/self/fd"
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, 0
+	}
+	for _, e := range entries {
+		target, err := os.Readlink(filepath.Join(dir, e.Name()))
+		if err != nil || !strings.HasPrefix(target, "socket:") {
+			continue
+		}
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		info, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
+		if err != nil {
+			continue // not a TCP socket
+		}
+		bytes += info.Bytes_received
+		sockets++
+	}
+	return bytes, sockets
+}
+
+// countingRT counts requests and response body bytes.
+type countingRT struct {
+	next                   http.RoundTripper
+	bodyBytes              *atomic.Int64
+	lists, watches, others *atomic.Int64
+}
+
+type countingBody struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (b countingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.n.Add(int64(n))
+	return n, err
+}
+
+func (c countingRT) RoundTrip(req *http.Request) (*http.Response, error) {
+	q := req.URL.Query()
+	switch {
+	case q.Get("watch") == "true" || q.Get("watch") == "1":
+		c.watches.Add(1)
+	case req.Method == http.MethodGet && strings.HasSuffix(strings.TrimSuffix(req.URL.Path, "/"), "s"):
+		c.lists.Add(1)
+	default:
+		c.others.Add(1)
+	}
+	resp, err := c.next.RoundTrip(req)
+	if err == nil && resp.Body != nil {
+		resp.Body = countingBody{resp.Body, c.bodyBytes}
+	}
+	return resp, err
+}
+
+type tracked struct {
+	name     string
+	want     int64
+	inf      cache.SharedIndexInformer
+	adds     atomic.Int64
+	syncedNS atomic.Int64 // time since start when synced and counted; 0 = not yet
+}
+
+func die(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "clientgo-sync: "+format+"\n", args...)
+	os.Exit(2)
+}
+
+func main() {
+	kubeconfig := flag.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file")
+	encoding := flag.String("encoding", "protobuf", "protobuf or json")
+	listMode := flag.String("list-mode", "watchlist", "watchlist or list (the WatchListClient gate)")
+	resources := flag.String("resources", "pods,secrets,endpointslices", "informers to run")
+	namespace := flag.String("namespace", "", "namespace of the informers (empty: all)")
+	pods := flag.Int64("pods", 0, "Pods expected")
+	secrets := flag.Int64("secrets", 0, "Secrets expected")
+	slices := flag.Int64("slices", 0, "EndpointSlices expected")
+	syncTimeout := flag.Float64("sync-timeout", 300, "give up on the sync after this long (s)")
+	settleMS := flag.Int("settle-ms", 1000, "after the sync: wait, GC, wait, then read the steady RSS")
+	flag.Parse()
+	if *encoding != "protobuf" && *encoding != "json" {
+		die("-encoding must be protobuf or json")
+	}
+	if *listMode != "watchlist" && *listMode != "list" {
+		die("-list-mode must be watchlist or list")
+	}
+	if _, set := os.LookupEnv("KUBE_FEATURE_WatchListClient"); !set {
+		_ = os.Setenv("KUBE_FEATURE_WatchListClient", strconv.FormatBool(*listMode == "watchlist"))
+	}
+	watchListGate := clientfeatures.FeatureGates().Enabled(clientfeatures.WatchListClient)
+	if watchListGate != (*listMode == "watchlist") {
+		die("-list-mode %s but the WatchListClient gate is %v (KUBE_FEATURE_WatchListClient=%s)",
+			*listMode, watchListGate, os.Getenv("KUBE_FEATURE_WatchListClient"))
+	}
+
+	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	if err != nil {
+		die("%v", err)
+	}
+	if *encoding == "protobuf" {
+		cfg.ContentType = "application/vnd.kubernetes.protobuf"
+		cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	} else {
+		cfg.ContentType = "application/json"
+		cfg.AcceptContentTypes = "application/json"
+	}
+	cfg.UserAgent = "clientgo-sync-bench/0.36"
+	var bodyBytes, lists, watches, others atomic.Int64
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return countingRT{next: rt, bodyBytes: &bodyBytes, lists: &lists, watches: &watches, others: &others}
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		die("%v", err)
+	}
+
+	strip := func(obj interface{}) (interface{}, error) {
+		if m, err := meta.Accessor(obj); err == nil {
+			m.SetManagedFields(nil)
+		}
+		return obj, nil
+	}
+	opts := []informers.SharedInformerOption{informers.WithTransform(strip)}
+	if *namespace != "" {
+		opts = append(opts, informers.WithNamespace(*namespace))
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, opts...)
+	var all []*tracked
+	for _, r := range strings.Split(*resources, ",") {
+		t := &tracked{name: r}
+		switch r {
+		case "pods":
+			t.want, t.inf = *pods, factory.Core().V1().Pods().Informer()
+		case "secrets":
+			t.want, t.inf = *secrets, factory.Core().V1().Secrets().Informer()
+		case "endpointslices":
+			t.want, t.inf = *slices, factory.Discovery().V1().EndpointSlices().Informer()
+		default:
+			die("unknown resource %q (pods, secrets, endpointslices)", r)
+		}
+		_, err := t.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: func(interface{}) { t.adds.Add(1) },
+		})
+		if err != nil {
+			die("AddEventHandler: %v", err)
+		}
+		all = append(all, t)
+	}
+
+	runtime.GC()
+	debug.FreeOSMemory()
+	baselineKB := procStatus("VmRSS")
+	ctx, cancel := context.WithCancel(context.Background())
+	t0 := time.Now()
+	factory.Start(ctx.Done())
+	deadline := t0.Add(time.Duration(*syncTimeout * float64(time.Second)))
+	synced := false
+	for time.Now().Before(deadline) {
+		done := true
+		for _, t := range all {
+			if t.syncedNS.Load() != 0 {
+				continue
+			}
+			if t.adds.Load() >= t.want && t.inf.HasSynced() {
+				t.syncedNS.Store(time.Since(t0).Nanoseconds())
+			} else {
+				done = false
+			}
+		}
+		if done {
+			synced = true
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	syncS := time.Since(t0).Seconds()
+	if !synced {
+		syncS = -1
+	}
+	peakKB := procStatus("VmHWM")
+	tcpBytes, tcpSockets := tcpBytesReceived()
+	body := bodyBytes.Load()
+
+	settle := time.Duration(*settleMS) * time.Millisecond
+	time.Sleep(settle / 2)
+	runtime.GC()
+	debug.FreeOSMemory()
+	time.Sleep(settle / 2)
+	steadyKB := procStatus("VmRSS")
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+
+	perResource := map[string]any{}
+	secretData := int64(0)
+	for _, t := range all {
+		objects := len(t.inf.GetStore().ListKeys())
+		if t.name == "secrets" {
+			for _, o := range t.inf.GetStore().List() {
+				if s, ok := o.(*corev1.Secret); ok {
+					for _, v := range s.Data {
+						secretData += int64(len(v))
+					}
+				}
+			}
+		}
+		perResource[t.name] = map[string]any{
+			"expected": t.want, "objects": objects, "adds": t.adds.Load(),
+			"sync_s": float64(t.syncedNS.Load()) * 1e-9,
+		}
+	}
+
+	cancel()
+	done := make(chan struct{})
+	var once sync.Once
+	go func() { factory.Shutdown(); once.Do(func() { close(done) }) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		fmt.Fprintln(os.Stderr, "clientgo-sync: factory.Shutdown did not return within 10 s")
+	}
+
+	total := int64(0)
+	for _, t := range all {
+		total += t.want
+	}
+	out := map[string]any{
+		"side": "client-go", "encoding": *encoding, "list_mode": *listMode, "resources": *resources,
+		"namespace": *namespace, "watch_list_gate": watchListGate,
+		"objects": total, "per_resource": perResource, "synced": synced, "sync_s": syncS,
+		"baseline_rss_kb": baselineKB, "peak_rss_kb": peakKB, "steady_rss_kb": steadyKB,
+		"heap_alloc_steady_bytes": ms.HeapAlloc,
+		"tcp_bytes_received":      tcpBytes, "tcp_sockets": tcpSockets, "body_bytes": body,
+		"list_requests": lists.Load(), "watch_requests": watches.Load(), "other_requests": others.Load(),
+		"secret_data_bytes": secretData, "go": runtime.Version(), "gomaxprocs": runtime.GOMAXPROCS(0),
+	}
+	b, _ := json.Marshal(out)
+	fmt.Println(string(b))
+	if !synced {
+		os.Exit(1)
+	}
+}
