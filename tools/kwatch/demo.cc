@@ -1,4 +1,7 @@
 // kwatch demo: many simulated mesh components, one InformerFactory, one server watch per resource.
+// run_demo, at the end, reads as its steps: prepare_demo (setup), run_ticks (the loop, drawn by
+// DemoScreen; the formatting is demo_report's), wait_for_convergence and settle_watch_counts (the
+// verdict's inputs), demo_verdict (demo_report), clean_up.
 
 #include <unistd.h>
 
