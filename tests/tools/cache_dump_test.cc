@@ -169,5 +169,63 @@ TEST(CacheDump, DumpFileWritesThroughSymlinksAndSpecialFilesInPlace) {
   std::filesystem::remove_all(dir);
 }
 
+client::Error api_error(int status) {
+  client::Error e = client::Error::make(client::Errc::api, "the server said no");
+  e.http_status = status;
+  return e;
+}
+
+TEST(CacheSync, DumpGoesToDumpElseStdoutUnlessEvents) {
+  EXPECT_EQ(dump_target(std::nullopt, false), "-");
+  EXPECT_EQ(dump_target(std::nullopt, true), std::nullopt);
+  EXPECT_EQ(dump_target("/tmp/x.jsonl", false), "/tmp/x.jsonl");
+  EXPECT_EQ(dump_target("/tmp/x.jsonl", true), "/tmp/x.jsonl");
+  EXPECT_EQ(dump_target("-", true), "-");
+}
+
+TEST(CacheSync, OnlyUnauthorizedForbiddenAndNotFoundArePermanent) {
+  for (int status : {401, 403, 404}) EXPECT_TRUE(permanent_sync_error(api_error(status))) << status;
+  for (int status : {400, 408, 410, 429, 500, 503, 504})
+    EXPECT_FALSE(permanent_sync_error(api_error(status))) << status;
+  EXPECT_FALSE(permanent_sync_error(client::Error::make(client::Errc::network, "refused")));
+  EXPECT_FALSE(permanent_sync_error(client::Error::make(client::Errc::tls, "bad certificate")));
+  auto not_api = client::Error::make(client::Errc::decode, "garbage");
+  not_api.http_status = 403;  // only the server's answer counts
+  EXPECT_FALSE(permanent_sync_error(not_api));
+}
+
+TEST(CacheSync, SyncWinsOverErrorsAndAPermanentErrorOverTheTimeout) {
+  const std::optional<client::Error> none;
+  const std::optional<client::Error> forbidden = api_error(403);
+  const std::optional<client::Error> unavailable = api_error(503);
+  EXPECT_EQ(sync_state(false, none, false), SyncState::syncing);
+  EXPECT_EQ(sync_state(false, unavailable, false), SyncState::syncing);  // retried
+  EXPECT_EQ(sync_state(false, forbidden, false), SyncState::failed);
+  EXPECT_EQ(sync_state(false, forbidden, true), SyncState::failed);
+  EXPECT_EQ(sync_state(false, none, true), SyncState::timed_out);
+  EXPECT_EQ(sync_state(false, unavailable, true), SyncState::timed_out);
+  EXPECT_EQ(sync_state(true, none, false), SyncState::synced);
+  EXPECT_EQ(sync_state(true, forbidden, true), SyncState::synced);
+}
+
+TEST(CacheSync, ProgressLineClearsTheLineAndShowsTheLastErrorShortened) {
+  using std::chrono::milliseconds;
+  EXPECT_EQ(format_seconds(milliseconds(0)), "0.0s");
+  EXPECT_EQ(format_seconds(milliseconds(1234)), "1.2s");
+  EXPECT_EQ(format_seconds(milliseconds(12000)), "12.0s");
+
+  EXPECT_EQ(format_sync_progress("pods", "all namespaces", milliseconds(1234), std::nullopt),
+            "\r\x1b[Ksyncing pods (all namespaces) 1.2s");
+  const auto unavailable = api_error(503);
+  EXPECT_EQ(format_sync_progress("secrets", "mesh", milliseconds(3000), unavailable),
+            "\r\x1b[Ksyncing secrets (mesh) 3.0s retrying after: " + unavailable.to_string());
+
+  const auto long_error = client::Error::make(client::Errc::network, std::string(300, 'x'));
+  const std::string prefix = "\r\x1b[Ksyncing pods (all namespaces) 0.5s retrying after: ";
+  const auto line = format_sync_progress("pods", "all namespaces", milliseconds(500), long_error);
+  ASSERT_EQ(line.substr(0, prefix.size()), prefix);
+  EXPECT_EQ(line.substr(prefix.size()), long_error.to_string().substr(0, 100));
+}
+
 }  // namespace
 }  // namespace kinformer::tools

@@ -67,5 +67,49 @@ TEST(DemoReport, TableAndTick) {
             "pods(objects=7 events=100 watches=1) endpointslices(objects=7 events=100 watches=?)");
 }
 
+TEST(DemoReport, EraseLinesMovesUpAndClearsOnlyWhenSomethingWasDrawn) {
+  EXPECT_EQ(erase_lines(0), "");
+  EXPECT_EQ(erase_lines(6), "\x1b[6F\x1b[J");
+}
+
+TEST(DemoReport, CacheDivergenceCountsTheCachesThatDifferFromTheServer) {
+  const ObjectVersions server = {{"a", "10"}, {"b", "11"}};
+  EXPECT_EQ(cache_divergence("pods", server, {server}), std::nullopt);
+  EXPECT_EQ(cache_divergence("pods", server, {server, server, server}), std::nullopt);
+  EXPECT_EQ(cache_divergence("pods", {}, {{}, {}}), std::nullopt);
+
+  const ObjectVersions stale = {{"a", "10"}, {"b", "9"}};                // an older resourceVersion
+  const ObjectVersions missing = {{"a", "10"}};                          // a create not seen yet
+  const ObjectVersions extra = {{"a", "10"}, {"b", "11"}, {"c", "12"}};  // a delete not seen
+  EXPECT_EQ(cache_divergence("pods", server, {server, stale}), "pods (1 caches differ)");
+  EXPECT_EQ(cache_divergence("secrets", server, {missing, server, extra}),
+            "secrets (2 caches differ)");
+  EXPECT_EQ(cache_divergence("pods", server, {stale, missing, extra}), "pods (3 caches differ)");
+}
+
+TEST(DemoReport, ListFailureIsADivergenceNamingTheError) {
+  EXPECT_EQ(list_failed_divergence("endpointslices", "HTTP 503"),
+            "endpointslices (list failed: HTTP 503)");
+  const auto v = demo_verdict(snapshot(false, 1), {list_failed_divergence("pods", "timeout")});
+  EXPECT_EQ(v.exit_code, 1);
+  EXPECT_NE(v.line.find("caches did NOT converge: pods (list failed: timeout)"), std::string::npos)
+      << v.line;
+}
+
+TEST(DemoReport, WatchesSettleOnOnePerResourceSharedAndOnePerComponentUnshared) {
+  EXPECT_TRUE(watches_settled(snapshot(false, 1)));
+  EXPECT_FALSE(watches_settled(snapshot(false, 0)));  // not counted by the server yet
+  EXPECT_FALSE(watches_settled(snapshot(false, 2)));
+  EXPECT_FALSE(watches_settled(snapshot(false, -1)));  // /metrics unreadable
+
+  auto one_late = snapshot(false, 1);
+  one_late.rows[2].server_watches = 0;
+  EXPECT_FALSE(watches_settled(one_late));
+
+  EXPECT_TRUE(watches_settled(snapshot(true, 20)));  // snapshot() has 20 components
+  EXPECT_FALSE(watches_settled(snapshot(true, 19)));
+  EXPECT_FALSE(watches_settled(snapshot(true, 1)));
+}
+
 }  // namespace
 }  // namespace kinformer::tools

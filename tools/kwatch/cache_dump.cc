@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <sstream>
 
 #include <rapidjson/document.h>
 #include <rapidjson/error/en.h>
@@ -231,6 +232,40 @@ std::string format_event(std::string_view type, const client::Object& object,
   line += " rv=";
   line += object.metadata.resource_version;
   if (final_state_unknown) line += " final-state-unknown";
+  return line;
+}
+
+std::optional<std::string> dump_target(const std::optional<std::string>& dump, bool events) {
+  if (dump) return dump;
+  if (events) return std::nullopt;
+  return "-";
+}
+
+bool permanent_sync_error(const client::Error& e) {
+  return e.code == client::Errc::api &&
+         (e.http_status == 401 || e.http_status == 403 || e.http_status == 404);
+}
+
+SyncState sync_state(bool has_synced, const std::optional<client::Error>& last_error,
+                     bool past_deadline) {
+  if (has_synced) return SyncState::synced;
+  if (last_error && permanent_sync_error(*last_error)) return SyncState::failed;
+  if (past_deadline) return SyncState::timed_out;
+  return SyncState::syncing;
+}
+
+std::string format_seconds(std::chrono::milliseconds elapsed) {
+  std::ostringstream s;
+  s.precision(1);
+  s << std::fixed << static_cast<double>(elapsed.count()) / 1000.0 << "s";
+  return s.str();
+}
+
+std::string format_sync_progress(const std::string& resource, const std::string& where,
+                                 std::chrono::milliseconds elapsed,
+                                 const std::optional<client::Error>& last_error) {
+  std::string line = "\r\x1b[Ksyncing " + resource + " (" + where + ") " + format_seconds(elapsed);
+  if (last_error) line += " retrying after: " + last_error->to_string().substr(0, 100);
   return line;
 }
 

@@ -1,11 +1,15 @@
 #pragma once
 // `kwatch cache`'s pure pieces: resolving --resource, the JSON-lines dump (sorted, Secret data
-// redacted) and event lines. No I/O, so tests feed fake objects.
+// redacted), event lines, and the wait for the initial sync (what each poll decides, the progress
+// line). No I/O but write_dump_file, so tests feed fake objects and errors.
 
+#include <chrono>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "kinformer/client/error.h"
 #include "kinformer/client/object.h"
 #include "kinformer/client/resource.h"
 
@@ -60,5 +64,32 @@ bool write_dump_file(const std::string& path, const std::string& text);
 /// "ADDED ns/name rv=123" (DELETED of a tombstone adds " final-state-unknown").
 std::string format_event(std::string_view type, const client::Object& object,
                          bool final_state_unknown = false);
+
+/// Where the dump goes: --dump when given, else stdout ("-") unless --events, else nowhere.
+std::optional<std::string> dump_target(const std::optional<std::string>& dump, bool events);
+
+/// A list/watch error waiting will not fix: the server answered 401, 403 or 404.
+bool permanent_sync_error(const client::Error& e);
+
+/// What one poll of the wait for the initial sync finds.
+enum class SyncState {
+  synced,     ///< the informer has synced
+  failed,     ///< not synced, and the last list/watch error is permanent_sync_error
+  timed_out,  ///< not synced, and --timeout has passed
+  syncing,    ///< keep waiting
+};
+/// Checked in that order: a sync wins over an error, a permanent error over the timeout.
+SyncState sync_state(bool has_synced, const std::optional<client::Error>& last_error,
+                     bool past_deadline);
+
+/// Elapsed time with one decimal: "0.2s", "12.0s".
+std::string format_seconds(std::chrono::milliseconds elapsed);
+
+/// The progress line a terminal's stderr shows while syncing (no newline; it starts by clearing
+/// the line): "\r\x1b[Ksyncing pods (all namespaces) 1.2s", then " retrying after: " and the
+/// last error's first 100 characters when there was one.
+std::string format_sync_progress(const std::string& resource, const std::string& where,
+                                 std::chrono::milliseconds elapsed,
+                                 const std::optional<client::Error>& last_error);
 
 }  // namespace kinformer::tools

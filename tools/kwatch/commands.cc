@@ -1,4 +1,6 @@
 // kwatch audit and kwatch cache, plus what every subcommand shares.
+// run_cache, at the end, reads as its steps: prepare_cache (setup), serve_cache (the loop, each
+// poll before the sync a poll_initial_sync), dump_cache (the formatting is cache_dump's).
 
 #include "commands.h"
 
@@ -7,8 +9,8 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <memory>
 #include <optional>
-#include <sstream>
 
 #include "audit_report.h"
 #include "cache_dump.h"
@@ -18,6 +20,7 @@
 namespace kinformer::tools {
 
 using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
 
 client::ClusterConfig load_config(const CommonOptions& common) {
   client::KubeconfigOptions options;
@@ -108,12 +111,6 @@ class RecordingListerWatcher final : public client::ListerWatcher {
   std::shared_ptr<ErrorSlot> slot_;
 };
 
-// Errors waiting will not fix.
-bool permanent(const client::Error& e) {
-  return e.code == client::Errc::api &&
-         (e.http_status == 401 || e.http_status == 403 || e.http_status == 404);
-}
-
 bool write_output(const std::string& path, const std::string& text) {
   if (path == "-") {
     std::lock_guard lock(stdout_mutex());
@@ -124,173 +121,230 @@ bool write_output(const std::string& path, const std::string& text) {
   return write_dump_file(path, text);
 }
 
-std::string seconds_since(std::chrono::steady_clock::time_point start) {
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-      std::chrono::steady_clock::now() - start);
-  std::ostringstream s;
-  s.precision(1);
-  s << std::fixed << static_cast<double>(ms.count()) / 1000.0 << "s";
-  return s.str();
+std::string seconds_since(Clock::time_point start) {
+  return format_seconds(
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start));
 }
 
-}  // namespace
+// One kwatch cache run: the resolved resource, its informer, and where the output goes. Members
+// go bottom-up: the --events registration closes before the factory, the factory before the
+// client it lists and watches through.
+struct CacheRun {
+  CacheOptions options;
+  client::ClusterConfig config;
+  std::unique_ptr<client::RestClient> client;
+  std::string resource;  // gvr.to_string(): "secrets", "apps/v1/deployments"
+  std::string where;     // "all namespaces" or -n
+  DumpOptions dump_options;
+  std::optional<std::string> dump_path;   // dump_target(): nullopt = no dump
+  std::shared_ptr<ErrorSlot> last_error;  // the reflector's last list/watch error
+  std::unique_ptr<informer::InformerFactory> factory;
+  informer::SharedInformer* informer = nullptr;  // factory's, on the resource and selectors
+  informer::Registration events;                 // the --events printer, if any
+};
 
-int run_cache(const CacheOptions& options) {
+// ---------------------------------------------------------------------------------------------
+// Setup
+
+// Discovery for a group/version/resource: fills gvr's kind and scope from the server; false
+// after logging why the resource cannot be watched (unknown, or -n on a cluster-scoped one).
+bool discover(client::RestClient& client, const std::string& server, const CacheOptions& options,
+              client::GroupVersionResource& gvr) {
+  const std::string path =
+      gvr.group.empty() ? "/api/" + gvr.version : "/apis/" + gvr.group + "/" + gvr.version;
+  auto doc = client.get_raw(path);
+  if (!doc) {
+    log("error", describe_error(doc.error(), server), {{"resource", options.resource}});
+    return false;
+  }
+  if (doc->status == 404) {
+    log("error", "unknown resource '" + options.resource +
+                     "': the server has no API group version " + gvr.api_version());
+    return false;
+  }
+  if (doc->status != 200) {
+    log("error",
+        "discovery of " + gvr.api_version() + " failed: HTTP " + std::to_string(doc->status),
+        {{"resource", options.resource}});
+    return false;
+  }
+  if (!apply_discovery(doc->body, gvr)) {
+    log("error", "unknown resource '" + options.resource + "': " + gvr.api_version() +
+                     " has no resource " + gvr.resource);
+    return false;
+  }
+  if (!gvr.namespaced && !options.namespace_.empty()) {
+    log("error", gvr.to_string() + " is cluster-scoped: drop -n");
+    return false;
+  }
+  return true;
+}
+
+// --events: a handler printing each event to stdout as a format_event() line.
+informer::Registration add_event_printer(informer::SharedInformer& inf) {
+  auto print = [](std::string line) {
+    std::lock_guard lock(stdout_mutex());
+    std::cout << line << '\n';
+    std::cout.flush();
+  };
+  auto handler = std::make_shared<informer::ResourceEventHandlerFuncs>();
+  handler->add = [print](const client::ObjectPtr& o, bool) { print(format_event("ADDED", *o)); };
+  handler->update = [print](const client::ObjectPtr&, const client::ObjectPtr& n) {
+    print(format_event("MODIFIED", *n));
+  };
+  handler->del = [print](const client::ObjectPtr& o, bool unknown) {
+    print(format_event("DELETED", *o, unknown));
+  };
+  return inf.add_handler(handler, {.name = "kwatch-events"});
+}
+
+// Setup: the resource (with discovery when needed), the client, the informer (its lister-watcher
+// recording the last error) and the --events printer; nullptr after logging why not.
+std::unique_ptr<CacheRun> prepare_cache(const CacheOptions& options) {
   ResolvedResource resolved = resolve_resource(options.resource);
-  const auto config = load_config(options.common);
+  auto run = std::make_unique<CacheRun>();
+  run->options = options;
+  run->config = load_config(options.common);
   client::RestClientOptions client_options;
   client_options.user_agent = "kwatch/0.1 (kinformer/0.1)";
-  client::RestClient client(config, client_options);
-
-  if (resolved.needs_discovery) {
-    auto& gvr = resolved.gvr;
-    const std::string path =
-        gvr.group.empty() ? "/api/" + gvr.version : "/apis/" + gvr.group + "/" + gvr.version;
-    auto doc = client.get_raw(path);
-    if (!doc) {
-      log("error", describe_error(doc.error(), config.server), {{"resource", options.resource}});
-      return kExitError;
-    }
-    if (doc->status == 404) {
-      log("error", "unknown resource '" + options.resource +
-                       "': the server has no API group version " + gvr.api_version());
-      return kExitError;
-    }
-    if (doc->status != 200) {
-      log("error",
-          "discovery of " + gvr.api_version() + " failed: HTTP " + std::to_string(doc->status),
-          {{"resource", options.resource}});
-      return kExitError;
-    }
-    if (!apply_discovery(doc->body, gvr)) {
-      log("error", "unknown resource '" + options.resource + "': " + gvr.api_version() +
-                       " has no resource " + gvr.resource);
-      return kExitError;
-    }
-    if (!gvr.namespaced && !options.namespace_.empty()) {
-      log("error", gvr.to_string() + " is cluster-scoped: drop -n");
-      return kExitError;
-    }
+  run->client = std::make_unique<client::RestClient>(run->config, client_options);
+  if (resolved.needs_discovery &&
+      !discover(*run->client, run->config.server, options, resolved.gvr)) {
+    return nullptr;
   }
   const client::ResourceType type = client::dynamic_resource(resolved.gvr);
-  const std::string resource = resolved.gvr.to_string();
-  const DumpOptions dump_options{is_secret_resource(resolved.gvr), options.show_secret_data};
-  const std::optional<std::string> dump_path =
-      options.dump ? options.dump
-                   : (options.events ? std::nullopt : std::optional<std::string>("-"));
+  run->resource = resolved.gvr.to_string();
+  run->where = options.namespace_.empty() ? "all namespaces" : options.namespace_;
+  run->dump_options = {is_secret_resource(resolved.gvr), options.show_secret_data};
+  run->dump_path = dump_target(options.dump, options.events);
 
-  auto slot = std::make_shared<ErrorSlot>();
-  informer::InformerFactory factory(
-      [&client, slot](const client::ResourceType& t,
-                      const std::string& ns) -> client::ListerWatcherPtr {
-        return std::make_unique<RecordingListerWatcher>(client.lister_watcher(t, ns), slot);
+  run->last_error = std::make_shared<ErrorSlot>();
+  run->factory = std::make_unique<informer::InformerFactory>(
+      [client = run->client.get(), slot = run->last_error](
+          const client::ResourceType& t, const std::string& ns) -> client::ListerWatcherPtr {
+        return std::make_unique<RecordingListerWatcher>(client->lister_watcher(t, ns), slot);
       });
   informer::InformerOptions informer_options;
   informer_options.namespace_ = options.namespace_;
   informer_options.label_selector = options.label_selector;
   informer_options.field_selector = options.field_selector;
-  informer::SharedInformer& inf = factory.informer(type, informer_options);
+  run->informer = &run->factory->informer(type, informer_options);
+  if (options.events) run->events = add_event_printer(*run->informer);
+  return run;
+}
 
-  informer::Registration events;
-  if (options.events) {
-    auto print = [](std::string line) {
-      std::lock_guard lock(stdout_mutex());
-      std::cout << line << '\n';
-      std::cout.flush();
-    };
-    auto handler = std::make_shared<informer::ResourceEventHandlerFuncs>();
-    handler->add = [print](const client::ObjectPtr& o, bool) { print(format_event("ADDED", *o)); };
-    handler->update = [print](const client::ObjectPtr&, const client::ObjectPtr& n) {
-      print(format_event("MODIFIED", *n));
-    };
-    handler->del = [print](const client::ObjectPtr& o, bool unknown) {
-      print(format_event("DELETED", *o, unknown));
-    };
-    events = inf.add_handler(handler, {.name = "kwatch-events"});
+// ---------------------------------------------------------------------------------------------
+// Rendering (the formatting is cache_dump's)
+
+// Writes the cache to the dump target (if any) and logs it; false when the write failed.
+bool dump_cache(const CacheRun& run, const char* why) {
+  if (!run.dump_path) return true;
+  const auto objects = run.informer->store().list();
+  if (!write_output(*run.dump_path, format_dump(objects, run.dump_options))) {
+    log("error", "cannot write the dump", {{"file", *run.dump_path}});
+    return false;
   }
+  log("info", "dumped the cache",
+      {{"why", why},
+       {"objects", std::to_string(objects.size())},
+       {"file", *run.dump_path == "-" ? "stdout" : *run.dump_path}});
+  return true;
+}
 
-  auto dump = [&](const char* why) {
-    if (!dump_path) return true;
-    const auto objects = inf.store().list();
-    if (!write_output(*dump_path, format_dump(objects, dump_options))) {
-      log("error", "cannot write the dump", {{"file", *dump_path}});
-      return false;
-    }
-    log("info", "dumped the cache",
-        {{"why", why},
-         {"objects", std::to_string(objects.size())},
-         {"file", *dump_path == "-" ? "stdout" : *dump_path}});
-    return true;
-  };
+// ---------------------------------------------------------------------------------------------
+// The loop
 
-  const std::string where = options.namespace_.empty() ? "all namespaces" : options.namespace_;
-  log("info", "starting informer",
-      {{"resource", resource},
-       {"namespace", where},
-       {"labelSelector", options.label_selector},
-       {"fieldSelector", options.field_selector},
-       {"server", config.server}});
-  const auto start = std::chrono::steady_clock::now();
-  const auto deadline = start + std::chrono::seconds(options.timeout_seconds);
-  const bool tty = isatty(STDERR_FILENO) == 1;
-  factory.start();
-
-  const sigset_t signals = kwatch_signals();
+// How the loop ended: whether the cache synced, and the exit status so far.
+struct CacheLoopResult {
   bool synced = false;
   int exit_code = kExitOk;
+};
+
+// One poll before the initial sync, as sync_state() decides: draws the progress line on a
+// terminal, or logs the sync, or the permanent error or timeout (exit 2). True when the loop ends.
+bool poll_initial_sync(const CacheRun& run, Clock::time_point start, Clock::time_point deadline,
+                       bool tty, CacheLoopResult& result) {
+  const bool has_synced = run.informer->has_synced();
+  const auto last_error = run.last_error->get();
+  const SyncState state = sync_state(has_synced, last_error, Clock::now() >= deadline);
+  if (state == SyncState::syncing) {
+    if (tty) {
+      const auto elapsed =
+          std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+      std::lock_guard lock(stdout_mutex());
+      std::cerr << format_sync_progress(run.resource, run.where, elapsed, last_error) << std::flush;
+    }
+    return false;
+  }
+  if (tty) std::cerr << "\r\x1b[K";  // the progress line gives way to the log line
+  if (state == SyncState::synced) {
+    result.synced = true;
+    log("info", "cache synced",
+        {{"resource", run.resource},
+         {"objects", std::to_string(run.informer->store().size())},
+         {"resourceVersion", run.informer->last_sync_resource_version()},
+         {"after", seconds_since(start)}});
+    return run.options.until_synced;
+  }
+  if (state == SyncState::failed) {
+    log("error",
+        "cannot sync " + run.resource + ": " + describe_error(*last_error, run.config.server));
+  } else {  // SyncState::timed_out
+    const std::string why =
+        last_error ? ": last error: " + describe_error(*last_error, run.config.server) : "";
+    log("error", "the " + run.resource + " cache did not sync within " +
+                     std::to_string(run.options.timeout_seconds) + "s" + why);
+  }
+  result.exit_code = kExitError;
+  return true;
+}
+
+// The loop: starts the informer, then every 200 ms (or on a signal) until SIGINT/SIGTERM, the
+// sync with --until-synced, or a failed or timed-out initial sync; SIGUSR1 dumps once synced.
+CacheLoopResult serve_cache(CacheRun& run) {
+  log("info", "starting informer",
+      {{"resource", run.resource},
+       {"namespace", run.where},
+       {"labelSelector", run.options.label_selector},
+       {"fieldSelector", run.options.field_selector},
+       {"server", run.config.server}});
+  const auto start = Clock::now();
+  const auto deadline = start + std::chrono::seconds(run.options.timeout_seconds);
+  const bool tty = isatty(STDERR_FILENO) == 1;
+  run.factory->start();
+
+  const sigset_t signals = kwatch_signals();
+  CacheLoopResult result;
   while (true) {
     timespec wait{0, 200'000'000};
     const int sig = sigtimedwait(&signals, nullptr, &wait);
     if (sig == SIGINT || sig == SIGTERM) {
       log("info", "stopping", {{"signal", sig == SIGINT ? "SIGINT" : "SIGTERM"}});
-      break;
+      return result;
     }
     if (sig == SIGUSR1) {
-      if (synced)
-        dump("SIGUSR1");
-      else
+      if (result.synced) {
+        dump_cache(run, "SIGUSR1");
+      } else {
         log("warn", "SIGUSR1 before the cache synced: nothing to dump yet");
+      }
       continue;
     }
-    if (synced) continue;
-    if (inf.has_synced()) {
-      synced = true;
-      if (tty) std::cerr << "\r\x1b[K";
-      log("info", "cache synced",
-          {{"resource", resource},
-           {"objects", std::to_string(inf.store().size())},
-           {"resourceVersion", inf.last_sync_resource_version()},
-           {"after", seconds_since(start)}});
-      if (options.until_synced) break;
-      continue;
-    }
-    const auto last_error = slot->get();
-    if (last_error && permanent(*last_error)) {
-      if (tty) std::cerr << "\r\x1b[K";
-      log("error", "cannot sync " + resource + ": " + describe_error(*last_error, config.server));
-      exit_code = kExitError;
-      break;
-    }
-    if (std::chrono::steady_clock::now() >= deadline) {
-      if (tty) std::cerr << "\r\x1b[K";
-      const std::string why =
-          last_error ? ": last error: " + describe_error(*last_error, config.server) : "";
-      log("error", "the " + resource + " cache did not sync within " +
-                       std::to_string(options.timeout_seconds) + "s" + why);
-      exit_code = kExitError;
-      break;
-    }
-    if (tty) {
-      std::lock_guard lock(stdout_mutex());
-      std::cerr << "\r\x1b[Ksyncing " << resource << " (" << where << ") " << seconds_since(start)
-                << (last_error ? " retrying after: " + last_error->to_string().substr(0, 100)
-                               : std::string())
-                << std::flush;
-    }
+    if (!result.synced && poll_initial_sync(run, start, deadline, tty, result)) return result;
   }
-  if (synced && !dump("exit")) exit_code = kExitError;
-  events.close();
-  factory.shutdown();
+}
+
+}  // namespace
+
+// Setup, the loop, the dump at exit (when synced), shutdown.
+int run_cache(const CacheOptions& options) {
+  const auto run = prepare_cache(options);
+  if (!run) return kExitError;
+  const CacheLoopResult loop = serve_cache(*run);
+  int exit_code = loop.exit_code;
+  if (loop.synced && !dump_cache(*run, "exit")) exit_code = kExitError;
+  run->events.close();
+  run->factory->shutdown();
   return exit_code;
 }
 

@@ -1,12 +1,15 @@
 // kwatch demo: many simulated mesh components, one InformerFactory, one server watch per resource.
+// run_demo, at the end, reads as its steps: prepare_demo (setup), run_ticks (the loop, drawn by
+// DemoScreen; the formatting is demo_report's), wait_for_convergence and settle_watch_counts (the
+// verdict's inputs), demo_verdict (demo_report), clean_up.
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
 #include <iostream>
-#include <map>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -188,6 +191,19 @@ struct Component {
   std::vector<informer::Registration> registrations;
 };
 
+// One demo run from setup to cleanup. Members go bottom-up: the components' registrations
+// close before their factories, the factories before the client they list and watch through.
+struct DemoRun {
+  DemoOptions options;
+  client::ClusterConfig config;
+  std::unique_ptr<client::RestClient> client;
+  WatchAudit baseline;         // the server's watches before any of ours
+  std::string ns;              // the demo's namespace
+  bool own_namespace = false;  // created by the demo, so deleted at the end
+  std::vector<std::unique_ptr<informer::InformerFactory>> factories;  // one, or one per component
+  std::vector<Component> components;
+};
+
 std::optional<WatchAudit> read_audit(client::RestClient& client) {
   auto r = client.get_raw("/metrics");
   if (!r || r->status != 200) return std::nullopt;
@@ -207,92 +223,89 @@ std::string random_suffix() {
   return s.str();
 }
 
-std::map<std::string, std::string> by_name(const std::vector<client::ObjectPtr>& objects) {
-  std::map<std::string, std::string> out;
+ObjectVersions by_name(const std::vector<client::ObjectPtr>& objects) {
+  ObjectVersions out;
   for (const auto& o : objects) out[o->metadata.name] = o->metadata.resource_version;
   return out;
 }
 
-}  // namespace
+const client::ResourceType& namespace_resource() {
+  static const auto type = client::dynamic_resource({"", "v1", "namespaces", "Namespace", false});
+  return type;
+}
 
-int run_demo(const DemoOptions& options) {
-  const auto config = load_config(options.common);
-  client::RestClientOptions client_options;
-  client_options.user_agent = "kwatch-demo/0.1 (kinformer/0.1)";
-  client_options.rate_limit.qps = 500;
-  client_options.rate_limit.burst = 1000;
-  client::RestClient client(config, client_options);
-  const auto& resources = demo_resources();
+// ---------------------------------------------------------------------------------------------
+// Setup
 
-  // Baseline before anything of ours watches: the server's own clients hold watches too.
+// The server's watches before anything of ours watches (its own clients hold watches too);
+// nullopt after logging why /metrics cannot be read or counted.
+std::optional<WatchAudit> read_baseline(client::RestClient& client, const std::string& server) {
   auto metrics = client.get_raw("/metrics");
   if (!metrics) {
-    log("error", describe_error(metrics.error(), config.server));
-    return kExitError;
+    log("error", describe_error(metrics.error(), server));
+    return std::nullopt;
   }
   if (metrics->status == 403) {
     log("error", "no permission to read /metrics (needs get on nonResourceURL /metrics)");
-    return kExitError;
+    return std::nullopt;
   }
   auto baseline = read_audit(client);
   if (!baseline) {
     log("error", "cannot count the server's watches from /metrics (HTTP " +
                      std::to_string(metrics->status) + ")");
-    return kExitError;
   }
+  return baseline;
+}
 
-  // Namespace: ours unless --namespace names an existing one.
-  const std::string ns =
-      options.namespace_.empty() ? "kinformer-demo-" + random_suffix() : options.namespace_;
-  const auto namespaces = client::dynamic_resource({"", "v1", "namespaces", "Namespace", false});
-  bool own_namespace = false;
-  {
-    auto created = client.create(
-        namespaces, *make_object("", ns,
-                                 R"({"apiVersion":"v1","kind":"Namespace","metadata":{"name":")" +
-                                     ns + R"("}})"));
-    if (created) {
-      own_namespace = true;
-    } else if (created.error().http_status != 409) {
-      log("error",
-          "cannot create namespace " + ns + ": " + describe_error(created.error(), config.server));
-      return kExitError;
-    }
-    // Pods need the namespace's "default" ServiceAccount when the ServiceAccount admission plugin
-    // is on; without kube-controller-manager nobody creates it. Already there (409) is fine.
-    const auto sa = client::dynamic_resource({"", "v1", "serviceaccounts", "ServiceAccount", true});
-    (void)client.create(
-        sa,
-        *make_object(
-            ns, "default",
-            R"({"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":"default","namespace":")" +
-                ns + R"("}})"));
+// Creates run.ns (an existing one is used as it is) and its "default" ServiceAccount; false
+// after logging why the namespace cannot be created.
+bool create_namespace(DemoRun& run) {
+  const std::string& ns = run.ns;
+  auto created = run.client->create(
+      namespace_resource(),
+      *make_object(
+          "", ns, R"({"apiVersion":"v1","kind":"Namespace","metadata":{"name":")" + ns + R"("}})"));
+  if (created) {
+    run.own_namespace = true;
+  } else if (created.error().http_status != 409) {
+    log("error", "cannot create namespace " + ns + ": " +
+                     describe_error(created.error(), run.config.server));
+    return false;
   }
-  log("info", "demo starting",
-      {{"namespace", ns},
-       {"components", std::to_string(options.components)},
-       {"mode", options.unshared ? "unshared" : "shared"},
-       {"duration", std::to_string(options.duration_seconds) + "s"},
-       {"server", config.server}});
+  // Pods need the namespace's "default" ServiceAccount when the ServiceAccount admission plugin
+  // is on; without kube-controller-manager nobody creates it. Already there (409) is fine.
+  const auto sa = client::dynamic_resource({"", "v1", "serviceaccounts", "ServiceAccount", true});
+  (void)run.client->create(
+      sa,
+      *make_object(
+          ns, "default",
+          R"({"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":"default","namespace":")" +
+              ns + R"("}})"));
+  return true;
+}
 
-  // Factories: one shared, or one per component.
-  std::vector<std::unique_ptr<informer::InformerFactory>> factories;
-  auto lister_watchers = [&client](const client::ResourceType& t, const std::string& n) {
-    return client.lister_watcher(t, n);
+// Informers and handlers: the factories (one shared, or one per component), each component's
+// counting handler on each resource's informer, then the factories started.
+void start_components(DemoRun& run) {
+  const auto& options = run.options;
+  auto lister_watchers = [client = run.client.get()](const client::ResourceType& t,
+                                                     const std::string& n) {
+    return client->lister_watcher(t, n);
   };
   const std::size_t n_factories =
       options.unshared ? static_cast<std::size_t>(options.components) : 1;
-  for (std::size_t i = 0; i < n_factories; ++i)
-    factories.push_back(std::make_unique<informer::InformerFactory>(lister_watchers));
+  for (std::size_t i = 0; i < n_factories; ++i) {
+    run.factories.push_back(std::make_unique<informer::InformerFactory>(lister_watchers));
+  }
 
-  std::vector<Component> components(static_cast<std::size_t>(options.components));
-  for (std::size_t i = 0; i < components.size(); ++i) {
-    auto& c = components[i];
+  run.components.resize(static_cast<std::size_t>(options.components));
+  for (std::size_t i = 0; i < run.components.size(); ++i) {
+    auto& c = run.components[i];
     c.role = kRoles[i % kRoles.size()];
-    auto& factory = *factories[options.unshared ? i : 0];
+    auto& factory = *run.factories[options.unshared ? i : 0];
     for (std::size_t r = 0; r < kResources; ++r) {
       c.events[r] = std::make_shared<std::atomic<std::uint64_t>>(0);
-      c.informers[r] = &factory.informer(resources[r].type, {.namespace_ = ns});
+      c.informers[r] = &factory.informer(demo_resources()[r].type, {.namespace_ = run.ns});
       auto handler = std::make_shared<informer::ResourceEventHandlerFuncs>();
       handler->add = [e = c.events[r]](const client::ObjectPtr&, bool) { ++*e; };
       handler->update = [e = c.events[r]](const client::ObjectPtr&, const client::ObjectPtr&) {
@@ -302,136 +315,216 @@ int run_demo(const DemoOptions& options) {
       c.registrations.push_back(c.informers[r]->add_handler(handler, {.name = c.role}));
     }
   }
-  for (auto& f : factories) f->start();
+  for (auto& f : run.factories) f->start();
+}
 
-  auto snapshot = [&](long elapsed) {
-    DemoSnapshot s;
-    s.namespace_ = ns;
-    s.unshared = options.unshared;
-    s.components = components.size();
-    s.elapsed_seconds = elapsed;
-    s.duration_seconds = options.duration_seconds;
-    for (const auto& f : factories)
-      for (const auto& [key, count] : f->handler_counts()) s.handlers += count;
-    const auto audit = read_audit(client);
-    for (std::size_t r = 0; r < kResources; ++r) {
-      DemoRow row;
-      row.resource = resources[r].label;
-      row.objects = components.empty() ? 0 : components[0].informers[r]->store().size();
-      for (const auto& c : components) row.events += c.events[r]->load();
-      if (audit)
-        row.server_watches =
-            audit->count(resources[r].audit_name) - baseline->count(resources[r].audit_name);
-      s.rows.push_back(row);
+// Setup: the client, the baseline, the namespace, then the started components; nullptr after
+// logging why the server cannot run the demo.
+std::unique_ptr<DemoRun> prepare_demo(const DemoOptions& options) {
+  auto run = std::make_unique<DemoRun>();
+  run->options = options;
+  run->config = load_config(options.common);
+  client::RestClientOptions client_options;
+  client_options.user_agent = "kwatch-demo/0.1 (kinformer/0.1)";
+  client_options.rate_limit.qps = 500;
+  client_options.rate_limit.burst = 1000;
+  run->client = std::make_unique<client::RestClient>(run->config, client_options);
+
+  auto baseline = read_baseline(*run->client, run->config.server);
+  if (!baseline) return nullptr;
+  run->baseline = std::move(*baseline);
+
+  // Namespace: ours unless --namespace names an existing one.
+  run->ns = options.namespace_.empty() ? "kinformer-demo-" + random_suffix() : options.namespace_;
+  if (!create_namespace(*run)) return nullptr;
+  log("info", "demo starting",
+      {{"namespace", run->ns},
+       {"components", std::to_string(options.components)},
+       {"mode", options.unshared ? "unshared" : "shared"},
+       {"duration", std::to_string(options.duration_seconds) + "s"},
+       {"server", run->config.server}});
+
+  start_components(*run);
+  return run;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The loop and rendering
+
+// What the demo shows at `elapsed` seconds: handlers, objects and events per resource, and the
+// server's watches over the baseline (-1 when /metrics cannot be read now).
+DemoSnapshot take_snapshot(const DemoRun& run, long elapsed) {
+  DemoSnapshot s;
+  s.namespace_ = run.ns;
+  s.unshared = run.options.unshared;
+  s.components = run.components.size();
+  s.elapsed_seconds = elapsed;
+  s.duration_seconds = run.options.duration_seconds;
+  for (const auto& f : run.factories) {
+    for (const auto& [key, count] : f->handler_counts()) s.handlers += count;
+  }
+  const auto audit = read_audit(*run.client);
+  for (std::size_t r = 0; r < kResources; ++r) {
+    const auto& res = demo_resources()[r];
+    DemoRow row;
+    row.resource = res.label;
+    row.objects = run.components.empty() ? 0 : run.components[0].informers[r]->store().size();
+    for (const auto& c : run.components) row.events += c.events[r]->load();
+    if (audit) {
+      row.server_watches = audit->count(res.audit_name) - run.baseline.count(res.audit_name);
     }
-    return s;
-  };
+    s.rows.push_back(row);
+  }
+  return s;
+}
 
-  Churn churn(client, ns, options.ops_per_second);
-  churn.start();
+// Writes snapshots to stdout: on a terminal a table redrawn in place, otherwise one line per
+// tick; the formatting itself is demo_report's.
+class DemoScreen {
+ public:
+  explicit DemoScreen(const Churn& churn) : churn_(churn) {}
 
-  const bool tty = isatty(STDOUT_FILENO) == 1;
-  std::size_t drawn = 0;
-  auto draw = [&](const DemoSnapshot& s) {
+  // One tick's snapshot.
+  void tick(const DemoSnapshot& s) {
     std::string text;
-    if (tty) {
-      if (drawn > 0) text += "\x1b[" + std::to_string(drawn) + "F\x1b[J";
-      const auto table = format_demo_table(s, churn.ops(), churn.errors());
-      text += table;
-      drawn = static_cast<std::size_t>(std::count(table.begin(), table.end(), '\n'));
+    if (tty_) {
+      const auto table = format_demo_table(s, churn_.ops(), churn_.errors());
+      text = erase_lines(drawn_) + table;
+      drawn_ = static_cast<std::size_t>(std::count(table.begin(), table.end(), '\n'));
     } else {
       text = format_demo_tick(s) + "\n";
     }
     std::lock_guard lock(stdout_mutex());
     std::cout << text << std::flush;
-  };
-
-  const sigset_t signals = kwatch_signals();
-  const auto start = Clock::now();
-  bool interrupted = false;
-  for (long tick = 1; tick <= options.duration_seconds && !interrupted; ++tick) {
-    const auto until = start + std::chrono::seconds(tick);
-    while (true) {
-      const auto left = until - Clock::now();
-      if (left <= 0s) break;
-      const auto ns_left = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
-      timespec wait{static_cast<time_t>(ns_left / 1'000'000'000),
-                    static_cast<long>(ns_left % 1'000'000'000)};
-      const int sig = sigtimedwait(&signals, nullptr, &wait);
-      if (sig == SIGINT || sig == SIGTERM) {
-        interrupted = true;
-        break;
-      }
-    }
-    draw(snapshot(tick));
   }
+
+  // The final table (replacing the live one on a terminal) and the verdict line.
+  void finish(const DemoSnapshot& s, const DemoVerdict& verdict) {
+    std::lock_guard lock(stdout_mutex());
+    std::cout << erase_lines(drawn_) << format_demo_table(s, churn_.ops(), churn_.errors());
+    std::cout << verdict.line << '\n' << std::flush;
+  }
+
+ private:
+  const Churn& churn_;
+  const bool tty_ = isatty(STDOUT_FILENO) == 1;
+  std::size_t drawn_ = 0;  // lines of the table on the terminal now
+};
+
+// Waits until `until`; true when SIGINT or SIGTERM came first (SIGUSR1 is taken and ignored).
+bool interrupted_before(Clock::time_point until, const sigset_t& signals) {
+  while (true) {
+    const auto left = until - Clock::now();
+    if (left <= 0s) return false;
+    const auto ns_left = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+    timespec wait{static_cast<time_t>(ns_left / 1'000'000'000),
+                  static_cast<long>(ns_left % 1'000'000'000)};
+    const int sig = sigtimedwait(&signals, nullptr, &wait);
+    if (sig == SIGINT || sig == SIGTERM) return true;
+  }
+}
+
+// The loop: one snapshot drawn per second since `start` until --duration, or until a signal
+// (whose tick is still drawn).
+void run_ticks(const DemoRun& run, DemoScreen& screen, Clock::time_point start) {
+  const sigset_t signals = kwatch_signals();
+  bool interrupted = false;
+  for (long tick = 1; tick <= run.options.duration_seconds && !interrupted; ++tick) {
+    interrupted = interrupted_before(start + std::chrono::seconds(tick), signals);
+    screen.tick(take_snapshot(run, tick));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The verdict's inputs
+
+// One convergence pass: per resource, the server's list against every factory's cache (name +
+// resourceVersion); the divergence entries, empty when all match.
+std::vector<std::string> diverged_resources(const DemoRun& run) {
+  std::vector<std::string> diverged;
+  for (const auto& res : demo_resources()) {
+    auto listed = run.client->list_all(res.type, run.ns);
+    if (!listed) {
+      diverged.push_back(list_failed_divergence(res.label, listed.error().to_string()));
+      continue;
+    }
+    std::vector<ObjectVersions> caches;
+    for (const auto& f : run.factories) {
+      caches.push_back(by_name(f->informer(res.type, {.namespace_ = run.ns}).store().list()));
+    }
+    if (auto d = cache_divergence(res.label, by_name(listed->items), caches)) {
+      diverged.push_back(std::move(*d));
+    }
+  }
+  return diverged;
+}
+
+// Convergence: repeats diverged_resources() until it is empty or 30 s passed; the last result.
+std::vector<std::string> wait_for_convergence(const DemoRun& run) {
+  const auto deadline = Clock::now() + 30s;
+  while (true) {
+    auto diverged = diverged_resources(run);
+    if (diverged.empty() || Clock::now() >= deadline) return diverged;
+    std::this_thread::sleep_for(250ms);  // polling interval
+  }
+}
+
+// The server's count moves a little after connections open: snapshots until watches_settled()
+// or 10 s passed; the last one, the verdict's.
+DemoSnapshot settle_watch_counts(const DemoRun& run, Clock::time_point start) {
+  const auto deadline = Clock::now() + 10s;
+  while (true) {
+    auto s = take_snapshot(
+        run, std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start).count());
+    if (watches_settled(s) || Clock::now() >= deadline) return s;
+    std::this_thread::sleep_for(250ms);  // polling interval
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cleanup
+
+// Closes every registration, shuts the factories down, deletes what churn created and the
+// namespace if the demo created it.
+void clean_up(DemoRun& run, Churn& churn) {
+  run.components.clear();  // closes every registration
+  for (auto& f : run.factories) f->shutdown();
+  run.factories.clear();
+
+  const std::size_t deleted = churn.cleanup();
+  if (run.own_namespace) {
+    auto s = run.client->delete_(namespace_resource(), "", run.ns);
+    if (!s) {
+      log("warn", "cleanup: deleting the namespace failed",
+          {{"namespace", run.ns}, {"error", s.error().to_string()}});
+    }
+  }
+  log("info", "cleaned up",
+      {{"deleted", std::to_string(deleted)},
+       {"namespace", run.ns},
+       {"namespaceDeleted", run.own_namespace ? "true" : "false"}});
+}
+
+}  // namespace
+
+// Setup, churn during the loop, convergence and settling, the verdict, cleanup.
+int run_demo(const DemoOptions& options) {
+  const auto run = prepare_demo(options);
+  if (!run) return kExitError;
+  Churn churn(*run->client, run->ns, options.ops_per_second);
+  churn.start();
+  DemoScreen screen(churn);
+  const auto start = Clock::now();
+  run_ticks(*run, screen, start);
   churn.stop();
   log("info", "churn stopped; waiting for the caches to converge",
       {{"ops", std::to_string(churn.ops())}, {"errors", std::to_string(churn.errors())}});
 
-  // Convergence: every informer's cache equals the server's list (name + resourceVersion).
-  std::vector<std::string> diverged;
-  const auto converge_deadline = Clock::now() + 30s;
-  while (true) {
-    diverged.clear();
-    for (std::size_t r = 0; r < kResources; ++r) {
-      auto listed = client.list_all(resources[r].type, ns);
-      if (!listed) {
-        diverged.push_back(resources[r].label + " (list failed: " + listed.error().to_string() +
-                           ")");
-        continue;
-      }
-      const auto server = by_name(listed->items);
-      std::size_t bad = 0;
-      for (const auto& f : factories) {
-        auto& inf = f->informer(resources[r].type, {.namespace_ = ns});
-        if (by_name(inf.store().list()) != server) ++bad;
-      }
-      if (bad > 0)
-        diverged.push_back(resources[r].label + " (" + std::to_string(bad) + " caches differ)");
-    }
-    if (diverged.empty() || Clock::now() >= converge_deadline) break;
-    std::this_thread::sleep_for(250ms);  // polling interval
-  }
-
-  // The server's count moves a little after connections open: let it settle on the expectation.
-  const long expected = options.unshared ? options.components : 1;
-  DemoSnapshot final_snapshot;
-  const auto settle_deadline = Clock::now() + 10s;
-  while (true) {
-    final_snapshot =
-        snapshot(std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start).count());
-    bool settled = true;
-    for (const auto& row : final_snapshot.rows) settled = settled && row.server_watches == expected;
-    if (settled || Clock::now() >= settle_deadline) break;
-    std::this_thread::sleep_for(250ms);  // polling interval
-  }
-  {
-    std::lock_guard lock(stdout_mutex());
-    if (tty && drawn > 0) std::cout << "\x1b[" << drawn << "F\x1b[J";
-    std::cout << format_demo_table(final_snapshot, churn.ops(), churn.errors());
-  }
+  const std::vector<std::string> diverged = wait_for_convergence(*run);
+  const DemoSnapshot final_snapshot = settle_watch_counts(*run, start);
   const DemoVerdict verdict = demo_verdict(final_snapshot, diverged);
-  {
-    std::lock_guard lock(stdout_mutex());
-    std::cout << verdict.line << '\n' << std::flush;
-  }
-
-  components.clear();  // closes every registration
-  for (auto& f : factories) f->shutdown();
-  factories.clear();
-
-  const std::size_t deleted = churn.cleanup();
-  if (own_namespace) {
-    auto s = client.delete_(namespaces, "", ns);
-    if (!s)
-      log("warn", "cleanup: deleting the namespace failed",
-          {{"namespace", ns}, {"error", s.error().to_string()}});
-  }
-  log("info", "cleaned up",
-      {{"deleted", std::to_string(deleted)},
-       {"namespace", ns},
-       {"namespaceDeleted", own_namespace ? "true" : "false"}});
+  screen.finish(final_snapshot, verdict);
+  clean_up(*run, churn);
   return verdict.exit_code;
 }
 

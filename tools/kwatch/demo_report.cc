@@ -47,6 +47,30 @@ std::string format_demo_tick(const DemoSnapshot& s) {
   return out.str();
 }
 
+std::string erase_lines(std::size_t lines) {
+  if (lines == 0) return {};
+  return "\x1b[" + std::to_string(lines) + "F\x1b[J";
+}
+
+std::optional<std::string> cache_divergence(const std::string& resource,
+                                            const ObjectVersions& server,
+                                            const std::vector<ObjectVersions>& caches) {
+  const auto bad = std::count_if(caches.begin(), caches.end(),
+                                 [&server](const ObjectVersions& c) { return c != server; });
+  if (bad == 0) return std::nullopt;
+  return resource + " (" + std::to_string(bad) + " caches differ)";
+}
+
+std::string list_failed_divergence(const std::string& resource, const std::string& error) {
+  return resource + " (list failed: " + error + ")";
+}
+
+bool watches_settled(const DemoSnapshot& s) {
+  const long expected = s.unshared ? static_cast<long>(s.components) : 1;
+  return std::all_of(s.rows.begin(), s.rows.end(),
+                     [expected](const DemoRow& r) { return r.server_watches == expected; });
+}
+
 DemoVerdict demo_verdict(const DemoSnapshot& s, const std::vector<std::string>& diverged) {
   std::string caches = "caches match the server";
   if (!diverged.empty()) {

@@ -1,9 +1,12 @@
 #pragma once
-// `kwatch demo`'s output: the live table, the one-line-per-tick form and the verdict. Pure
-// functions of a snapshot, so tests check them without a cluster.
+// `kwatch demo`'s pure pieces: the live table, the one-line-per-tick form, the convergence and
+// settling checks and the verdict. Functions of a snapshot (or of name -> resourceVersion maps),
+// so tests check them without a cluster.
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +37,24 @@ std::string format_demo_table(const DemoSnapshot& s, std::uint64_t churn_ops,
                               std::uint64_t churn_errors);
 /// One line (no newline) for a non-terminal stdout.
 std::string format_demo_tick(const DemoSnapshot& s);
+/// Moves a terminal's cursor up `lines` lines and clears to the end of the screen, so that the
+/// next table replaces the last one; "" for 0.
+std::string erase_lines(std::size_t lines);
+
+/// name -> resourceVersion of one resource's objects: a cache's or the server list's view.
+using ObjectVersions = std::map<std::string, std::string>;
+
+/// The convergence check of one resource: "pods (2 caches differ)" when any of `caches` is not
+/// `server`, nullopt when all equal it.
+std::optional<std::string> cache_divergence(const std::string& resource,
+                                            const ObjectVersions& server,
+                                            const std::vector<ObjectVersions>& caches);
+/// The divergence entry of a resource whose server list failed: "pods (list failed: ERROR)".
+std::string list_failed_divergence(const std::string& resource, const std::string& error);
+
+/// True when every row shows the server watches the mode settles on: 1 per resource shared,
+/// one per component unshared (the server's count lags the connections a little).
+bool watches_settled(const DemoSnapshot& s);
 
 struct DemoVerdict {
   std::string line;  ///< "verdict: OK — ..."
