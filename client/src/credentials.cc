@@ -48,15 +48,17 @@ class TokenFileCredentials final : public CredentialsProvider {
   Result<Credentials> current() override {
     struct stat st {};
     if (::stat(path_.c_str(), &st) != 0) {
+      const int err = errno;  // before the message's allocations
       return Error::make(Errc::auth,
-                         "token file " + path_ + " cannot be read: " + detail::errno_text(errno));
+                         "token file " + path_ + " cannot be read: " + detail::errno_text(err));
     }
     std::lock_guard lock(mu_);
     if (!unchanged(st)) {
       std::ifstream in(path_, std::ios::binary);
       if (!in) {
+        const int err = errno;
         return Error::make(Errc::auth,
-                           "token file " + path_ + " cannot be read: " + detail::errno_text(errno));
+                           "token file " + path_ + " cannot be read: " + detail::errno_text(err));
       }
       std::stringstream ss;
       ss << in.rdbuf();
@@ -203,7 +205,8 @@ class ExecCredentials final : public CredentialsProvider {
   Result<Credentials> run() {
     int out[2];
     if (::pipe2(out, O_CLOEXEC) != 0) {
-      return fail(std::string("pipe: ") + detail::errno_text(errno));
+      const int err = errno;
+      return fail(std::string("pipe: ") + detail::errno_text(err));
     }
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);

@@ -184,7 +184,7 @@ ClusterRegistry::ClusterRegistry(std::shared_ptr<client::RestClient> local_clien
   });
 }
 
-// NOLINTNEXTLINE(bugprone-exception-escape): only bad_alloc can escape: terminate
+// NOLINTNEXTLINE(bugprone-exception-escape): bad_alloc, or shutdown() on its own worker: terminate
 ClusterRegistry::~ClusterRegistry() { shutdown(); }
 
 client::Status ClusterRegistry::start() {

@@ -77,6 +77,7 @@ class InitialEventsTimer {
  private:
   void run(Clock& clock, Duration idle, Duration deadline, client::WatchStream& stream,
            const std::stop_token& stop) {
+    if (idle <= Duration::zero() && deadline <= Duration::zero()) return;  // no limit at all
     const auto start = clock.now();
     for (;;) {
       Duration wait = idle > Duration::zero() ? idle : Duration::max();

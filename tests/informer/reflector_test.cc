@@ -539,7 +539,10 @@ TEST(ReflectorTest, WatchListStreamFailuresAnd5xxBeforeInitialEventsEndAreRetrie
 // bookmark: after watch_list_initial_events_timeout (of the injected clock) the sync falls back
 // to LIST, counted in kinformer_watch_list_fallbacks_total{reason="initial_events_timeout"}.
 TEST(ReflectorTest, WatchListWithoutInitialEventsEndFallsBackToListAfterTheTimeoutAndCountsIt) {
-  Env env;
+  testing::LogCapture capture;
+  FactoryOptions o;
+  o.log = capture.sink();
+  Env env(o);
   auto w = env.fake->add_watch();
   w->push(event(EventType::added, make_object("ns", "a", "3")));
   env.fake->add_list({make_object("ns", "b", "4")}, "10");
@@ -567,6 +570,12 @@ TEST(ReflectorTest, WatchListWithoutInitialEventsEndFallsBackToListAfterTheTimeo
   ASSERT_TRUE(env.fake->wait_watches(2));
   EXPECT_FALSE(env.fake->watch_calls()[1].send_initial_events);
   EXPECT_EQ(env.fake->watch_calls()[1].resource_version, std::optional<std::string>("10"));
+  env.factory->shutdown();
+  auto fallbacks = capture.with_message("WatchList failed, falling back to LIST for this sync");
+  ASSERT_EQ(fallbacks.size(), 1u);
+  EXPECT_EQ(fallbacks[0].field("reason"),
+            "no k8s.io/initial-events-end bookmark: no event for 3600000 ms")
+      << "the idle limit fired";
 }
 
 // A large cache that keeps streaming its initial events for longer than the idle limit is not

@@ -149,7 +149,7 @@ class ClusterRegistry {
   ClusterRegistry(std::shared_ptr<client::RestClient> local_client,
                   std::shared_ptr<InformerFactory> local_factory, ClusterRegistryOptions options);
   /// shutdown().
-  // NOLINTNEXTLINE(bugprone-exception-escape): only bad_alloc can escape: terminate
+  // NOLINTNEXTLINE(bugprone-exception-escape): bad_alloc, or shutdown() on its worker: terminate
   ~ClusterRegistry();
   ClusterRegistry(const ClusterRegistry&) = delete;
   ClusterRegistry& operator=(const ClusterRegistry&) = delete;

@@ -78,7 +78,8 @@ class InformerMetrics final : public ReflectorMetrics {
   /// WatchList syncs that fell back to LIST: refused by the server (4xx, or the stream ended
   /// before the initial-events-end bookmark) ...
   prometheus::Counter& watch_list_fallbacks_refused;
-  /// ... or no initial-events-end bookmark within watch_list_initial_events_timeout.
+  /// ... or no initial-events-end bookmark: the initial events went idle for
+  /// watch_list_initial_events_timeout or took watch_list_initial_events_deadline in all.
   prometheus::Counter& watch_list_fallbacks_timeout;
   prometheus::Gauge& handlers;  ///< the registration refcount
   /// LIST pages the reflector asked the client for (each page once; the client's own retry of a

@@ -18,7 +18,8 @@ enum class WatchRestartReason {
   too_short,
   /// A WatchList stream ended cleanly before its initial-events-end bookmark (a refusal).
   no_initial_events_end,
-  /// No initial-events-end bookmark within watch_list_initial_events_timeout.
+  /// No initial-events-end bookmark: idle for watch_list_initial_events_timeout, or not within
+  /// watch_list_initial_events_deadline.
   initial_events_timeout,
 };
 
