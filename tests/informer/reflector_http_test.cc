@@ -1,7 +1,8 @@
 // Protocol behaviour of the reflector THROUGH THE REAL HTTP CLIENT (RestClient's lister-watcher)
 // against the in-process scripted FakeApiServer: chunked NDJSON watch bodies, real query
 // strings and headers, real connection cuts. The same behaviours as reflector_test.cc, which
-// drives an in-memory FakeListerWatcher.
+// drives an in-memory FakeListerWatcher. ReflectorHttpProtobufTest (at the end) runs the key ones
+// in Kubernetes' protobuf encoding for a typed Pod informer.
 //
 // Determinism: every wait is a condition wait with a deadline (no sleeps); time inside the
 // informer is a GatedClock: short waits (backoff, a few ms) pass at once, long ones (Retry-After)
@@ -24,11 +25,13 @@
 
 #include "fake_apiserver.h"
 #include "fakes.h"
+#include "kinformer/client/pod.h"
 #include "kinformer/client/rate_limiter.h"
 #include "kinformer/client/rest_client.h"
 #include "kinformer/client/secret.h"
 #include "kinformer/informer/informer_factory.h"
 #include "log_capture.h"
+#include "protobuf_writer.h"
 
 namespace kinformer::informer {
 namespace {
@@ -41,6 +44,7 @@ using testing::Request;
 using testing::ScriptedStream;
 
 constexpr const char* kPath = "/api/v1/namespaces/ns/secrets";
+constexpr const char* kPodsPath = "/api/v1/namespaces/ns/pods";
 
 // ---------------------------------------------------------------------------------------------
 // JSON helpers
@@ -143,16 +147,17 @@ class GatedClock : public Clock {
 };
 
 // ---------------------------------------------------------------------------------------------
-// ScriptedSecrets: the FakeApiServer with one handler on GET /api/v1/namespaces/ns/secrets that
-// answers lists and watches from per-kind scripts (in call order) and records every request.
-// Unscripted lists answer an empty list at RV "1"; unscripted watches stay open and silent.
+// ScriptedSecrets: the FakeApiServer with one handler on GET /api/v1/namespaces/ns/secrets (or
+// `path`) that answers lists and watches from per-kind scripts (in call order) and records every
+// request. Unscripted lists answer an empty JSON list at RV "1"; unscripted watches stay open and
+// silent.
 
 class ScriptedSecrets {
  public:
   enum class Kind { list, watch };
 
-  ScriptedSecrets() {
-    server_.on("GET", kPath, [this](const Request& req) { return handle(req); });
+  explicit ScriptedSecrets(const std::string& path = kPath) {
+    server_.on("GET", path, [this](const Request& req) { return handle(req); });
   }
 
   void add_list(Reply r) {
@@ -242,7 +247,9 @@ struct HttpEnv {
 
   /// `log`: both the client's and the factory's sink (null: stderr). `token`: sent as a bearer
   /// token.
-  explicit HttpEnv(client::LogSink log = {}, std::string token = "") {
+  explicit HttpEnv(client::LogSink log = {}, std::string token = "",
+                   const std::string& path = kPath)
+      : api(path) {
     client::RestClientOptions ro;
     ro.rate_limit.qps = 0;  // no client-side limiting: relists must not wait in real time
     ro.request_timeout = 10s;
@@ -274,6 +281,13 @@ struct HttpEnv {
     o.namespace_ = "ns";
     o.use_watch_list = use_watch_list;
     return factory->informer(client::ResourceTraits<client::Secret>::type(), o);
+  }
+  /// The typed Pod informer in "ns" (for an env built on kPodsPath).
+  SharedInformer& pods(bool use_watch_list = false) {
+    InformerOptions o;
+    o.namespace_ = "ns";
+    o.use_watch_list = use_watch_list;
+    return factory->informer(client::ResourceTraits<client::Pod>::type(), o);
   }
 };
 
@@ -744,6 +758,246 @@ TEST(ReflectorHttpTest,
   EXPECT_EQ(all.find(token), std::string::npos) << "a log record carries the bearer token";
   EXPECT_EQ(all.find(secret_b64), std::string::npos) << "a log record carries Secret data";
   EXPECT_EQ(all.find(secret_value), std::string::npos) << "a log record carries Secret data";
+}
+
+}  // namespace
+}  // namespace kinformer::informer
+
+// ---------------------------------------------------------------------------------------------
+// The same protocol in Kubernetes' protobuf encoding (docs/protobuf.md): a typed Pod informer
+// whose RestClient asks for protobuf (RestClientOptions::protobuf, the default), and a server
+// that answers lists as `k8s\0` + runtime.Unknown and watches as length-prefixed WatchEvent
+// frames. Field numbers are k8s.io/api's and k8s.io/apimachinery's generated.proto.
+
+namespace kinformer::informer {
+namespace {
+
+namespace pb = client::testing;
+
+constexpr const char* kPbListAccept = "application/vnd.kubernetes.protobuf, application/json";
+constexpr const char* kPbWatchAccept =
+    "application/vnd.kubernetes.protobuf;stream=watch, application/json";
+
+/// A Pod in "ns": ObjectMeta{name = 1, namespace = 3, resourceVersion = 6}, PodSpec{nodeName =
+/// 10} (the node shows that the whole object was decoded, not only its metadata).
+pb::Msg pod_pb(const std::string& name, const std::string& rv) {
+  return pb::Msg()
+      .msg(1, pb::Msg().str(1, name).str(3, "ns").str(6, rv))
+      .msg(2, pb::Msg().str(10, "node-" + name));
+}
+
+/// A PodList reply: ListMeta{resourceVersion = 2, continue = 3}, items = 2.
+Reply pod_list_pb(const std::vector<std::string>& names_and_rvs, const std::string& rv,
+                  const std::string& cont = "") {
+  pb::Msg meta = pb::Msg().str(2, rv);
+  if (!cont.empty()) meta.str(3, cont);
+  pb::Msg list = pb::Msg().msg(1, meta);
+  for (std::size_t i = 0; i + 1 < names_and_rvs.size(); i += 2)
+    list.msg(2, pod_pb(names_and_rvs[i], names_and_rvs[i + 1]));
+  Reply r;
+  r.headers.emplace_back("Content-Type", "application/vnd.kubernetes.protobuf");
+  r.body = pb::envelope("v1", "PodList", list);
+  return r;
+}
+
+std::string pod_frame(const std::string& type, const std::string& name, const std::string& rv) {
+  return pb::watch_frame(type, pb::envelope("v1", "Pod", pod_pb(name, rv)));
+}
+
+/// A BOOKMARK: a Pod with only metadata.resourceVersion (and, to end WatchList's initial events,
+/// the annotation k8s.io/initial-events-end = "true": ObjectMeta.annotations = 12).
+std::string pod_bookmark_frame(const std::string& rv, bool initial_events_end = false) {
+  pb::Msg meta = pb::Msg().str(6, rv);
+  if (initial_events_end) meta.entry(12, "k8s.io/initial-events-end", "true");
+  return pb::watch_frame("BOOKMARK", pb::envelope("v1", "Pod", pb::Msg().msg(1, meta)));
+}
+
+/// An ERROR event: Status{status = 2, message = 3, reason = 4, code = 6}.
+std::string expired_error_frame(const std::string& message) {
+  return pb::watch_frame(
+      "ERROR",
+      pb::envelope("v1", "Status",
+                   pb::Msg().str(2, "Failure").str(3, message).str(4, "Expired").int32(6, 410)));
+}
+
+/// Scripts the next watch as a protobuf stream the test drives.
+std::shared_ptr<ScriptedStream> add_pb_watch_stream(ScriptedSecrets& api) {
+  auto s = std::make_shared<ScriptedStream>();
+  Reply r;
+  r.headers.emplace_back("Content-Type", "application/vnd.kubernetes.protobuf;stream=watch");
+  r.stream = s;
+  api.add_watch(std::move(r));
+  return s;
+}
+
+/// Every request asked for protobuf first (lists and watches each with their own Accept).
+void expect_protobuf_accept(const std::vector<Request>& lists,
+                            const std::vector<Request>& watches) {
+  for (const auto& r : lists) EXPECT_EQ(r.header("accept"), kPbListAccept) << r.target;
+  for (const auto& r : watches) EXPECT_EQ(r.header("accept"), kPbWatchAccept) << r.target;
+}
+
+std::string node_of(const SharedInformer& inf, const std::string& key) {
+  auto o = inf.store().get(key);
+  if (!o) return "<absent>";
+  const auto* pod = dynamic_cast<const client::Pod*>(o.get());
+  return pod ? pod->node_name : "<not a Pod>";
+}
+
+TEST(ReflectorHttpProtobufTest, PaginatedListAtRvZeroThenWatchWithBookmarks) {
+  HttpEnv env({}, "", kPodsPath);
+  env.api.add_list(pod_list_pb({"a", "5"}, "10", "c1"));
+  env.api.add_list(pod_list_pb({"b", "6"}, "10"));
+  auto w1 = add_pb_watch_stream(env.api);
+  // An event and a bookmark in one chunk, then a clean end: the rewatch starts at the bookmark.
+  w1->send(pod_frame("ADDED", "c", "12") + pod_bookmark_frame("50"));
+  w1->end();
+  auto w2 = add_pb_watch_stream(env.api);
+  auto& inf = env.pods();
+  auto h = std::make_shared<RecordingHandler>();
+  auto reg = inf.add_handler(h);
+  env.factory->start();
+  ASSERT_TRUE(env.factory->wait_for_cache_sync(testing::kDeadline));
+  ASSERT_TRUE(env.api.wait_watches(2));
+  ASSERT_TRUE(h->wait_for("add ns/c 12"));
+  w2->send(pod_frame("MODIFIED", "a", "51"));
+  w2->send(pod_bookmark_frame("60"));
+  ASSERT_TRUE(h->wait_for("update ns/a 5->51"));
+  EXPECT_TRUE(testing::eventually([&] { return inf.last_sync_resource_version() == "60"; }))
+      << "a bookmark advances the RV";
+
+  auto lists = env.api.lists();
+  auto watches = env.api.watches();
+  ASSERT_EQ(lists.size(), 2u);
+  ASSERT_EQ(watches.size(), 2u);
+  expect_protobuf_accept(lists, watches);
+  EXPECT_EQ(lists[0].path, kPodsPath);
+  EXPECT_EQ(param(lists[0], "resourceVersion"), "0");
+  EXPECT_EQ(param(lists[0], "limit"), "500");
+  EXPECT_EQ(param(lists[0], "continue"), "<absent>");
+  EXPECT_EQ(param(lists[1], "continue"), "c1");
+  EXPECT_EQ(param(lists[1], "resourceVersion"), "<absent>")
+      << "continuation must omit resourceVersion";
+  EXPECT_EQ(param(watches[0], "watch"), "1");
+  EXPECT_EQ(param(watches[0], "allowWatchBookmarks"), "true");
+  EXPECT_EQ(param(watches[0], "resourceVersion"), "10");
+  EXPECT_EQ(param(watches[1], "resourceVersion"), "50") << "rewatch from the bookmark's RV";
+  EXPECT_EQ(store_rvs(inf), (Rvs{{"ns/a", "51"}, {"ns/b", "6"}, {"ns/c", "12"}}));
+  EXPECT_EQ(node_of(inf, "ns/a"), "node-a");
+  EXPECT_EQ(node_of(inf, "ns/b"), "node-b");
+  EXPECT_EQ(node_of(inf, "ns/c"), "node-c");
+  auto events = h->events();
+  ASSERT_EQ(events.size(), 4u);
+  std::sort(events.begin(), events.begin() + 2);  // the initial adds come in the store's order
+  EXPECT_EQ(events, (std::vector<std::string>{"add ns/a 5 initial", "add ns/b 6 initial",
+                                              "add ns/c 12", "update ns/a 5->51"}));
+}
+
+TEST(ReflectorHttpProtobufTest,
+     TruncatedAndMalformedFramesRewatchFromLastGoodRvWithoutLosingEvents) {
+  HttpEnv env({}, "", kPodsPath);
+  env.api.add_list(pod_list_pb({}, "10"));
+  auto w1 = add_pb_watch_stream(env.api);
+  auto w2 = add_pb_watch_stream(env.api);
+  auto w3 = add_pb_watch_stream(env.api);
+  auto& inf = env.pods();
+  auto h = std::make_shared<RecordingHandler>();
+  auto reg = inf.add_handler(h);
+  env.factory->start();
+
+  // 1. A good frame, then part of the next one (its length prefix and half its payload) and a
+  //    cut connection.
+  ASSERT_TRUE(env.api.wait_watches(1));
+  w1->send(pod_frame("ADDED", "c", "12"));
+  std::string half = pod_frame("ADDED", "x", "99");
+  w1->send(half.substr(0, half.size() / 2));
+  w1->abort();
+  ASSERT_TRUE(env.api.wait_watches(2));
+  EXPECT_EQ(param(env.api.watches()[1], "resourceVersion"), "12");
+
+  // 2. A good frame, then a malformed one (WatchEvent.type = 1 claims 0x7f bytes the frame does
+  //    not hold) in one chunk with a good frame that must not be applied.
+  w2->send(pod_frame("ADDED", "d", "13"));
+  const std::string malformed = pb::frame(std::string("\x0a\x7f") + "ADDED");
+  w2->send(malformed + pod_frame("ADDED", "y", "98"));
+  ASSERT_TRUE(env.api.wait_watches(3));
+  EXPECT_EQ(param(env.api.watches()[2], "resourceVersion"), "13");
+  EXPECT_TRUE(w2->wait_closed(testing::kDeadline)) << "the client hangs up on a malformed stream";
+
+  // 3. Everything sent after the reconnects is applied.
+  ASSERT_TRUE(h->wait_for("add ns/d 13"));
+  w3->send(pod_frame("ADDED", "e", "14"));
+  w3->send(pod_frame("ADDED", "f", "15") + pod_frame("DELETED", "d", "16"));
+  ASSERT_TRUE(h->wait_for("delete ns/d 16"));
+  EXPECT_EQ(h->events(), (std::vector<std::string>{"add ns/c 12", "add ns/d 13", "add ns/e 14",
+                                                   "add ns/f 15", "delete ns/d 16"}));
+  EXPECT_EQ(store_rvs(inf), (Rvs{{"ns/c", "12"}, {"ns/e", "14"}, {"ns/f", "15"}}));
+  EXPECT_EQ(node_of(inf, "ns/f"), "node-f");
+  EXPECT_EQ(env.api.lists().size(), 1u);
+  EXPECT_EQ(env.api.watches().size(), 3u);
+  expect_protobuf_accept(env.api.lists(), env.api.watches());
+  EXPECT_DOUBLE_EQ(inf.metrics().restarts_error.Value(), 2);
+}
+
+TEST(ReflectorHttpProtobufTest, ExpiredErrorEventRelistsNotOlderThanLastRv) {
+  HttpEnv env({}, "", kPodsPath);
+  env.api.add_list(pod_list_pb({"a", "5", "b", "6"}, "10"));
+  auto w1 = add_pb_watch_stream(env.api);
+  env.api.add_list(pod_list_pb({"a", "12"}, "20"));
+  auto& inf = env.pods();
+  auto h = std::make_shared<RecordingHandler>();
+  auto reg = inf.add_handler(h);
+  env.factory->start();
+  ASSERT_TRUE(h->wait_for("add ns/b 6 initial"));
+  ASSERT_TRUE(env.api.wait_watches(1));
+  w1->send(pod_frame("MODIFIED", "a", "11"));
+  ASSERT_TRUE(h->wait_for("update ns/a 5->11"));
+  w1->send(expired_error_frame("too old resource version: 10 (40)"));
+  ASSERT_TRUE(h->wait_for("delete ns/b 6 unknown"));
+  ASSERT_TRUE(h->wait_for("update ns/a 11->12"));
+  ASSERT_TRUE(env.api.wait_watches(2));
+  auto lists = env.api.lists();
+  auto watches = env.api.watches();
+  ASSERT_EQ(lists.size(), 2u);
+  expect_protobuf_accept(lists, watches);
+  EXPECT_EQ(param(lists[0], "resourceVersion"), "0");
+  EXPECT_EQ(param(lists[1], "resourceVersion"), "11") << "the relist is at the last good RV";
+  EXPECT_EQ(param(lists[1], "resourceVersionMatch"), "NotOlderThan");
+  EXPECT_EQ(param(watches[1], "resourceVersion"), "20");
+  EXPECT_EQ(store_rvs(inf), (Rvs{{"ns/a", "12"}}));
+  EXPECT_EQ(node_of(inf, "ns/a"), "node-a");
+  EXPECT_TRUE(w1->wait_closed(testing::kDeadline));
+}
+
+TEST(ReflectorHttpProtobufTest, WatchListSyncsFromInitialEventsWithoutAnyList) {
+  HttpEnv env({}, "", kPodsPath);
+  auto w1 = add_pb_watch_stream(env.api);
+  w1->send(pod_frame("ADDED", "a", "3") + pod_frame("ADDED", "b", "4"));
+  // The initial-events-end bookmark split inside its length prefix and inside its payload.
+  std::string bm = pod_bookmark_frame("30", true);
+  w1->send(bm.substr(0, 2));
+  w1->send(bm.substr(2, 20));
+  w1->send(bm.substr(22));
+  auto& inf = env.pods(/*use_watch_list=*/true);
+  auto h = std::make_shared<RecordingHandler>();
+  auto reg = inf.add_handler(h);
+  env.factory->start();
+  ASSERT_TRUE(env.factory->wait_for_cache_sync(testing::kDeadline));
+  EXPECT_EQ(store_rvs(inf), (Rvs{{"ns/a", "3"}, {"ns/b", "4"}}));
+  EXPECT_EQ(inf.store().resource_version(), "30");
+  EXPECT_TRUE(testing::eventually([&] { return inf.last_sync_resource_version() == "30"; }));
+  ASSERT_TRUE(h->wait_for("add ns/b 4 initial"));
+  w1->send(pod_frame("MODIFIED", "a", "31"));
+  ASSERT_TRUE(h->wait_for("update ns/a 3->31"));
+  EXPECT_EQ(node_of(inf, "ns/a"), "node-a");
+  auto watches = env.api.watches();
+  ASSERT_EQ(watches.size(), 1u) << "the WatchList stream keeps watching";
+  expect_protobuf_accept({}, watches);
+  EXPECT_EQ(param(watches[0], "sendInitialEvents"), "true");
+  EXPECT_EQ(param(watches[0], "resourceVersionMatch"), "NotOlderThan");
+  EXPECT_EQ(param(watches[0], "allowWatchBookmarks"), "true");
+  EXPECT_TRUE(env.api.lists().empty()) << "no LIST at all";
+  EXPECT_FALSE(inf.watch_list_fell_back());
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #pragma once
-// Test support: builds Kubernetes protobuf bytes readably with protozero's pbf_writer, so tests
-// say which field they write (`Msg().str(1, "name")`) instead of holding opaque binaries.
+// Test support (shared by the client and informer tests): builds Kubernetes protobuf bytes
+// readably with protozero's pbf_writer, so tests say which field they write
+// (`Msg().str(1, "name")`) instead of holding opaque binaries.
 
 #include <protozero/pbf_writer.hpp>
 
