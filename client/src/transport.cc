@@ -42,7 +42,8 @@ struct Transport::Impl {
         host_header(url.host_header()),
         tls(tls_settings(config, url)),
         connector(url, tls.settings()),
-        pool(connector, options.max_idle_connections, options.max_response_bytes) {}
+        pool(connector, options.max_idle_connections, options.idle_connection_timeout,
+             options.clock ? options.clock : system_clock(), options.max_response_bytes) {}
 
   const TransportOptions options;
   const ServerUrl url;
