@@ -142,7 +142,9 @@ Status ProtobufWatchDecoder::decode_frame(std::string_view frame, std::uint64_t 
     const std::string status_where = where + ": ERROR object";
     auto inner = detail::pb::parse_envelope(*object, status_where);
     if (!inner) return std::move(inner).error();
-    if (auto s = detail::pb::expect_kind(inner.value(), "Status", status_where); !s) return s;
+    if (!inner->kind.empty() && inner->kind != "Status") {
+      return detail::error_event_without_status(where);
+    }
     Error e;
     if (auto s = decode_protobuf_status(inner->raw, e); !s) {
       Error failed = std::move(s).error();

@@ -37,7 +37,9 @@ class ProtobufWatchDecoder {
 
   /// Consumes `bytes`, appending every event completed by them to `out`. On failure, events
   /// decoded before the failing frame are still in `out` and the error is returned:
-  ///  - an ERROR event: Errc::api with the Status code/reason/message/retry-after;
+  ///  - an ERROR event: Errc::api with the Status code/reason/message/retry-after; when its
+  ///    object is of another kind, Errc::api with HTTP 500 and a message saying so (as the JSON
+  ///    WatchDecoder does);
   ///  - a malformed frame (not protobuf, a known field of the wrong wire type, an object without
   ///    the k8s\0 prefix or of another kind, an unknown event type, no object, an empty frame):
   ///    Errc::decode naming the byte offset;

@@ -35,7 +35,8 @@ class WatchDecoder {
   /// Consumes `bytes`, appending every event completed by them to `out`. On failure, events
   /// decoded before the failing line are still in `out` and the error is returned:
   ///  - an ERROR event: Errc::api with the Status code/reason/message/retry-after (410 Expired,
-  ///    504 "too large resource version" with retry after 1 s ...);
+  ///    504 "too large resource version" with retry after 1 s ...); when its object is of
+  ///    another kind, Errc::api with HTTP 500 and a message saying so (nothing of the object);
   ///  - a malformed line or unknown event type: Errc::decode naming the byte offset;
   ///  - a line nested deeper than kMaxJsonDepth, or with anything but whitespace after the
   ///    event's JSON object: Errc::decode saying so;
