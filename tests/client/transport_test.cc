@@ -179,6 +179,60 @@ TEST(Transport, BadClientKeyIsAnAuthErrorWithoutSecrets) {
   EXPECT_EQ(r.error().message.find("c2VjcmV0"), std::string::npos);
 }
 
+// OpenSSL's default would ask for the passphrase on the terminal (holding the client's TLS
+// mutex, so every request waits): the key is refused at once, saying why.
+TEST(Transport, EncryptedClientKeyIsRefusedWithoutAPrompt) {
+  auto server = tls_server({}, /*require_client_cert=*/true);
+  for (const bool pkcs8 : {true, false}) {
+    Credentials creds;
+    creds.client_cert_pem = server->pki().client.cert_pem;
+    creds.client_key_pem =
+        testing::encrypted_key_pem(server->pki().client.key_pem, "s3cr3t", pkcs8);
+    RestClient client(server->cluster_config(static_credentials(creds)), fast());
+    auto r = client.get_raw("/readyz");
+    ASSERT_FALSE(r) << "pkcs8 " << pkcs8;
+    EXPECT_EQ(r.error().code, Errc::auth) << r.error().to_string();
+    EXPECT_NE(r.error().message.find(
+                  "client key is encrypted; kinformer does not prompt for a passphrase"),
+              std::string::npos)
+        << r.error().message;
+  }
+  EXPECT_EQ(server->request_count(), 0u);
+}
+
+// The TLS context is kept while the client certificate and key stay the same (the connection
+// is reused), and replaced when they change (a new connection, with the new certificate).
+TEST(Transport, ChangedClientCertificateGetsANewContextAndConnection) {
+  auto server = tls_server({}, /*require_client_cert=*/true);
+  struct Switching final : CredentialsProvider {
+    Result<Credentials> current() override {
+      std::lock_guard lock(mu);
+      return now;
+    }
+    std::mutex mu;
+    Credentials now;
+  };
+  auto creds = std::make_shared<Switching>();
+  creds->now.client_cert_pem = server->pki().client.cert_pem;
+  creds->now.client_key_pem = server->pki().client.key_pem;
+  RestClient client(server->cluster_config(creds), fast());
+  ASSERT_TRUE(client.get_raw("/readyz"));
+  ASSERT_TRUE(client.get_raw("/readyz"));
+  testing::CertKey other =
+      testing::make_cert(server->pki().ca, {.common_name = "other-client", .server = false});
+  {
+    std::lock_guard lock(creds->mu);
+    creds->now.client_cert_pem = other.cert_pem;
+    creds->now.client_key_pem = other.key_pem;
+  }
+  auto r = client.get_raw("/readyz");
+  ASSERT_TRUE(r) << r.error().to_string();
+  const auto requests = server->requests();
+  ASSERT_EQ(requests.size(), 3u);
+  EXPECT_EQ(requests[1].connection, requests[0].connection);
+  EXPECT_NE(requests[2].connection, requests[0].connection);
+}
+
 TEST(Transport, BadServerUrlAndCaThrowConfigError) {
   ClusterConfig config;
   config.server = "ftp://x";
