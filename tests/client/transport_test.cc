@@ -242,6 +242,29 @@ TEST(Transport, BadServerUrlAndCaThrowConfigError) {
   EXPECT_THROW(RestClient(config, fast()), ConfigError);
 }
 
+// https://admin:pw@10.0.0.1 would parse as host "admin", port "pw@10.0.0.1", and the password
+// would reach "connect to ..." errors and every log line's server field. It is refused, and the
+// message does not repeat the URL.
+TEST(Transport, ServerUrlWithCredentialsIsRefusedWithoutEchoingThem) {
+  for (const std::string server :
+       {"https://admin:s3cr3t@10.0.0.1", "https://admin:s3cr3t@10.0.0.1:6443/prefix",
+        "http://s3cr3t@127.0.0.1:8080", "https://admin:s3cr3t@[::1]:6443", "https://:s3cr3t@host",
+        "ftp://admin:s3cr3t@host", "admin:s3cr3t@host"}) {
+    ClusterConfig config;
+    config.server = server;
+    try {
+      RestClient client(config, fast());
+      ADD_FAILURE() << server << " was accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_STREQ(e.what(), "server URL must not carry credentials (user:password@)") << server;
+    }
+  }
+  // An '@' in the path is no userinfo.
+  ClusterConfig config;
+  config.server = "https://127.0.0.1:6443/clusters/a@b";
+  EXPECT_NO_THROW(RestClient(config, fast()));
+}
+
 // OpenSSL refuses some names as verification targets (a scoped IPv6 literal); the connection
 // must fail then rather than check only the certificate chain.
 TEST(Transport, ServerNameOpenSslCannotCheckFailsTheConnection) {
