@@ -48,7 +48,13 @@ Status WatchDecoder::feed(std::string_view bytes, std::vector<WatchEvent>& out) 
       failed_ = s.error();
       return *failed_;
     }
-    line_.clear();
+    // One large event would otherwise leave every stream holding its capacity (up to
+    // max_event_bytes) for good; below the bound it is kept for the next lines.
+    if (line_.capacity() > kKeptBufferBytes) {
+      std::string().swap(line_);
+    } else {
+      line_.clear();
+    }
   }
   return Ok{};
 }

@@ -343,6 +343,33 @@ TEST(ProtobufWatchDecoder, UnknownFieldsAreSkippedAtEveryLevel) {
   expect_same_events(d.events, json);
 }
 
+// A large frame split across reads is carried in a buffer; once decoded, its capacity goes (it
+// would otherwise stay with the stream for good, up to 16 MiB per watch).
+TEST(ProtobufWatchDecoder, ReleasesTheBufferOfALargeFrame) {
+  auto event = [](std::size_t name_bytes) {
+    return watch_frame(
+        "ADDED", envelope("v1", "Pod",
+                          Msg().msg(1, Msg().str(1, std::string(name_bytes, 'x')).str(3, "ns"))));
+  };
+  ProtobufWatchDecoder decoder(pod_codec());
+  std::vector<WatchEvent> out;
+  const std::string large = event(2 * ProtobufWatchDecoder::kKeptBufferBytes);
+  const std::size_t half = large.size() / 2;
+  ASSERT_TRUE(decoder.feed(std::string_view(large).substr(0, half), out));
+  EXPECT_GE(decoder.buffer_capacity(), half - 4);  // carried between reads (without the length)
+  ASSERT_TRUE(decoder.feed(std::string_view(large).substr(half), out));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_LE(decoder.buffer_capacity(), ProtobufWatchDecoder::kKeptBufferBytes);
+
+  // An ordinary frame in pieces keeps its buffer for the next ones.
+  const std::string ordinary = event(ProtobufWatchDecoder::kKeptBufferBytes / 2);
+  ASSERT_TRUE(decoder.feed(std::string_view(ordinary).substr(0, 100), out));
+  ASSERT_TRUE(decoder.feed(std::string_view(ordinary).substr(100), out));
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_GE(decoder.buffer_capacity(), ordinary.size() - 4);
+  EXPECT_LE(decoder.buffer_capacity(), ProtobufWatchDecoder::kKeptBufferBytes);
+}
+
 TEST(ProtobufWatchDecoder, ErrorIsSticky) {
   ProtobufWatchDecoder decoder(pod_codec());
   std::vector<WatchEvent> out;

@@ -16,6 +16,20 @@
 #include "protobuf/wire.h"
 
 namespace kinformer::client {
+namespace {
+
+// Empties the carried-frame buffer. One large event split across reads would otherwise leave
+// every stream holding its capacity (up to max_event_bytes) for good; below this it is kept,
+// so the usual events reuse it without allocating.
+void release_if_large(std::string& buffer) {
+  if (buffer.capacity() > ProtobufWatchDecoder::kKeptBufferBytes) {
+    std::string().swap(buffer);
+  } else {
+    buffer.clear();
+  }
+}
+
+}  // namespace
 
 ProtobufWatchDecoder::ProtobufWatchDecoder(ProtobufCodecPtr codec)
     : ProtobufWatchDecoder(std::move(codec), Options{}) {}
@@ -71,7 +85,7 @@ Status ProtobufWatchDecoder::feed(std::string_view bytes, std::vector<WatchEvent
     frame_start_ = offset_;
     length_.reset();
     Status s = decode_frame(frame, start, out);
-    frame_.clear();
+    release_if_large(frame_);
     if (!s) {
       failed_ = s.error();
       return *failed_;

@@ -17,10 +17,15 @@ namespace kinformer::client {
 
 /// Decodes {"type":..,"object":..}\n lines with RapidJSON (in situ, in a reused buffer) into
 /// WatchEvents whose objects come from the resource's Codec. Only complete lines are decoded, so
-/// a half-decoded object is never produced. Memory is bounded by the largest event.
+/// a half-decoded object is never produced. Memory is bounded by the largest event, and between
+/// events the line buffer keeps at most kKeptBufferBytes.
 /// Thread-safety: not thread-safe; one decoder per stream, used by one thread at a time.
 class WatchDecoder {
  public:
+  /// Line buffer capacity kept between events; a larger one (after an event that big) is
+  /// released once the event is decoded.
+  static constexpr std::size_t kKeptBufferBytes = std::size_t{1} << 20;
+
   struct Options {
     /// Largest accepted event line (bytes, without the newline); larger -> Errc::too_large.
     std::size_t max_event_bytes = std::size_t{16} << 20;
@@ -54,6 +59,9 @@ class WatchDecoder {
   [[nodiscard]] std::uint64_t complete_line_bytes() const noexcept { return line_start_; }
   /// Events decoded so far.
   [[nodiscard]] std::uint64_t events() const noexcept { return events_; }
+  /// Capacity of the line buffer (for tests and diagnostics): at most kKeptBufferBytes between
+  /// events.
+  [[nodiscard]] std::size_t buffer_capacity() const noexcept { return line_.capacity(); }
 
  private:
   Status decode_line(char* line, std::size_t size, std::uint64_t line_offset,
