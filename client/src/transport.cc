@@ -10,6 +10,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 
+#include <cassert>
 #include <future>
 #include <optional>
 #include <thread>
@@ -98,6 +99,11 @@ Transport::~Transport() {
   asio::post(impl_->ioc, [impl = impl_.get()] { impl->pool.close_all(); });
   impl_->work.reset();
   impl_->ioc.stop();
+  // On its own io thread (from inside one of its coroutines) the destructor would free the
+  // io_context that thread is still running in: a use-after-free the detach below cannot
+  // prevent. No path gets there (coroutines hold Impl by a plain pointer; watch streams let go
+  // of the Transport on their owner's thread); debug builds check that it stays so.
+  assert(impl_->thread.get_id() != std::this_thread::get_id());
   if (impl_->thread.get_id() == std::this_thread::get_id()) {
     impl_->thread.detach();  // never join ourselves; the io_context outlives nothing else
   } else if (impl_->thread.joinable()) {
