@@ -1,5 +1,6 @@
 #include "connection.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -58,6 +59,17 @@ awaitable<error_code> connect_close_on_exec(beast::tcp_stream& stream,
     }
   }
   co_return last;
+}
+
+// An idle HTTP/1.1 connection has nothing to read: the server sends nothing unasked. Readable
+// (or hung up, or in error) means the server closed it or is closing it: its FIN, a TLS
+// close_notify, a reset. Zero-timeout poll: no wait, no byte consumed.
+bool has_input(Connection& conn) {
+  if (conn.buffer.size() != 0) return true;
+  pollfd p{};
+  p.fd = conn.lowest().socket().native_handle();
+  p.events = POLLIN;
+  return ::poll(&p, 1, 0) != 0;  // < 0 (a failed poll): not worth trusting either
 }
 
 }  // namespace
@@ -128,24 +140,32 @@ awaitable<Result<ConnectionPtr>> Connector::connect(
   co_return conn;
 }
 
+ConnectionPtr ConnectionPool::take_idle(const std::string& cert_id,
+                                        const std::shared_ptr<ssl::context>& context) {
+  const Clock::TimePoint now = clock_->now();
+  while (!idle_.empty()) {
+    ConnectionPtr c = std::move(idle_.back());
+    idle_.pop_back();
+    // The age is checked on our clock, below the server's idle timeout (kube-apiserver: 90 s):
+    // one the server is about to close could take a request it never answers.
+    if (c->cert_id == cert_id && c->ctx == context && now - c->idle_since < idle_timeout_ &&
+        !has_input(*c)) {
+      return c;
+    }
+    c->close();
+  }
+  return nullptr;
+}
+
 awaitable<Result<HttpResponse>> ConnectionPool::request(
     http::request<http::string_body> req, std::shared_ptr<ssl::context> context,
     std::size_t cert_id, std::chrono::steady_clock::time_point deadline) {
   std::string what = std::string(req.method_string()) + " " + std::string(req.target());
   std::string id = std::to_string(cert_id);
   for (int attempt = 0; attempt < 2; ++attempt) {
-    ConnectionPtr conn;
-    bool reused = false;
-    while (!idle_.empty()) {
-      ConnectionPtr c = std::move(idle_.back());
-      idle_.pop_back();
-      if (c->cert_id == id && c->ctx == context) {
-        conn = std::move(c);
-        reused = true;
-        break;
-      }
-      c->close();
-    }
+    // The retry follows a reused connection that proved dead: it goes on a new one.
+    ConnectionPtr conn = attempt == 0 ? take_idle(id, context) : nullptr;
+    const bool reused = conn != nullptr;
     if (!conn) {
       auto made = co_await connector_.connect(context, cert_id, deadline);
       if (!made) co_return std::move(made).error();
@@ -159,9 +179,11 @@ awaitable<Result<HttpResponse>> ConnectionPool::request(
     if (ec) {
       conn->close();
       if (reused && !parser.got_some() && ec != beast::error::timeout) {
-        // A kept-alive connection the server closed meanwhile. The server may still have
-        // processed the request before closing, so only a safe one is retried (once, on a
-        // fresh connection); anything else could otherwise be applied twice.
+        // A kept-alive connection the server closed meanwhile: it restarted, or closed idle
+        // connections; the others kept are as old, so they go too. The server may still have
+        // processed the request before closing, so only a safe one is retried (once, on a new
+        // connection); anything else could otherwise be applied twice.
+        close_all();
         if (replayable(req.method())) continue;
         co_return Error::make(
             Errc::network, what + ": kept-alive connection closed by the server (" + ec.message() +
@@ -182,6 +204,7 @@ awaitable<Result<HttpResponse>> ConnectionPool::request(
     out.body = std::move(res.body());
     if (res.keep_alive() && idle_.size() < max_idle_) {
       conn->lowest().expires_never();
+      conn->idle_since = clock_->now();
       idle_.push_back(std::move(conn));
     } else {
       conn->close();

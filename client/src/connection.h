@@ -12,6 +12,7 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/beast/ssl.hpp>
 
+#include "kinformer/client/clock.h"
 #include "kinformer/client/result.h"
 #include "net.h"
 #include "server_url.h"
@@ -37,7 +38,8 @@ struct Connection {
   std::optional<beast::ssl_stream<beast::tcp_stream>> tls;
   std::optional<beast::tcp_stream> plain;
   beast::flat_buffer buffer;
-  std::string cert_id;  ///< the client certificate it was opened with ("0": none)
+  std::string cert_id;          ///< the client certificate it was opened with ("0": none)
+  Clock::TimePoint idle_since;  ///< when it went back to the pool
 };
 
 using ConnectionPtr = std::shared_ptr<Connection>;
@@ -58,13 +60,21 @@ class Connector {
   const TlsSettings& tls_;
 };
 
-/// Request/response exchanges over kept-alive connections (at most `max_idle` kept). A reused
-/// connection that the server closed meanwhile is retried once on a fresh one, for GET, HEAD
-/// and OPTIONS only. Used on the io thread only.
+/// Request/response exchanges over kept-alive connections (at most `max_idle` kept, each for at
+/// most `idle_timeout` of `clock`'s time). A kept connection is reused only if it has nothing
+/// to read (an idle HTTP/1.1 connection that has is closed or closing). A reused connection
+/// that fails before any response byte arrived means the server went away: every kept
+/// connection is closed, and GET, HEAD and OPTIONS only are retried once, on a new connection.
+/// Used on the io thread only.
 class ConnectionPool {
  public:
-  ConnectionPool(Connector& connector, std::size_t max_idle, std::size_t max_response_bytes)
-      : connector_(connector), max_idle_(max_idle), max_response_bytes_(max_response_bytes) {}
+  ConnectionPool(Connector& connector, std::size_t max_idle, Clock::Duration idle_timeout,
+                 ClockPtr clock, std::size_t max_response_bytes)
+      : connector_(connector),
+        max_idle_(max_idle),
+        idle_timeout_(idle_timeout),
+        clock_(std::move(clock)),
+        max_response_bytes_(max_response_bytes) {}
   awaitable<Result<HttpResponse>> request(http::request<http::string_body> req,
                                           std::shared_ptr<ssl::context> context,
                                           std::size_t cert_id,
@@ -73,8 +83,14 @@ class ConnectionPool {
   void close_all();
 
  private:
+  /// The newest kept connection for this certificate and context that is still usable (idle
+  /// less than idle_timeout_, nothing to read); the ones passed over are closed. Null if none.
+  ConnectionPtr take_idle(const std::string& cert_id, const std::shared_ptr<ssl::context>& context);
+
   Connector& connector_;
   const std::size_t max_idle_;
+  const Clock::Duration idle_timeout_;
+  const ClockPtr clock_;
   const std::size_t max_response_bytes_;
   std::vector<ConnectionPtr> idle_;
 };

@@ -1,6 +1,7 @@
 #include "kinformer/client/pager.h"
 
 #include <iterator>
+#include <string>
 
 namespace kinformer::client {
 
@@ -13,7 +14,13 @@ Result<ObjectList> ListPager::list(ListOptions options) {
   int restarts = 0;
   ObjectList all;
   ListOptions page = first;
+  std::size_t pages = 0;  // of this pass
   for (;;) {
+    if (++pages > options_.max_pages) {
+      return Error::make(Errc::too_large,
+                         "list: more than max_pages (" + std::to_string(options_.max_pages) +
+                             ") pages; the server keeps handing out continue tokens");
+    }
     auto r = fetch_(page);
     if (!r) {
       const Error& e = r.error();
@@ -22,6 +29,7 @@ Result<ObjectList> ListPager::list(ListOptions options) {
         // The continue token expired: relist from scratch (a consistent snapshot).
         ++restarts;
         all = ObjectList{};
+        pages = 0;
         page = first;
         page.resource_version.reset();
         page.resource_version_match.clear();
@@ -30,6 +38,7 @@ Result<ObjectList> ListPager::list(ListOptions options) {
       if (options_.restart) {
         if (auto again = options_.restart(e, page)) {
           all = ObjectList{};
+          pages = 0;
           first = std::move(*again);
           first.continue_token.clear();
           page = first;
@@ -47,6 +56,13 @@ Result<ObjectList> ListPager::list(ListOptions options) {
     }
     all.resource_version = std::move(got.resource_version);
     if (got.continue_token.empty()) return all;
+    if (got.continue_token == page.continue_token) {
+      // The token is not quoted: it is long, and opaque to anyone reading the message.
+      return Error::make(Errc::decode, "list page " + std::to_string(pages) +
+                                           " returned the continue token it was asked with: the "
+                                           "list makes no progress (a proxy dropping the "
+                                           "continue parameter?)");
+    }
     page.continue_token = std::move(got.continue_token);
     page.resource_version.reset();
     page.resource_version_match.clear();

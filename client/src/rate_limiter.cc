@@ -1,11 +1,15 @@
 #include "kinformer/client/rate_limiter.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace kinformer::client {
 namespace {
 
 RateLimiterOptions validated(RateLimiterOptions options) {
+  if (!std::isfinite(options.qps)) {
+    throw ConfigError("rate limiter: qps must be a finite number (<= 0 disables limiting)");
+  }
   options.burst = std::max(options.burst, 1);
   return options;
 }

@@ -316,6 +316,8 @@ RestClient::RestClient(ClusterConfig config, RestClientOptions options)
   t.user_agent = impl_->options.user_agent;
   t.request_timeout = impl_->options.request_timeout;
   t.max_idle_connections = impl_->options.max_idle_connections;
+  t.idle_connection_timeout = impl_->options.idle_connection_timeout;
+  t.clock = impl_->options.clock;
   t.max_response_bytes = impl_->options.max_response_bytes;
   t.max_watch_event_bytes = impl_->options.max_watch_event_bytes;
   t.watch_queue_limit = impl_->options.watch_queue_limit;

@@ -7,8 +7,21 @@
 #include "kinformer/client/error.h"
 
 namespace kinformer::client::detail {
+namespace {
+
+// True when the authority (after "scheme://", up to the path) holds an '@': user:password@.
+bool has_userinfo(std::string_view s) {
+  if (auto scheme = s.find("://"); scheme != std::string_view::npos) s.remove_prefix(scheme + 3);
+  return s.substr(0, s.find('/')).find('@') != std::string_view::npos;
+}
+
+}  // namespace
 
 ServerUrl parse_server(const std::string& server) {
+  // Before anything else: the other messages name the URL, and the client logs it on every line.
+  if (has_userinfo(server)) {
+    throw ConfigError("server URL must not carry credentials (user:password@)");
+  }
   ServerUrl url;
   std::string_view s = server;
   if (s.starts_with("https://")) {

@@ -15,7 +15,8 @@ struct ServerUrl {
   [[nodiscard]] std::string host_header() const;
 };
 
-/// Parses "https://host[:port][/prefix]" (or http://). Throws ConfigError naming `server`.
+/// Parses "https://host[:port][/prefix]" (or http://). Throws ConfigError naming `server`, or,
+/// for a URL with userinfo (user:password@host), one that says so without naming it.
 ServerUrl parse_server(const std::string& server);
 
 /// True when `host` is an IPv4 or IPv6 literal (verified as an IP address, not a DNS name).

@@ -1,25 +1,43 @@
 #include "tls.h"
 
+#include <openssl/crypto.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
-#include <functional>
-
 namespace kinformer::client::detail {
+namespace {
+
+// OpenSSL's default passphrase callback prompts on the terminal (and would wait there while
+// context_for() holds its mutex). This one declines at once and notes that it was asked: the key
+// is encrypted. -1, not 0: 0 would be tried as an empty passphrase.
+int refuse_passphrase(char* /*buf*/, int /*size*/, int /*rwflag*/, void* asked) {
+  if (asked != nullptr) *static_cast<bool*>(asked) = true;
+  return -1;
+}
+
+void cleanse(std::string& secret) {
+  if (!secret.empty()) OPENSSL_cleanse(secret.data(), secret.size());
+  secret.clear();
+}
+
+}  // namespace
+
+TlsContexts::~TlsContexts() { cleanse(key_pem_); }
 
 Result<std::shared_ptr<ssl::context>> TlsContexts::context_for(const Credentials& credentials,
                                                                std::size_t& cert_id) {
   if (!settings_.enabled) return std::shared_ptr<ssl::context>();
-  cert_id = credentials.client_cert_pem.empty()
-                ? 0
-                : std::hash<std::string>()(credentials.client_cert_pem + "\n" +
-                                           credentials.client_key_pem);
   std::lock_guard lock(mu_);
-  if (ctx_ && cert_id_ == cert_id) return ctx_;
-  auto made = make_context(credentials);
-  if (!made) return made;
-  ctx_ = made.value();
-  cert_id_ = cert_id;
+  if (!ctx_ || cert_pem_ != credentials.client_cert_pem || key_pem_ != credentials.client_key_pem) {
+    auto made = make_context(credentials);
+    if (!made) return made;
+    ctx_ = made.value();
+    cert_pem_ = credentials.client_cert_pem;
+    cleanse(key_pem_);
+    key_pem_ = credentials.client_key_pem;
+    cert_id_ = credentials.client_cert_pem.empty() ? 0 : ++contexts_made_;
+  }
+  cert_id = cert_id_;
   return ctx_;
 }
 
@@ -27,6 +45,7 @@ Result<std::shared_ptr<ssl::context>> TlsContexts::make_context(
     const Credentials& credentials) const {
   auto c = std::make_shared<ssl::context>(ssl::context::tls_client);
   SSL_CTX_set_min_proto_version(c->native_handle(), TLS1_2_VERSION);
+  SSL_CTX_set_default_passwd_cb(c->native_handle(), refuse_passphrase);
   error_code ec;
   if (settings_.insecure_skip_tls_verify) {
     c->set_verify_mode(ssl::verify_none);
@@ -44,7 +63,16 @@ Result<std::shared_ptr<ssl::context>> TlsContexts::make_context(
   if (!credentials.client_cert_pem.empty()) {
     c->use_certificate_chain(asio::buffer(credentials.client_cert_pem), ec);
     if (ec) return Error::make(Errc::auth, "client certificate: not a valid PEM certificate");
+    // The callback's argument only for this call: Asio's context deletes a user data pointer it
+    // finds at destruction as its own password callback.
+    bool asked_for_passphrase = false;
+    SSL_CTX_set_default_passwd_cb_userdata(c->native_handle(), &asked_for_passphrase);
     c->use_private_key(asio::buffer(credentials.client_key_pem), ssl::context::pem, ec);
+    SSL_CTX_set_default_passwd_cb_userdata(c->native_handle(), nullptr);
+    if (ec && asked_for_passphrase) {
+      return Error::make(Errc::auth,
+                         "client key is encrypted; kinformer does not prompt for a passphrase");
+    }
     if (ec) {
       return Error::make(Errc::auth,
                          "client key: not a valid PEM private key matching the certificate");

@@ -30,13 +30,18 @@ struct TlsSettings {
 class TlsContexts {
  public:
   explicit TlsContexts(TlsSettings settings) : settings_(std::move(settings)) {}
+  ~TlsContexts();
+  TlsContexts(const TlsContexts&) = delete;
+  TlsContexts& operator=(const TlsContexts&) = delete;
 
-  /// The context for `credentials`' client certificate, cached while the certificate stays the
-  /// same; `cert_id` names it (0: no client certificate). Null when TLS is off.
+  /// The context for `credentials`' client certificate, cached while the certificate and key
+  /// stay the same (compared in place: a request copies neither); `cert_id` names it (0: no
+  /// client certificate). Null when TLS is off.
   Result<std::shared_ptr<ssl::context>> context_for(const Credentials& credentials,
                                                     std::size_t& cert_id);
   /// A fresh context: an Errc::tls error for an unparsable CA bundle, Errc::auth for a bad
-  /// client certificate or key (messages never quote them).
+  /// client certificate or key, or an encrypted key (OpenSSL never prompts for a passphrase);
+  /// messages never quote them.
   [[nodiscard]] Result<std::shared_ptr<ssl::context>> make_context(
       const Credentials& credentials) const;
   [[nodiscard]] const TlsSettings& settings() const noexcept { return settings_; }
@@ -45,6 +50,9 @@ class TlsContexts {
   const TlsSettings settings_;
   std::mutex mu_;
   std::size_t cert_id_ = 0;            // guarded by mu_
+  std::size_t contexts_made_ = 0;      // guarded by mu_: the next cert_id_ with a certificate
+  std::string cert_pem_;               // guarded by mu_: ctx_'s client certificate
+  std::string key_pem_;                // guarded by mu_: and key, cleansed before it is freed
   std::shared_ptr<ssl::context> ctx_;  // guarded by mu_
 };
 

@@ -1,14 +1,29 @@
 #include "kinformer/client/token_bucket.h"
 
 #include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "kinformer/client/error.h"
 
 namespace kinformer::client {
+namespace {
+
+// NaN would pass every comparison the bucket makes and switch limiting off without a word.
+double checked(double value, const char* what) {
+  if (!std::isfinite(value)) {
+    throw ConfigError(std::string("token bucket: ") + what + " must be a finite number");
+  }
+  return std::max(value, 0.0);
+}
+
+}  // namespace
 
 TokenBucket::TokenBucket(double burst, double rate, ClockPtr clock)
     : clock_(clock ? std::move(clock) : system_clock()),
-      burst_(burst),
-      rate_(rate),
-      tokens_(burst),
+      burst_(checked(burst, "burst")),
+      rate_(checked(rate, "rate")),
+      tokens_(burst_),
       last_(clock_->now()) {}
 
 void TokenBucket::refill() {
@@ -31,11 +46,17 @@ Clock::Duration TokenBucket::reserve() {
   tokens_ -= 1;
   if (tokens_ >= 0) return Clock::Duration::zero();
   if (rate_ <= 0) return Clock::Duration::max();
-  return std::chrono::duration_cast<Clock::Duration>(
-      std::chrono::duration<double>(-tokens_ / rate_));
+  // Clamped in seconds, before the conversion: a cast of more than the duration holds is
+  // undefined (1 token short at 1e-12/s is 1e12 s, 1e21 ns).
+  const std::chrono::duration<double> wait(-tokens_ / rate_);
+  if (wait >= kMaxWait) return kMaxWait;
+  return std::chrono::duration_cast<Clock::Duration>(wait);
 }
 
 void TokenBucket::resize(double burst, double rate, double extra) {
+  burst = checked(burst, "burst");
+  rate = checked(rate, "rate");
+  extra = checked(extra, "extra tokens");
   refill();  // at the old rate, up to now
   burst_ = burst;
   rate_ = rate;

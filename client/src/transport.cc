@@ -10,6 +10,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 
+#include <cassert>
 #include <future>
 #include <optional>
 #include <thread>
@@ -42,7 +43,8 @@ struct Transport::Impl {
         host_header(url.host_header()),
         tls(tls_settings(config, url)),
         connector(url, tls.settings()),
-        pool(connector, options.max_idle_connections, options.max_response_bytes) {}
+        pool(connector, options.max_idle_connections, options.idle_connection_timeout,
+             options.clock ? options.clock : system_clock(), options.max_response_bytes) {}
 
   const TransportOptions options;
   const ServerUrl url;
@@ -97,6 +99,11 @@ Transport::~Transport() {
   asio::post(impl_->ioc, [impl = impl_.get()] { impl->pool.close_all(); });
   impl_->work.reset();
   impl_->ioc.stop();
+  // On its own io thread (from inside one of its coroutines) the destructor would free the
+  // io_context that thread is still running in: a use-after-free the detach below cannot
+  // prevent. No path gets there (coroutines hold Impl by a plain pointer; watch streams let go
+  // of the Transport on their owner's thread); debug builds check that it stays so.
+  assert(impl_->thread.get_id() != std::this_thread::get_id());
   if (impl_->thread.get_id() == std::this_thread::get_id()) {
     impl_->thread.detach();  // never join ourselves; the io_context outlives nothing else
   } else if (impl_->thread.joinable()) {

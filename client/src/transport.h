@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "kinformer/client/clock.h"
 #include "kinformer/client/cluster_config.h"
 #include "kinformer/client/resource.h"
 #include "kinformer/client/result.h"
@@ -36,6 +37,8 @@ struct TransportOptions {
   std::string user_agent;
   std::chrono::milliseconds request_timeout{};
   std::size_t max_idle_connections = 0;
+  std::chrono::milliseconds idle_connection_timeout{};
+  ClockPtr clock;  ///< null: system_clock()
   std::size_t max_response_bytes = 0;
   std::size_t max_watch_event_bytes = 0;
   std::size_t watch_queue_limit = 0;

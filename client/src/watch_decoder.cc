@@ -48,7 +48,13 @@ Status WatchDecoder::feed(std::string_view bytes, std::vector<WatchEvent>& out) 
       failed_ = s.error();
       return *failed_;
     }
-    line_.clear();
+    // One large event would otherwise leave every stream holding its capacity (up to
+    // max_event_bytes) for good; below the bound it is kept for the next lines.
+    if (line_.capacity() > kKeptBufferBytes) {
+      std::string().swap(line_);
+    } else {
+      line_.clear();
+    }
   }
   return Ok{};
 }
@@ -84,7 +90,11 @@ Status WatchDecoder::decode_line(char* line, std::size_t size, std::uint64_t lin
   std::string_view type = detail::get_string(doc, "type");
   const JsonValue* object = detail::member(doc, "object");
   if (!object || !object->IsObject()) return detail::decode_error(where() + ": missing \"object\"");
-  if (type == "ERROR") return error_from_status(*object);
+  if (type == "ERROR") {
+    const std::string_view kind = detail::get_string(*object, "kind");
+    if (!kind.empty() && kind != "Status") return detail::error_event_without_status(where());
+    return error_from_status(*object);
+  }
   const std::optional<EventType> event_type = detail::event_type_of(type);
   if (!event_type) {
     return detail::decode_error(where() + ": unknown event type \"" +

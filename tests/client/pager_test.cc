@@ -153,5 +153,51 @@ TEST(ListPager, TheRestartHookRestartsTheListWithTheOptionsItGives) {
   EXPECT_EQ(asked, (std::vector<std::string>{"too big", "too big", "still too big"}));
 }
 
+// A server or proxy that answers every page with the continue token it was sent (one that drops
+// the continue parameter and returns the first page again) would loop forever, the list
+// growing by a page each time.
+TEST(ListPager, AContinueTokenThatRepeatsThePreviousOneFails) {
+  std::size_t calls = 0;
+  ListPager pager([&](const ListOptions&) -> Result<ObjectList> {
+    if (++calls > 100) return Error::make(Errc::network, "the test's lister gave up");
+    return page({"a"}, "10", "same-token");
+  });
+  auto r = pager.list(at_zero(1));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, Errc::decode) << r.error().to_string();
+  EXPECT_NE(r.error().message.find("returned the continue token it was asked with"),
+            std::string::npos)
+      << r.error().message;
+  EXPECT_EQ(r.error().message.find("same-token"), std::string::npos) << r.error().message;
+  EXPECT_EQ(calls, 2u);  // the first page, then the one that gave the same token back
+}
+
+// New tokens without end (a cycle of them, too) stop at max_pages.
+TEST(ListPager, PagesAreCappedAtMaxPages) {
+  EXPECT_EQ(ListPagerOptions{}.max_pages, 100'000u);
+  std::size_t calls = 0;
+  ListPagerOptions options;
+  options.max_pages = 5;
+  ListPager pager(
+      [&](const ListOptions&) -> Result<ObjectList> {
+        if (++calls > 100) return Error::make(Errc::network, "the test's lister gave up");
+        return page({"a"}, "10", "token-" + std::to_string(calls % 2));  // t1, t0, t1, ...
+      },
+      options);
+  auto r = pager.list(at_zero(1));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, Errc::too_large) << r.error().to_string();
+  EXPECT_NE(r.error().message.find("max_pages (5)"), std::string::npos) << r.error().message;
+  EXPECT_EQ(calls, 5u);
+
+  // Exactly max_pages pages is a whole list.
+  ScriptedPages five;
+  five.script = {page({"a"}, "1", "c1"), page({"b"}, "1", "c2"), page({"c"}, "1", "c3"),
+                 page({"d"}, "1", "c4"), page({"e"}, "1", "")};
+  auto whole = ListPager(five.fn(), options).list(at_zero(1));
+  ASSERT_TRUE(whole) << whole.error().to_string();
+  EXPECT_EQ(whole->items.size(), 5u);
+}
+
 }  // namespace
 }  // namespace kinformer::client

@@ -271,8 +271,59 @@ TEST(ProtobufWatchDecoder, MalformedFramesNameTheOffset) {
       "Pod ns/b: spec.hostNetwork: expected a boolean (varint), got wire type length-delimited");
   expect_decode_error(watch_frame("ERROR", envelope("v1", "Status", Msg().str(6, "410"))),
                       "ERROR object: Status: code: expected a 32-bit integer");
-  expect_decode_error(watch_frame("ERROR", pod), "ERROR object: expected kind Status, got \"Pod\"");
   expect_decode_error(frame(""), "an empty frame");
+}
+
+// One rule for ERROR events in both encodings: an ERROR event is an API error. Its Status gives
+// code, reason and message; an object of another kind gives HTTP 500 and a message that says so
+// without quoting the object (it could be a Secret).
+TEST(WatchDecoders, ErrorEventsMeanTheSameInJsonAndProtobuf) {
+  struct Case {
+    const char* name;
+    std::string json_object;
+    std::string protobuf_object;
+    int http_status;
+    std::string reason;
+    std::string message;
+  };
+  const std::string not_a_status =
+      "watch event at byte offset 0: ERROR event whose object is not a Status";
+  const std::vector<Case> cases = {
+      {"an Expired Status",
+       R"J({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 1 (5)","reason":"Expired","code":410})J",
+       envelope("v1", "Status",
+                Msg()
+                    .str(2, "Failure")
+                    .str(3, "too old resource version: 1 (5)")
+                    .str(4, "Expired")
+                    .int32(6, 410)),
+       410, "Expired", "too old resource version: 1 (5)"},
+      {"a Status without code or message", R"({"kind":"Status","apiVersion":"v1","metadata":{}})",
+       envelope("v1", "Status", Msg().str(2, "Failure")), 500, "", "watch ERROR event"},
+      {"a Pod", one_line(testing::pod_json("a", "1")), pod_envelope("a", "1"), 500, "",
+       not_a_status},
+      {"a Secret",
+       R"({"kind":"Secret","apiVersion":"v1","metadata":{"name":"s"},"message":"hunter2","data":{"password":"aHVudGVyMg=="}})",
+       envelope("v1", "Secret", Msg().msg(1, Msg().str(1, "s")).entry(2, "password", "hunter2")),
+       500, "", not_a_status},
+  };
+  for (const Case& c : cases) {
+    WatchDecoder json(ResourceTraits<Pod>::type().codec);
+    ProtobufWatchDecoder protobuf(pod_codec());
+    std::vector<WatchEvent> events;
+    const Status from_json =
+        json.feed(R"({"type":"ERROR","object":)" + c.json_object + "}\n", events);
+    const Status from_protobuf = protobuf.feed(watch_frame("ERROR", c.protobuf_object), events);
+    EXPECT_TRUE(events.empty()) << c.name;
+    for (const Status* s : {&from_json, &from_protobuf}) {
+      const char* decoder = s == &from_json ? "JSON" : "protobuf";
+      ASSERT_FALSE(s->ok()) << c.name << ", " << decoder;
+      EXPECT_EQ(s->error().code, Errc::api) << c.name << ", " << decoder;
+      EXPECT_EQ(s->error().http_status, c.http_status) << c.name << ", " << decoder;
+      EXPECT_EQ(s->error().reason, c.reason) << c.name << ", " << decoder;
+      EXPECT_EQ(s->error().message, c.message) << c.name << ", " << decoder;
+    }
+  }
 }
 
 TEST(ProtobufWatchDecoder, UnknownFieldsAreSkippedAtEveryLevel) {
@@ -290,6 +341,33 @@ TEST(ProtobufWatchDecoder, UnknownFieldsAreSkippedAtEveryLevel) {
   std::vector<WatchEvent> json = json_events();
   json.resize(1);
   expect_same_events(d.events, json);
+}
+
+// A large frame split across reads is carried in a buffer; once decoded, its capacity goes (it
+// would otherwise stay with the stream for good, up to 16 MiB per watch).
+TEST(ProtobufWatchDecoder, ReleasesTheBufferOfALargeFrame) {
+  auto event = [](std::size_t name_bytes) {
+    return watch_frame(
+        "ADDED", envelope("v1", "Pod",
+                          Msg().msg(1, Msg().str(1, std::string(name_bytes, 'x')).str(3, "ns"))));
+  };
+  ProtobufWatchDecoder decoder(pod_codec());
+  std::vector<WatchEvent> out;
+  const std::string large = event(2 * ProtobufWatchDecoder::kKeptBufferBytes);
+  const std::size_t half = large.size() / 2;
+  ASSERT_TRUE(decoder.feed(std::string_view(large).substr(0, half), out));
+  EXPECT_GE(decoder.buffer_capacity(), half - 4);  // carried between reads (without the length)
+  ASSERT_TRUE(decoder.feed(std::string_view(large).substr(half), out));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_LE(decoder.buffer_capacity(), ProtobufWatchDecoder::kKeptBufferBytes);
+
+  // An ordinary frame in pieces keeps its buffer for the next ones.
+  const std::string ordinary = event(ProtobufWatchDecoder::kKeptBufferBytes / 2);
+  ASSERT_TRUE(decoder.feed(std::string_view(ordinary).substr(0, 100), out));
+  ASSERT_TRUE(decoder.feed(std::string_view(ordinary).substr(100), out));
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_GE(decoder.buffer_capacity(), ordinary.size() - 4);
+  EXPECT_LE(decoder.buffer_capacity(), ProtobufWatchDecoder::kKeptBufferBytes);
 }
 
 TEST(ProtobufWatchDecoder, ErrorIsSticky) {

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <future>
+#include <limits>
 #include <stop_token>
 #include <thread>
 #include <vector>
@@ -20,6 +21,13 @@ TEST(RateLimiter, DefaultsMatchClientGo) {
   RateLimiter limiter;
   EXPECT_EQ(limiter.options().qps, 5.0);
   EXPECT_EQ(limiter.options().burst, 10);
+}
+
+TEST(RateLimiter, NonFiniteQpsIsAConfigError) {
+  EXPECT_THROW(RateLimiter({.qps = std::numeric_limits<double>::quiet_NaN(), .burst = 1}),
+               ConfigError);
+  EXPECT_THROW(RateLimiter({.qps = std::numeric_limits<double>::infinity(), .burst = 1}),
+               ConfigError);
 }
 
 TEST(RateLimiter, BurstThenQps) {

@@ -5,10 +5,12 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <future>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "fake_apiserver.h"
@@ -683,28 +685,38 @@ TEST(RestClientWatch, WatchQueueBytesLimitStopsReadingTheSocket) {
 
 // --- stale keep-alive connections ---------------------------------------------------------
 
+// Answers the first request on each connection and drops the connection at the next one, as a
+// server that closes a kept-alive connection just as a request arrives on it: the client cannot
+// see that coming (the connection had nothing to read when it was reused). Handlers made by one
+// DropReused share what they have seen (they run on the server's thread, one at a time).
+struct DropReused {
+  std::shared_ptr<std::set<std::uint64_t>> seen = std::make_shared<std::set<std::uint64_t>>();
+  testing::Handler answer(std::string body) const {
+    return [seen = seen, body = std::move(body)](const Request& r) {
+      return seen->insert(r.connection).second ? Reply::json(body) : Reply::dropped();
+    };
+  }
+};
+
+std::size_t count_method(const std::vector<Request>& requests, std::string_view method) {
+  return static_cast<std::size_t>(std::count_if(
+      requests.begin(), requests.end(), [&](const Request& r) { return r.method == method; }));
+}
+
 TEST(RestClient, StaleKeptAliveConnectionRetriesOnlyIdempotentRequests) {
   FakeApiServer server;
-  auto dropping = [](std::string body) {
-    return [body](const Request&) {
-      Reply r = Reply::json(body);
-      r.close_after = true;  // the server drops the kept-alive connection after answering
-      return r;
-    };
-  };
-  server.on("GET", "/api/v1/namespaces/ns/pods/a", dropping(pod_json("a", "1")));
-  server.on("POST", "/api/v1/namespaces/ns/pods", dropping(pod_json("b", "2")));
-  server.on("PATCH", "/api/v1/namespaces/ns/pods/a", dropping(pod_json("a", "3")));
+  DropReused drop;
+  server.on("GET", "/api/v1/namespaces/ns/pods/a", drop.answer(pod_json("a", "1")));
+  server.on("POST", "/api/v1/namespaces/ns/pods", drop.answer(pod_json("b", "2")));
+  server.on("PATCH", "/api/v1/namespaces/ns/pods/a", drop.answer(pod_json("a", "3")));
   RestClient client(server.cluster_config(), unlimited());
 
   ASSERT_TRUE(client.get(kPods, "ns", "a"));
-  ASSERT_TRUE(server.wait_for_open_connections(0, 5s));  // the pooled connection is now stale
 
-  // GET: retried transparently on a fresh connection.
+  // GET: lost on the kept connection, retried transparently on a new one.
   auto got = client.get(kPods, "ns", "a");
   ASSERT_TRUE(got) << got.error().to_string();
-  EXPECT_EQ(server.request_count(), 2u);
-  ASSERT_TRUE(server.wait_for_open_connections(0, 5s));
+  EXPECT_EQ(server.request_count(), 3u);
 
   // POST: not retried; the caller gets the network error.
   DynamicObject pod;
@@ -717,9 +729,8 @@ TEST(RestClient, StaleKeptAliveConnectionRetriesOnlyIdempotentRequests) {
   EXPECT_NE(created.error().message.find("not retried"), std::string::npos)
       << created.error().message;
 
-  // That failure discarded the stale connection; a fresh one serves the POST, then goes stale.
+  // That failure discarded the stale connection; a new one serves the next POST.
   ASSERT_TRUE(client.create(kPods, pod));
-  ASSERT_TRUE(server.wait_for_open_connections(0, 5s));
 
   // PATCH: not retried either.
   auto patched =
@@ -727,13 +738,10 @@ TEST(RestClient, StaleKeptAliveConnectionRetriesOnlyIdempotentRequests) {
   ASSERT_FALSE(patched);
   EXPECT_EQ(patched.error().code, Errc::network) << patched.error().to_string();
 
-  std::size_t posts = 0, patches = 0;
-  for (const auto& r : server.requests()) {
-    posts += r.method == "POST";
-    patches += r.method == "PATCH";
-  }
-  EXPECT_EQ(posts, 1u);  // only the second create; the failed one never reached a handler
-  EXPECT_EQ(patches, 0u);
+  const auto requests = server.requests();
+  EXPECT_EQ(count_method(requests, "GET"), 3u);    // the lost one was sent again
+  EXPECT_EQ(count_method(requests, "POST"), 2u);   // one per create(): the lost one only once
+  EXPECT_EQ(count_method(requests, "PATCH"), 1u);  // sent once, lost, never again
 }
 
 // A server may have applied a request before dropping the connection: only GET, HEAD and
@@ -741,16 +749,10 @@ TEST(RestClient, StaleKeptAliveConnectionRetriesOnlyIdempotentRequests) {
 // DELETE can delete an object recreated meanwhile under the same name.
 TEST(RestClient, StaleKeptAliveConnectionDoesNotReplayPutOrDelete) {
   FakeApiServer server;
-  auto dropping = [](std::string body) {
-    return [body](const Request&) {
-      Reply r = Reply::json(body);
-      r.close_after = true;
-      return r;
-    };
-  };
-  server.on("GET", "/api/v1/namespaces/ns/pods/a", dropping(pod_json("a", "1")));
-  server.on("PUT", "/api/v1/namespaces/ns/pods/a", dropping(pod_json("a", "2")));
-  server.on("DELETE", "/api/v1/namespaces/ns/pods/a", dropping(R"({"kind":"Status"})"));
+  DropReused drop;
+  server.on("GET", "/api/v1/namespaces/ns/pods/a", drop.answer(pod_json("a", "1")));
+  server.on("PUT", "/api/v1/namespaces/ns/pods/a", drop.answer(pod_json("a", "2")));
+  server.on("DELETE", "/api/v1/namespaces/ns/pods/a", drop.answer(R"({"kind":"Status"})"));
   RestClient client(server.cluster_config(), unlimited());
   DynamicObject pod;
   pod.metadata.name = "a";
@@ -758,22 +760,132 @@ TEST(RestClient, StaleKeptAliveConnectionDoesNotReplayPutOrDelete) {
   pod.json = pod_json("a", "");
 
   ASSERT_TRUE(client.get(kPods, "ns", "a"));
-  ASSERT_TRUE(server.wait_for_open_connections(0, 5s));  // the pooled connection is now stale
-  auto updated = client.update(kPods, pod);
+  auto updated = client.update(kPods, pod);  // on the kept connection, which the server drops
   ASSERT_FALSE(updated);
   EXPECT_EQ(updated.error().code, Errc::network) << updated.error().to_string();
   EXPECT_NE(updated.error().message.find("not retried: PUT"), std::string::npos)
       << updated.error().message;
 
   ASSERT_TRUE(client.get(kPods, "ns", "a"));
-  ASSERT_TRUE(server.wait_for_open_connections(0, 5s));
   auto deleted = client.delete_(kPods, "ns", "a");
   ASSERT_FALSE(deleted);
   EXPECT_EQ(deleted.error().code, Errc::network) << deleted.error().to_string();
   EXPECT_NE(deleted.error().message.find("not retried: DELETE"), std::string::npos)
       << deleted.error().message;
 
-  for (const auto& r : server.requests()) EXPECT_EQ(r.method, "GET") << r.target;
+  const auto requests = server.requests();
+  EXPECT_EQ(count_method(requests, "PUT"), 1u);
+  EXPECT_EQ(count_method(requests, "DELETE"), 1u);
+}
+
+// Leaves two idle connections in `client`'s pool: the server holds the answer to a first GET
+// until a second one, which cannot take the busy connection, has completed on a connection of
+// its own. `close_after`: the server closes each connection after answering, without saying so
+// (Connection: close), as an API server going down does.
+void fill_pool_with_two_connections(FakeApiServer& server, RestClient& client, bool close_after) {
+  auto gate = std::make_shared<testing::ReplyGate>();
+  auto answer = [close_after](const std::string& name, std::shared_ptr<testing::ReplyGate> g) {
+    return [name, close_after, g](const Request&) {
+      Reply r = Reply::json(pod_json(name, "1"));
+      r.close_after = close_after;
+      r.gate = g;
+      return r;
+    };
+  };
+  server.on("GET", "/api/v1/namespaces/ns/pods/held", answer("held", gate));
+  server.on("GET", "/api/v1/namespaces/ns/pods/quick", answer("quick", nullptr));
+  auto held = std::async(std::launch::async, [&] { return client.get(kPods, "ns", "held"); });
+  ASSERT_TRUE(server.wait_for_requests(1, 5s));
+  auto quick = client.get(kPods, "ns", "quick");
+  gate->open();
+  auto first = held.get();
+  ASSERT_TRUE(first) << first.error().to_string();
+  ASSERT_TRUE(quick) << quick.error().to_string();
+  const auto requests = server.requests();
+  ASSERT_EQ(requests.size(), 2u);
+  ASSERT_EQ(requests[0].connection, 1u);
+  ASSERT_EQ(requests[1].connection, 2u);
+}
+
+// After an API-server restart every kept connection is dead. Each has the server's FIN waiting
+// to be read: the client sees that before sending and connects afresh.
+TEST(RestClient, GetSucceedsWhenTheServerClosedEveryKeptConnection) {
+  FakeApiServer server;
+  RestClient client(server.cluster_config(), unlimited());
+  ASSERT_NO_FATAL_FAILURE(fill_pool_with_two_connections(server, client, /*close_after=*/true));
+  ASSERT_TRUE(server.wait_for_open_connections(0, 5s));  // both pooled connections are dead
+
+  server.on("GET", "/api/v1/namespaces/ns/pods/a",
+            [](const Request&) { return Reply::json(pod_json("a", "2")); });
+  auto got = client.get(kPods, "ns", "a");
+  ASSERT_TRUE(got) << got.error().to_string();
+  const auto requests = server.requests();
+  ASSERT_EQ(requests.size(), 3u);  // nothing was sent on a dead connection
+  EXPECT_EQ(requests[2].connection, 3u);
+}
+
+// A kept connection can look alive and still be gone (the server closed it as the request
+// arrived, or its host went away without a FIN reaching us). The GET is retried on a new
+// connection, not on the next kept one, which is as old and as likely dead: all are closed.
+TEST(RestClient, RetryAfterADeadKeptConnectionUsesANewConnection) {
+  FakeApiServer server;
+  RestClient client(server.cluster_config(), unlimited());
+  ASSERT_NO_FATAL_FAILURE(fill_pool_with_two_connections(server, client, /*close_after=*/false));
+
+  server.on("GET", "/api/v1/namespaces/ns/pods/a", [](const Request& r) {
+    // Connections 1 and 2 are the server's before its "restart": requests on them are lost.
+    return r.connection <= 2 ? Reply::dropped() : Reply::json(pod_json("a", "2"));
+  });
+  auto got = client.get(kPods, "ns", "a");
+  ASSERT_TRUE(got) << got.error().to_string();
+  const auto requests = server.requests();
+  ASSERT_EQ(requests.size(), 4u);  // once on a kept connection, once on a new one
+  EXPECT_LE(requests[2].connection, 2u);
+  EXPECT_EQ(requests[3].connection, 3u);
+  // The other kept connection was closed by the client: only the new one stays open.
+  EXPECT_TRUE(server.wait_for_open_connections(1, 5s));
+}
+
+// kube-apiserver closes connections idle for 90 s; a write sent on one as it closes is lost and
+// not retried. The client reuses a connection idle for less than idle_connection_timeout
+// (default 60 s) on its clock, and opens a new one after that.
+TEST(RestClient, WriteAfterTheIdleTimeoutGoesOnANewConnection) {
+  FakeApiServer server;
+  server.on("GET", "/api/v1/namespaces/ns/pods/a",
+            [](const Request&) { return Reply::json(pod_json("a", "1")); });
+  // The server has closed its first connection by the time the writes come.
+  auto writes = [](const Request& r) {
+    return r.connection == 1 ? Reply::dropped() : Reply::json(pod_json("a", "2"));
+  };
+  server.on("PATCH", "/api/v1/namespaces/ns/pods/a", writes);
+  server.on("PUT", "/api/v1/namespaces/ns/pods/a", writes);
+  auto clock = std::make_shared<testing::FakeClock>();
+  RestClientOptions options = unlimited();
+  options.clock = clock;
+  RestClient client(server.cluster_config(), options);
+
+  ASSERT_TRUE(client.get(kPods, "ns", "a"));
+  clock->advance(59s);
+  ASSERT_TRUE(client.get(kPods, "ns", "a"));  // idle 59 s: reused
+  clock->advance(60s);
+  auto patched =
+      client.patch(kPods, "ns", "a", PatchType::merge, R"({"metadata":{"labels":{"x":"y"}}})");
+  ASSERT_TRUE(patched) << patched.error().to_string();
+  clock->advance(61s);
+  DynamicObject pod;
+  pod.metadata.name = "a";
+  pod.metadata.namespace_ = "ns";
+  pod.json = pod_json("a", "2");
+  auto updated = client.update(kPods, pod);
+  ASSERT_TRUE(updated) << updated.error().to_string();
+
+  const auto requests = server.requests();
+  ASSERT_EQ(requests.size(), 4u);
+  EXPECT_EQ(requests[1].connection, 1u);
+  EXPECT_EQ(requests[2].method, "PATCH");
+  EXPECT_EQ(requests[2].connection, 2u);
+  EXPECT_EQ(requests[3].method, "PUT");
+  EXPECT_EQ(requests[3].connection, 3u);
 }
 
 // A hostile proxy can nest arrays without end; the client's recursive parse must not follow.

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <memory>
 
 #include "fake_clock.h"
@@ -89,6 +90,48 @@ TEST(TokenBucket, TimeGoingBackwardsTakesNothing) {
   TokenBucket bucket(2, 1, std::make_shared<BackwardsClock>());
   ASSERT_TRUE(bucket.try_take());
   EXPECT_DOUBLE_EQ(bucket.tokens(), 1);
+}
+
+// One token short at 1e-12 tokens/s is 1e12 s, more nanoseconds than Clock::Duration holds: the
+// wait is clamped before it is converted (the conversion itself would be undefined).
+TEST(TokenBucket, TinyRateWaitIsClampedNotOverflowed) {
+  auto clock = std::make_shared<FakeClock>();
+  TokenBucket bucket(1, 1e-12, clock);
+  EXPECT_EQ(bucket.reserve(), Clock::Duration::zero());
+  EXPECT_EQ(bucket.reserve(), TokenBucket::kMaxWait);
+  EXPECT_EQ(bucket.reserve(), TokenBucket::kMaxWait);
+  // Below the clamp the wait is what the rate says: 2^30 s for one token at 2^-30/s (about 34
+  // years; powers of two, so no rounding).
+  TokenBucket slow(1, 1.0 / (1 << 30), clock);
+  EXPECT_EQ(slow.reserve(), Clock::Duration::zero());
+  EXPECT_EQ(slow.reserve(), std::chrono::seconds(1 << 30));
+}
+
+// NaN passes every comparison the bucket makes (rate <= 0 is false, tokens < 1 is false after
+// a refill): it would switch limiting off without a word.
+TEST(TokenBucket, NonFiniteRateOrBurstIsAConfigError) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  auto clock = std::make_shared<FakeClock>();
+  EXPECT_THROW(TokenBucket(1, nan, clock), ConfigError);
+  EXPECT_THROW(TokenBucket(1, inf, clock), ConfigError);
+  EXPECT_THROW(TokenBucket(nan, 1, clock), ConfigError);
+  EXPECT_THROW(TokenBucket(-inf, 1, clock), ConfigError);
+  TokenBucket bucket(1, 1, clock);
+  EXPECT_THROW(bucket.resize(2, nan), ConfigError);
+  EXPECT_THROW(bucket.resize(nan, 2), ConfigError);
+  EXPECT_THROW(bucket.resize(2, 2, nan), ConfigError);
+  EXPECT_DOUBLE_EQ(bucket.rate(), 1);  // a rejected resize changes nothing
+  EXPECT_DOUBLE_EQ(bucket.burst(), 1);
+}
+
+TEST(TokenBucket, NegativeRateAndBurstCountAsZero) {
+  auto clock = std::make_shared<FakeClock>();
+  TokenBucket bucket(-3, -1, clock);
+  EXPECT_DOUBLE_EQ(bucket.burst(), 0);
+  EXPECT_DOUBLE_EQ(bucket.rate(), 0);
+  EXPECT_FALSE(bucket.try_take());
+  EXPECT_EQ(bucket.reserve(), Clock::Duration::max());
 }
 
 }  // namespace

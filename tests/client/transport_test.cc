@@ -79,9 +79,13 @@ TEST(Transport, TrustedCaSucceeds) {
   ASSERT_TRUE(r) << r.error().to_string();
   EXPECT_EQ(r->status, 200);
   EXPECT_EQ(r->body, "ok");
-  // Keep-alive: a second request reuses the connection.
+  // Keep-alive: a second request reuses the connection (the check that a kept connection has
+  // nothing to read finds nothing on a live TLS one, session tickets included).
   ASSERT_TRUE(client.get_raw("/readyz"));
   EXPECT_EQ(server->open_connections(), 1u);
+  const auto requests = server->requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(requests[1].connection, requests[0].connection);
 }
 
 TEST(Transport, UnknownCaFailsWithReasonAndNeverFallsBack) {
@@ -175,6 +179,60 @@ TEST(Transport, BadClientKeyIsAnAuthErrorWithoutSecrets) {
   EXPECT_EQ(r.error().message.find("c2VjcmV0"), std::string::npos);
 }
 
+// OpenSSL's default would ask for the passphrase on the terminal (holding the client's TLS
+// mutex, so every request waits): the key is refused at once, saying why.
+TEST(Transport, EncryptedClientKeyIsRefusedWithoutAPrompt) {
+  auto server = tls_server({}, /*require_client_cert=*/true);
+  for (const bool pkcs8 : {true, false}) {
+    Credentials creds;
+    creds.client_cert_pem = server->pki().client.cert_pem;
+    creds.client_key_pem =
+        testing::encrypted_key_pem(server->pki().client.key_pem, "s3cr3t", pkcs8);
+    RestClient client(server->cluster_config(static_credentials(creds)), fast());
+    auto r = client.get_raw("/readyz");
+    ASSERT_FALSE(r) << "pkcs8 " << pkcs8;
+    EXPECT_EQ(r.error().code, Errc::auth) << r.error().to_string();
+    EXPECT_NE(r.error().message.find(
+                  "client key is encrypted; kinformer does not prompt for a passphrase"),
+              std::string::npos)
+        << r.error().message;
+  }
+  EXPECT_EQ(server->request_count(), 0u);
+}
+
+// The TLS context is kept while the client certificate and key stay the same (the connection
+// is reused), and replaced when they change (a new connection, with the new certificate).
+TEST(Transport, ChangedClientCertificateGetsANewContextAndConnection) {
+  auto server = tls_server({}, /*require_client_cert=*/true);
+  struct Switching final : CredentialsProvider {
+    Result<Credentials> current() override {
+      std::lock_guard lock(mu);
+      return now;
+    }
+    std::mutex mu;
+    Credentials now;
+  };
+  auto creds = std::make_shared<Switching>();
+  creds->now.client_cert_pem = server->pki().client.cert_pem;
+  creds->now.client_key_pem = server->pki().client.key_pem;
+  RestClient client(server->cluster_config(creds), fast());
+  ASSERT_TRUE(client.get_raw("/readyz"));
+  ASSERT_TRUE(client.get_raw("/readyz"));
+  testing::CertKey other =
+      testing::make_cert(server->pki().ca, {.common_name = "other-client", .server = false});
+  {
+    std::lock_guard lock(creds->mu);
+    creds->now.client_cert_pem = other.cert_pem;
+    creds->now.client_key_pem = other.key_pem;
+  }
+  auto r = client.get_raw("/readyz");
+  ASSERT_TRUE(r) << r.error().to_string();
+  const auto requests = server->requests();
+  ASSERT_EQ(requests.size(), 3u);
+  EXPECT_EQ(requests[1].connection, requests[0].connection);
+  EXPECT_NE(requests[2].connection, requests[0].connection);
+}
+
 TEST(Transport, BadServerUrlAndCaThrowConfigError) {
   ClusterConfig config;
   config.server = "ftp://x";
@@ -182,6 +240,29 @@ TEST(Transport, BadServerUrlAndCaThrowConfigError) {
   config.server = "https://127.0.0.1:1";
   config.ca_pem = "not a pem";
   EXPECT_THROW(RestClient(config, fast()), ConfigError);
+}
+
+// https://admin:pw@10.0.0.1 would parse as host "admin", port "pw@10.0.0.1", and the password
+// would reach "connect to ..." errors and every log line's server field. It is refused, and the
+// message does not repeat the URL.
+TEST(Transport, ServerUrlWithCredentialsIsRefusedWithoutEchoingThem) {
+  for (const std::string server :
+       {"https://admin:s3cr3t@10.0.0.1", "https://admin:s3cr3t@10.0.0.1:6443/prefix",
+        "http://s3cr3t@127.0.0.1:8080", "https://admin:s3cr3t@[::1]:6443", "https://:s3cr3t@host",
+        "ftp://admin:s3cr3t@host", "admin:s3cr3t@host"}) {
+    ClusterConfig config;
+    config.server = server;
+    try {
+      RestClient client(config, fast());
+      ADD_FAILURE() << server << " was accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_STREQ(e.what(), "server URL must not carry credentials (user:password@)") << server;
+    }
+  }
+  // An '@' in the path is no userinfo.
+  ClusterConfig config;
+  config.server = "https://127.0.0.1:6443/clusters/a@b";
+  EXPECT_NO_THROW(RestClient(config, fast()));
 }
 
 // OpenSSL refuses some names as verification targets (a scoped IPv6 literal); the connection

@@ -214,6 +214,30 @@ TEST(WatchDecoder, MalformedLineNamesOffset) {
   EXPECT_EQ(run({"{\"type\":\"ADDED\",\"object\":{\"metadata\":5}}\n"}).error->code, Errc::decode);
 }
 
+// One large event must not leave the stream holding its buffer for good (up to 16 MiB per
+// watch); an ordinary one keeps it, so the next lines reuse it.
+TEST(WatchDecoder, ReleasesTheBufferOfALargeEvent) {
+  auto event = [](std::size_t name_bytes) {
+    return R"({"type":"ADDED","object":{"metadata":{"name":")" + std::string(name_bytes, 'x') +
+           "\"}}}\n";
+  };
+  WatchDecoder decoder(dynamic_codec());
+  std::vector<WatchEvent> events;
+  const std::string large = event(2 * WatchDecoder::kKeptBufferBytes);
+  const std::size_t half = large.size() / 2;
+  ASSERT_TRUE(decoder.feed(std::string_view(large).substr(0, half), events));
+  EXPECT_GE(decoder.buffer_capacity(), half);  // carried between reads
+  ASSERT_TRUE(decoder.feed(std::string_view(large).substr(half), events));
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_LE(decoder.buffer_capacity(), WatchDecoder::kKeptBufferBytes);
+
+  const std::string ordinary = event(WatchDecoder::kKeptBufferBytes / 2);
+  ASSERT_TRUE(decoder.feed(ordinary, events));
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_GE(decoder.buffer_capacity(), ordinary.size() - 1);  // kept for the next lines
+  EXPECT_LE(decoder.buffer_capacity(), WatchDecoder::kKeptBufferBytes);
+}
+
 TEST(WatchDecoder, ErrorIsSticky) {
   WatchDecoder decoder(dynamic_codec());
   std::vector<WatchEvent> events;

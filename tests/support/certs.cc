@@ -140,4 +140,22 @@ Pki make_pki(const PkiOptions& options) {
   return pki;
 }
 
+std::string encrypted_key_pem(const std::string& key_pem, const std::string& passphrase,
+                              bool pkcs8) {
+  BioPtr in(BIO_new_mem_buf(key_pem.data(), static_cast<int>(key_pem.size())));
+  KeyPtr key(PEM_read_bio_PrivateKey(in.get(), nullptr, nullptr, nullptr));
+  check(key != nullptr, "PEM_read_bio_PrivateKey");
+  BioPtr out(BIO_new(BIO_s_mem()));
+  std::string pass = passphrase;  // OpenSSL takes it as unsigned char*, not const
+  auto* kstr = reinterpret_cast<unsigned char*>(pass.data());
+  const int klen = static_cast<int>(pass.size());
+  const bool written =
+      pkcs8 ? PEM_write_bio_PKCS8PrivateKey(out.get(), key.get(), EVP_aes_256_cbc(), pass.data(),
+                                            klen, nullptr, nullptr) == 1
+            : PEM_write_bio_PrivateKey_traditional(out.get(), key.get(), EVP_aes_256_cbc(), kstr,
+                                                   klen, nullptr, nullptr) == 1;
+  check(written, "writing an encrypted key");
+  return bio_string(out.get());
+}
+
 }  // namespace kinformer::testing

@@ -42,4 +42,9 @@ struct PkiOptions {
 };
 Pki make_pki(const PkiOptions& options = {});
 
+/// `key_pem` encrypted (AES-256-CBC) with `passphrase`: PKCS#8 ("ENCRYPTED PRIVATE KEY"), or
+/// the traditional form with Proc-Type and DEK-Info headers (what `openssl ec -aes256` writes).
+std::string encrypted_key_pem(const std::string& key_pem, const std::string& passphrase,
+                              bool pkcs8 = true);
+
 }  // namespace kinformer::testing

@@ -144,6 +144,18 @@ Reply Reply::streaming(std::shared_ptr<ScriptedStream> stream, int status) {
   return r;
 }
 
+Reply Reply::dropped() {
+  Reply r;
+  r.drop = true;
+  return r;
+}
+
+void ReplyGate::open() {
+  std::lock_guard lock(mu_);
+  open_ = true;
+  if (wake_) wake_();
+}
+
 void ScriptedStream::push(Op op) {
   std::lock_guard lock(mu_);
   if (closed_) return;
@@ -210,6 +222,8 @@ struct FakeApiServer::Impl {
   std::vector<Request> received;
   std::size_t open = 0;
   std::vector<std::weak_ptr<ScriptedStream>> streams;
+  std::vector<std::weak_ptr<ReplyGate>> gates;
+  std::uint64_t accepted = 0;  // connections so far (io thread)
   bool tls = false;
   std::uint16_t port = 0;
 
@@ -387,8 +401,30 @@ struct FakeApiServer::Impl {
     stream->cv_.notify_all();
   }
 
+  // Returns once `gate` is open; other connections are served meanwhile.
+  awaitable<void> wait_open(std::shared_ptr<ReplyGate> gate) {
+    {
+      std::lock_guard lock(mu);
+      gates.push_back(gate);
+    }
+    auto ex = co_await asio::this_coro::executor;
+    auto timer = std::make_shared<asio::steady_timer>(ex, asio::steady_timer::time_point::max());
+    for (;;) {
+      {
+        std::lock_guard lock(gate->mu_);
+        if (gate->open_) {
+          gate->wake_ = nullptr;
+          break;
+        }
+        // Posted: it runs after this coroutine started waiting below (one io thread).
+        gate->wake_ = [timer, ex] { asio::post(ex, [timer] { timer->cancel(); }); };
+      }
+      co_await timer->async_wait(kTuple);
+    }
+  }
+
   template <class Stream>
-  awaitable<void> serve(std::shared_ptr<Conn<Stream>> conn) {
+  awaitable<void> serve(std::shared_ptr<Conn<Stream>> conn, std::uint64_t connection) {
     for (;;) {
       http::request_parser<http::string_body> parser;
       parser.body_limit(64 << 20);
@@ -396,8 +432,11 @@ struct FakeApiServer::Impl {
       if (ec) break;
       const auto& req = parser.get();
       Request request = to_request(req);
+      request.connection = connection;
       Reply reply = dispatch(request);
       record(std::move(request));
+      if (reply.drop) break;
+      if (reply.gate) co_await wait_open(reply.gate);
       if (reply.stream) {
         co_await stream_reply(conn, std::move(reply), req.version());
         co_return;
@@ -416,16 +455,17 @@ struct FakeApiServer::Impl {
 
   awaitable<void> session(tcp::socket socket) {
     OpenGuard guard(this);
+    const std::uint64_t connection = ++accepted;
     if (tls) {
       auto conn = std::make_shared<Conn<SslStream>>(SslStream(std::move(socket), *ssl_ctx));
       beast::get_lowest_layer(conn->stream).expires_after(std::chrono::seconds(10));
       auto [ec] = co_await conn->stream.async_handshake(ssl::stream_base::server, kTuple);
       if (ec) co_return;
       beast::get_lowest_layer(conn->stream).expires_never();
-      co_await serve(std::move(conn));
+      co_await serve(std::move(conn), connection);
     } else {
       auto conn = std::make_shared<Conn<beast::tcp_stream>>(beast::tcp_stream(std::move(socket)));
-      co_await serve(std::move(conn));
+      co_await serve(std::move(conn), connection);
     }
   }
 
@@ -477,6 +517,17 @@ FakeApiServer::~FakeApiServer() {
     s->wake_ = nullptr;
     s->closed_ = true;
     s->cv_.notify_all();
+  }
+  std::vector<std::shared_ptr<ReplyGate>> gates;
+  {
+    std::lock_guard lock(impl_->mu);
+    for (auto& weak : impl_->gates) {
+      if (auto g = weak.lock()) gates.push_back(std::move(g));
+    }
+  }
+  for (auto& g : gates) {
+    std::lock_guard lock(g->mu_);
+    g->wake_ = nullptr;  // its io_context is going away
   }
 }
 

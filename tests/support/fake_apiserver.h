@@ -30,6 +30,8 @@ struct Request {
   std::map<std::string, std::string> query;
   std::map<std::string, std::string> headers;
   std::string body;
+  /// The connection it came on, numbered from 1 in the order the server accepted them.
+  std::uint64_t connection = 0;
 
   /// The header's value ("" when absent); `name` is matched case-insensitively.
   [[nodiscard]] std::string header(std::string_view name) const;
@@ -88,6 +90,25 @@ class ScriptedStream {
   std::size_t bytes_written_ = 0;
 };
 
+/// Holds a reply back until the test opens it. The server goes on serving other connections
+/// meanwhile (a handler that blocked would stall them all), so a test can keep one request in
+/// flight while others complete. Thread-safety: open() may be called from any thread.
+class ReplyGate {
+ public:
+  ReplyGate() = default;
+  ReplyGate(const ReplyGate&) = delete;
+  ReplyGate& operator=(const ReplyGate&) = delete;
+
+  /// Lets the held reply (and any later one through this gate) be sent.
+  void open();
+
+ private:
+  friend class FakeApiServer;
+  std::mutex mu_;
+  bool open_ = false;
+  std::function<void()> wake_;  // set by the server while a reply waits; called under mu_
+};
+
 /// A handler's answer: a complete response, or (when `stream` is set) a chunked stream.
 struct Reply {
   int status = 200;
@@ -97,6 +118,11 @@ struct Reply {
   /// Closes the connection right after sending this (non-streaming) response, without a
   /// `Connection: close` header: the client keeps a connection the server has dropped.
   bool close_after = false;
+  /// Closes the connection without answering (the request is recorded): a server that closed a
+  /// kept-alive connection just as the request arrived.
+  bool drop = false;
+  /// When set, the (non-streaming) response is sent only once the gate is open.
+  std::shared_ptr<ReplyGate> gate;
 
   /// A JSON body (Content-Type: application/json).
   static Reply json(std::string body, int status = 200);
@@ -107,6 +133,8 @@ struct Reply {
   static Reply text(std::string body, int status = 200);
   /// A chunked JSON stream (a watch).
   static Reply streaming(std::shared_ptr<ScriptedStream> stream, int status = 200);
+  /// No answer: the connection is closed (see `drop`).
+  static Reply dropped();
 };
 
 using Handler = std::function<Reply(const Request&)>;

@@ -16,6 +16,20 @@
 #include "protobuf/wire.h"
 
 namespace kinformer::client {
+namespace {
+
+// Empties the carried-frame buffer. One large event split across reads would otherwise leave
+// every stream holding its capacity (up to max_event_bytes) for good; below this it is kept,
+// so the usual events reuse it without allocating.
+void release_if_large(std::string& buffer) {
+  if (buffer.capacity() > ProtobufWatchDecoder::kKeptBufferBytes) {
+    std::string().swap(buffer);
+  } else {
+    buffer.clear();
+  }
+}
+
+}  // namespace
 
 ProtobufWatchDecoder::ProtobufWatchDecoder(ProtobufCodecPtr codec)
     : ProtobufWatchDecoder(std::move(codec), Options{}) {}
@@ -71,7 +85,7 @@ Status ProtobufWatchDecoder::feed(std::string_view bytes, std::vector<WatchEvent
     frame_start_ = offset_;
     length_.reset();
     Status s = decode_frame(frame, start, out);
-    frame_.clear();
+    release_if_large(frame_);
     if (!s) {
       failed_ = s.error();
       return *failed_;
@@ -96,12 +110,17 @@ Status ProtobufWatchDecoder::decode_frame(std::string_view frame, std::uint64_t 
   using detail::FieldPath;
   using detail::pb::Decoder;
   using detail::pb::Message;
-  const std::string where = "watch event at byte offset " + std::to_string(frame_offset);
+  // Built on failure only, as most frames decode.
+  auto where = [&] { return "watch event at byte offset " + std::to_string(frame_offset); };
+  auto at = [&](Error e) {
+    e.message = where() + ": " + e.message;
+    return e;
+  };
   if (frame.starts_with(kProtobufMagic)) {
     // Not a WatchEvent (0x6b would be a group's start): name the mistake instead.
     return Error::make(
         Errc::decode,
-        where + ": a k8s\\0 envelope around the event (frames hold bare WatchEvents)");
+        where() + ": a k8s\\0 envelope around the event (frames hold bare WatchEvents)");
   }
   std::string_view type;
   std::optional<std::string_view> object;
@@ -130,44 +149,36 @@ Status ProtobufWatchDecoder::decode_frame(std::string_view frame, std::uint64_t 
           m.skip();
       }
     }
-    if (auto s = std::move(d).status(); !s) {
-      Error e = std::move(s).error();
-      e.message = where + ": " + e.message;
-      return e;
-    }
+    if (auto s = std::move(d).status(); !s) return at(std::move(s).error());
   }
-  if (!object) return Error::make(Errc::decode, where + ": missing \"object\"");
+  if (!object) return Error::make(Errc::decode, where() + ": missing \"object\"");
   const std::optional<EventType> event_type = detail::event_type_of(type);
   if (type == "ERROR") {
-    const std::string status_where = where + ": ERROR object";
-    auto inner = detail::pb::parse_envelope(*object, status_where);
-    if (!inner) return std::move(inner).error();
-    if (auto s = detail::pb::expect_kind(inner.value(), "Status", status_where); !s) return s;
+    auto inner = detail::pb::parse_envelope(*object, "ERROR object");
+    if (!inner) return at(std::move(inner).error());
+    if (!inner->kind.empty() && inner->kind != "Status") {
+      return detail::error_event_without_status(where());
+    }
     Error e;
     if (auto s = decode_protobuf_status(inner->raw, e); !s) {
       Error failed = std::move(s).error();
-      failed.message = status_where + ": " + failed.message;
-      return failed;
+      failed.message = "ERROR object: " + failed.message;
+      return at(std::move(failed));
     }
     if (e.message.empty()) e.message = "watch ERROR event";
     return e;
   }
   if (!event_type) {
-    return Error::make(Errc::decode,
-                       where + ": unknown event type \"" + std::string(type.substr(0, 32)) + "\"");
+    return Error::make(
+        Errc::decode, where() + ": unknown event type \"" + std::string(type.substr(0, 32)) + "\"");
   }
-  const std::string object_where = where + ": object";
-  auto inner = detail::pb::parse_envelope(*object, object_where);
-  if (!inner) return std::move(inner).error();
-  if (auto s = detail::pb::expect_kind(inner.value(), codec_->gvr().kind, object_where); !s) {
-    return s;
+  auto inner = detail::pb::parse_envelope(*object, "object");
+  if (!inner) return at(std::move(inner).error());
+  if (auto s = detail::pb::expect_kind(inner.value(), codec_->gvr().kind, "object"); !s) {
+    return at(std::move(s).error());
   }
   auto decoded = codec_->decode(inner->raw);
-  if (!decoded) {
-    Error e = std::move(decoded).error();
-    e.message = where + ": " + e.message;
-    return e;
-  }
+  if (!decoded) return at(std::move(decoded).error());
   out.push_back(WatchEvent{*event_type, std::move(decoded).value()});
   ++events_;
   return Ok{};

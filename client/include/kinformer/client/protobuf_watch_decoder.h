@@ -22,10 +22,15 @@ namespace kinformer::client {
 /// envelope: the API server frames events with its raw protobuf serializer), whose object.raw
 /// is kProtobufMagic + runtime.Unknown around the object (or a Status for ERROR). Only complete
 /// frames are decoded, so a half-decoded object is never produced; a frame that arrives whole in
-/// one feed() is decoded in place, without a copy. Memory is bounded by the largest frame.
+/// one feed() is decoded in place, without a copy. Memory is bounded by the largest frame, and
+/// between frames the buffer keeps at most kKeptBufferBytes.
 /// Thread-safety: not thread-safe; one decoder per stream, used by one thread at a time.
 class ProtobufWatchDecoder {
  public:
+  /// Buffer capacity kept between frames; a larger one (after a frame that big arrived in
+  /// pieces) is released once the frame is decoded.
+  static constexpr std::size_t kKeptBufferBytes = std::size_t{1} << 20;
+
   struct Options {
     /// Largest accepted frame (bytes, without the 4-byte length); larger -> Errc::too_large,
     /// reported as soon as the length is read.
@@ -37,7 +42,9 @@ class ProtobufWatchDecoder {
 
   /// Consumes `bytes`, appending every event completed by them to `out`. On failure, events
   /// decoded before the failing frame are still in `out` and the error is returned:
-  ///  - an ERROR event: Errc::api with the Status code/reason/message/retry-after;
+  ///  - an ERROR event: Errc::api with the Status code/reason/message/retry-after; when its
+  ///    object is of another kind, Errc::api with HTTP 500 and a message saying so (as the JSON
+  ///    WatchDecoder does);
   ///  - a malformed frame (not protobuf, a known field of the wrong wire type, an object without
   ///    the k8s\0 prefix or of another kind, an unknown event type, no object, an empty frame):
   ///    Errc::decode naming the byte offset;
@@ -55,6 +62,9 @@ class ProtobufWatchDecoder {
   [[nodiscard]] std::uint64_t complete_frame_bytes() const noexcept { return frame_start_; }
   /// Events decoded so far.
   [[nodiscard]] std::uint64_t events() const noexcept { return events_; }
+  /// Capacity of the buffer that carries a partial frame between feeds (for tests and
+  /// diagnostics): at most kKeptBufferBytes between frames.
+  [[nodiscard]] std::size_t buffer_capacity() const noexcept { return frame_.capacity(); }
 
  private:
   Status decode_frame(std::string_view frame, std::uint64_t frame_offset,

@@ -15,7 +15,7 @@ namespace kinformer::client {
 
 /// RateLimiter settings.
 struct RateLimiterOptions {
-  double qps = 5.0;  ///< tokens per second; <= 0 disables limiting
+  double qps = 5.0;  ///< tokens per second; <= 0 disables limiting; NaN or infinite: ConfigError
   int burst = 10;    ///< bucket size, >= 1
 };
 
@@ -29,7 +29,7 @@ class RateLimiter {
   using Options = RateLimiterOptions;
 
   /// `clock` null: system_clock(). acquire() waits with clock->sleep_for (inject a fake in tests,
-  /// so waits are observable and instant).
+  /// so waits are observable and instant). Throws ConfigError for a NaN or infinite qps.
   explicit RateLimiter(Options options = {}, ClockPtr clock = nullptr);
 
   /// Takes a token now if one is available.

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "kinformer/client/clock.h"
 #include "kinformer/client/cluster_config.h"
 #include "kinformer/client/log.h"
 #include "kinformer/client/rate_limiter.h"
@@ -38,6 +39,14 @@ struct RestClientOptions {
   std::chrono::milliseconds request_timeout{30000};
   /// Idle keep-alive connections kept for reuse.
   std::size_t max_idle_connections = 4;
+  /// A kept-alive connection idle this long is closed instead of reused (0: none is reused).
+  /// Below the API server's own idle timeout (kube-apiserver closes connections idle for 90 s),
+  /// so that no request goes out on a connection the server is closing at that moment: a POST,
+  /// PUT, PATCH or DELETE lost that way is not retried.
+  std::chrono::milliseconds idle_connection_timeout{60000};
+  /// Measures how long kept-alive connections have been idle. Null: system_clock(). Request
+  /// deadlines and watch timeouts always run on the steady clock.
+  ClockPtr clock;
   /// Largest accepted non-watch response body.
   std::size_t max_response_bytes = std::size_t{256} << 20;
   /// Largest accepted watch event (Errc::too_large beyond).

@@ -1,7 +1,10 @@
 #pragma once
 // TokenBucket: the one token bucket under client::RateLimiter and informer::ReconnectBudget.
 
+#include <chrono>
+
 #include "kinformer/client/clock.h"
+#include "kinformer/client/error.h"
 
 namespace kinformer::client {
 
@@ -14,17 +17,24 @@ namespace kinformer::client {
 /// mutex around it). The clock must outlive the bucket (it is shared).
 class TokenBucket {
  public:
-  /// `clock` null: system_clock(). `burst` and `rate` are used as given (the owner validates);
-  /// a rate <= 0 accrues nothing.
+  /// The longest wait reserve() returns while tokens accrue at all (a tiny rate would otherwise
+  /// ask for more than Clock::Duration holds): 100 years, which a clock can still add to now()
+  /// without overflowing.
+  static constexpr Clock::Duration kMaxWait = std::chrono::hours(24 * 365 * 100);
+
+  /// `clock` null: system_clock(). A negative `burst` or `rate` counts as 0 (a rate of 0 accrues
+  /// nothing). Throws ConfigError when either is not a finite number (NaN, infinity).
   TokenBucket(double burst, double rate, ClockPtr clock = nullptr);
 
   /// Takes a token only if one is available now.
   bool try_take();
   /// Takes the next token and returns how long until it has accrued: zero when one was
-  /// available, Clock::Duration::max() when none ever will (rate <= 0).
+  /// available, at most kMaxWait while the rate is above 0, Clock::Duration::max() when none
+  /// ever will (rate 0).
   Clock::Duration reserve();
   /// From now on the bucket holds at most `burst` and accrues at `rate`; what accrued until now
-  /// did so at the old rate. Then `extra` tokens are added (capped at the new burst).
+  /// did so at the old rate. Then `extra` tokens are added (capped at the new burst). The values
+  /// are checked as in the constructor (and `extra` must be finite too).
   void resize(double burst, double rate, double extra = 0);
 
   [[nodiscard]] double burst() const noexcept { return burst_; }

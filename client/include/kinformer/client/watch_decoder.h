@@ -17,10 +17,15 @@ namespace kinformer::client {
 
 /// Decodes {"type":..,"object":..}\n lines with RapidJSON (in situ, in a reused buffer) into
 /// WatchEvents whose objects come from the resource's Codec. Only complete lines are decoded, so
-/// a half-decoded object is never produced. Memory is bounded by the largest event.
+/// a half-decoded object is never produced. Memory is bounded by the largest event, and between
+/// events the line buffer keeps at most kKeptBufferBytes.
 /// Thread-safety: not thread-safe; one decoder per stream, used by one thread at a time.
 class WatchDecoder {
  public:
+  /// Line buffer capacity kept between events; a larger one (after an event that big) is
+  /// released once the event is decoded.
+  static constexpr std::size_t kKeptBufferBytes = std::size_t{1} << 20;
+
   struct Options {
     /// Largest accepted event line (bytes, without the newline); larger -> Errc::too_large.
     std::size_t max_event_bytes = std::size_t{16} << 20;
@@ -35,7 +40,8 @@ class WatchDecoder {
   /// Consumes `bytes`, appending every event completed by them to `out`. On failure, events
   /// decoded before the failing line are still in `out` and the error is returned:
   ///  - an ERROR event: Errc::api with the Status code/reason/message/retry-after (410 Expired,
-  ///    504 "too large resource version" with retry after 1 s ...);
+  ///    504 "too large resource version" with retry after 1 s ...); when its object is of
+  ///    another kind, Errc::api with HTTP 500 and a message saying so (nothing of the object);
   ///  - a malformed line or unknown event type: Errc::decode naming the byte offset;
   ///  - a line nested deeper than kMaxJsonDepth, or with anything but whitespace after the
   ///    event's JSON object: Errc::decode saying so;
@@ -53,6 +59,9 @@ class WatchDecoder {
   [[nodiscard]] std::uint64_t complete_line_bytes() const noexcept { return line_start_; }
   /// Events decoded so far.
   [[nodiscard]] std::uint64_t events() const noexcept { return events_; }
+  /// Capacity of the line buffer (for tests and diagnostics): at most kKeptBufferBytes between
+  /// events.
+  [[nodiscard]] std::size_t buffer_capacity() const noexcept { return line_.capacity(); }
 
  private:
   Status decode_line(char* line, std::size_t size, std::uint64_t line_offset,
