@@ -9,10 +9,11 @@
 namespace kinformer::client::detail {
 namespace {
 
-// True when the authority (after "scheme://", up to the path) holds an '@': user:password@.
+// True when the URL may carry user:password@: any '@' before the query or fragment. A password
+// may hold '/' ("admin:ab/cd@host"), so the authority cannot be told from the path; an API
+// server's path never needs an '@', so refusing one there too fails closed.
 bool has_userinfo(std::string_view s) {
-  if (auto scheme = s.find("://"); scheme != std::string_view::npos) s.remove_prefix(scheme + 3);
-  return s.substr(0, s.find('/')).find('@') != std::string_view::npos;
+  return s.substr(0, s.find_first_of("?#")).find('@') != std::string_view::npos;
 }
 
 }  // namespace

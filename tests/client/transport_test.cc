@@ -249,7 +249,11 @@ TEST(Transport, ServerUrlWithCredentialsIsRefusedWithoutEchoingThem) {
   for (const std::string server :
        {"https://admin:s3cr3t@10.0.0.1", "https://admin:s3cr3t@10.0.0.1:6443/prefix",
         "http://s3cr3t@127.0.0.1:8080", "https://admin:s3cr3t@[::1]:6443", "https://:s3cr3t@host",
-        "ftp://admin:s3cr3t@host", "admin:s3cr3t@host"}) {
+        "ftp://admin:s3cr3t@host", "admin:s3cr3t@host",
+        // A '/' in the password hides the '@' from a check that ends the authority at '/'.
+        "https://admin:s3/cr3t@10.0.0.1",
+        // So an '@' in the path is refused too (no API server path needs one).
+        "https://127.0.0.1:6443/clusters/a@b"}) {
     ClusterConfig config;
     config.server = server;
     try {
@@ -259,9 +263,9 @@ TEST(Transport, ServerUrlWithCredentialsIsRefusedWithoutEchoingThem) {
       EXPECT_STREQ(e.what(), "server URL must not carry credentials (user:password@)") << server;
     }
   }
-  // An '@' in the path is no userinfo.
+  // An '@' after the query starts is no userinfo.
   ClusterConfig config;
-  config.server = "https://127.0.0.1:6443/clusters/a@b";
+  config.server = "https://127.0.0.1:6443/?a=b@c";
   EXPECT_NO_THROW(RestClient(config, fast()));
 }
 
