@@ -439,6 +439,9 @@ TEST(ClusterRegistryTest, RemovedKeyOrSecretRemovesTheClusterAndStopsItsWatches)
   ASSERT_TRUE(journal.wait_for(2));
   ASSERT_TRUE(west.wait_watch_requests(kPods, 1));
   ASSERT_TRUE(east.wait_watch_requests(kPods, 1));
+  // The scripted server sends a change only to the watches open at that moment (no replay from
+  // a resourceVersion): the registry's Secret watch must be open before the edit.
+  ASSERT_TRUE(f.local.wait_watch_requests(kSecrets, 1));
 
   f.local.put(kSecrets, "remotes",
               secret("remotes", {{"east", kubeconfig_for(east.server, "t")}}));  // key removed
@@ -593,6 +596,7 @@ TEST(ClusterRegistryTest, AKubeconfigEditedIntoARefusedOneKeepsTheWorkingClient)
   ASSERT_TRUE(f.registry->start());
   ASSERT_TRUE(f.registry->wait_for_sync(10s));
   auto working = f.registry->cluster("west");
+  ASSERT_TRUE(f.local.wait_watch_requests(kSecrets, 1));  // changes go to open watches only
   std::string exec_config = kubeconfig_for(west.server, "tok-1");
   exec_config.replace(
       exec_config.find("    token: tok-1"), std::string("    token: tok-1").size(),
@@ -638,6 +642,7 @@ TEST(ClusterRegistryTest, ASwitchAfterASyncTimeoutNeverEmptiesTheShard) {
   ASSERT_TRUE(testing::eventually([&] {
     return addresses() == std::vector<std::string>{"10.0.0.1", "10.0.0.2"};
   }));
+  ASSERT_TRUE(f.local.wait_watch_requests(kSecrets, 1));  // changes go to open watches only
 
   f.local.put(kSecrets, "remotes",
               secret("remotes", {{"west", kubeconfig_for(broken.server, "tok-2")}}));
