@@ -37,7 +37,8 @@ std::string subset_key(const std::string& service_key, const std::string& port,
 std::string pod_key(const std::optional<client::ObjectReference>& ref,
                     const std::string& object_namespace) {
   if (!ref || ref->kind != "Pod" || ref->name.empty()) return {};
-  return client::make_key(ref->namespace_.empty() ? object_namespace : ref->namespace_, ref->name);
+  return client::make_key(ref->namespace_.empty() ? object_namespace : ref->namespace_.str(),
+                          ref->name);
 }
 
 std::vector<EndpointPort> slice_ports(const std::vector<client::SlicePort>& in) {

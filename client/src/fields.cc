@@ -64,6 +64,14 @@ void FieldReader::string(const JsonValue& v, const FieldPath& at, const char* na
   out.assign(m->GetString(), m->GetStringLength());
 }
 
+void FieldReader::string(const JsonValue& v, const FieldPath& at, const char* name,
+                         InternedString& out) {
+  const JsonValue* m = find(v, name);
+  if (!m) return;
+  if (!m->IsString()) return fail(at, name, "a string", *m);
+  out = InternedString(std::string_view(m->GetString(), m->GetStringLength()));
+}
+
 void FieldReader::boolean(const JsonValue& v, const FieldPath& at, const char* name, bool& out) {
   const JsonValue* m = find(v, name);
   if (!m) return;

@@ -4,10 +4,25 @@
 
 namespace kinformer::client {
 
+namespace {
+
+template <typename Map>
+auto* find_in(const Map& map, std::string_view key) noexcept {
+  auto it = std::lower_bound(
+      map.begin(), map.end(), key,
+      [](const auto& entry, std::string_view k) { return std::string_view(entry.first) < k; });
+  return it != map.end() && std::string_view(it->first) == key ? &it->second : nullptr;
+}
+
+}  // namespace
+
 const std::string* find_value(const StringMap& map, std::string_view key) noexcept {
-  auto it = std::lower_bound(map.begin(), map.end(), key,
-                             [](const auto& entry, std::string_view k) { return entry.first < k; });
-  return it != map.end() && it->first == key ? &it->second : nullptr;
+  const InternedString* v = find_in(map, key);
+  return v ? &v->str() : nullptr;
+}
+
+const std::string* find_value(const ByteMap& map, std::string_view key) noexcept {
+  return find_in(map, key);
 }
 
 std::string make_key(std::string_view namespace_, std::string_view name) {

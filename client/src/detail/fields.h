@@ -36,6 +36,7 @@ class FieldReader {
 
   /// String member `name` of `v` (at `at`) into `out`; absent/null leaves `out` unchanged.
   void string(const JsonValue& v, const FieldPath& at, const char* name, std::string& out);
+  void string(const JsonValue& v, const FieldPath& at, const char* name, InternedString& out);
   /// Boolean member; absent/null leaves `out` unchanged.
   void boolean(const JsonValue& v, const FieldPath& at, const char* name, bool& out);
   /// 32-bit integer member; absent/null leaves `out` unchanged.

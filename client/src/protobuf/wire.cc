@@ -102,6 +102,13 @@ bool Message::string(const char* name, std::string& out) {
   return true;
 }
 
+bool Message::string(const char* name, InternedString& out) {
+  std::string_view v;
+  if (!bytes(name, v, "a string")) return false;
+  out = InternedString(v);
+  return true;
+}
+
 bool Message::varint(const char* name, const char* expected, std::uint64_t& out) {
   if (r_.wire_type() != protozero::pbf_wire_type::varint) {
     wrong_wire_type(name, expected);
@@ -143,7 +150,10 @@ bool Message::int64(const char* name, std::int64_t& out) {
   return true;
 }
 
-bool map_entry(Message& m, const char* name, StringMap& out) {
+namespace {
+
+template <typename Map>
+bool map_entry_into(Message& m, const char* name, Map& out) {
   std::string_view entry;
   if (!m.message(name, entry)) return false;
   // The key names the entry in errors (a key is never secret; a value may be).
@@ -165,7 +175,9 @@ bool map_entry(Message& m, const char* name, StringMap& out) {
   return !m.decoder().failed();
 }
 
-void finish_map(StringMap& map) {
+template <typename Map>
+void finish_map_of(Map& map) {
+  map.shrink_to_fit();  // grown by doubling while read; kept for as long as the object is cached
   if (map.size() < 2) return;
   std::stable_sort(map.begin(), map.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -179,6 +191,15 @@ void finish_map(StringMap& map) {
   }
   map.erase(out, map.end());
 }
+
+}  // namespace
+
+bool map_entry(Message& m, const char* name, StringMap& out) {
+  return map_entry_into(m, name, out);
+}
+bool map_entry(Message& m, const char* name, ByteMap& out) { return map_entry_into(m, name, out); }
+void finish_map(StringMap& map) { finish_map_of(map); }
+void finish_map(ByteMap& map) { finish_map_of(map); }
 
 Result<Envelope> parse_envelope(std::string_view bytes, std::string_view what) {
   auto fail = [&](std::string_view why) {

@@ -62,6 +62,7 @@ class Message {
 
   /// A string field (wire type 2) into `out`.
   bool string(const char* name, std::string& out);
+  bool string(const char* name, InternedString& out);
   /// A bytes, string or embedded message field (wire type 2) as a view into the input.
   bool bytes(const char* name, std::string_view& out, const char* expected = "bytes");
   /// A nested message field: its bytes, to read with a Message at at().child(name).
@@ -108,9 +109,11 @@ void repeated(Message& m, const char* name, std::vector<T>& out, F&& decode) {
 /// A map<string, string> / map<string, bytes> entry message {key = 1, value = 2} at
 /// at().child(name); appended to `out`. Call finish_map() when the parent message ends.
 bool map_entry(Message& m, const char* name, StringMap& out);
+bool map_entry(Message& m, const char* name, ByteMap& out);
 /// Sorts a map read with map_entry() by key; of duplicate keys the last one wins (protobuf's
 /// rule for maps, and Go's unmarshalling).
 void finish_map(StringMap& map);
+void finish_map(ByteMap& map);
 
 /// The parts of a runtime.Unknown (k8s.io/apimachinery pkg/runtime/generated.proto:
 /// Unknown{typeMeta = 1 TypeMeta{apiVersion = 1, kind = 2}, raw = 2, contentEncoding = 3,

@@ -19,25 +19,25 @@ struct SliceEndpoint {
   std::optional<bool> ready;
   std::optional<bool> serving;
   std::optional<bool> terminating;
-  std::string hostname;
-  std::string node_name;
-  std::string zone;
+  InternedString hostname;
+  InternedString node_name;
+  InternedString zone;
   std::optional<ObjectReference> target_ref;
   bool operator==(const SliceEndpoint&) const = default;
 };
 
 struct SlicePort {
-  std::string name;
+  InternedString name;
   std::optional<std::int32_t> port;  ///< unset = all ports
-  std::string protocol;              ///< "TCP" when unset by the server
-  std::string app_protocol;
+  InternedString protocol;           ///< "TCP" when unset by the server
+  InternedString app_protocol;
   bool operator==(const SlicePort&) const = default;
 };
 
 /// Thread-safety: immutable once stored.
 class EndpointSlice final : public Object {
  public:
-  std::string address_type;  ///< "IPv4", "IPv6" or "FQDN"
+  InternedString address_type;  ///< "IPv4", "IPv6" or "FQDN"
   std::vector<SliceEndpoint> endpoints;
   std::vector<SlicePort> ports;
   /// The owning Service: label kubernetes.io/service-name ("" when absent).

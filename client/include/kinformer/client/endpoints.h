@@ -15,18 +15,18 @@ namespace kinformer::client {
 /// subsets[i].addresses[j] / notReadyAddresses[j].
 struct EndpointAddress {
   std::string ip;
-  std::string hostname;
-  std::string node_name;
+  InternedString hostname;
+  InternedString node_name;
   std::optional<ObjectReference> target_ref;
   bool operator==(const EndpointAddress&) const = default;
 };
 
 /// subsets[i].ports[j].
 struct EndpointPort {
-  std::string name;  ///< may be empty when the subset has a single port
+  InternedString name;  ///< may be empty when the subset has a single port
   std::int32_t port = 0;
-  std::string protocol;  ///< "TCP" when unset by the server
-  std::string app_protocol;
+  InternedString protocol;  ///< "TCP" when unset by the server
+  InternedString app_protocol;
   bool operator==(const EndpointPort&) const = default;
 };
 

@@ -14,21 +14,31 @@
 #include <utility>
 #include <vector>
 
+#include "kinformer/client/interned_string.h"
+
 namespace kinformer::client {
 
 /// Labels or annotations: a vector of (key, value) sorted by key. Smaller than a std::map for the
-/// handful of entries objects carry, and ordered for deterministic output.
-using StringMap = std::vector<std::pair<std::string, std::string>>;
+/// handful of entries objects carry, and ordered for deterministic output. Keys and values are
+/// interned: the same labels repeat across the Pods of a workload.
+using StringMap = std::vector<std::pair<InternedString, InternedString>>;
 
-/// Looks up `key` in a sorted StringMap; nullptr when absent.
+/// Bytes by key, sorted by key, not interned (Secret data: unique per object, and secret).
+using ByteMap = std::vector<std::pair<std::string, std::string>>;
+
+/// Looks up `key` in a sorted StringMap; nullptr when absent. The value lives as long as the map
+/// holds it.
 const std::string* find_value(const StringMap& map, std::string_view key) noexcept;
+/// Looks up `key` in a sorted ByteMap; nullptr when absent.
+const std::string* find_value(const ByteMap& map, std::string_view key) noexcept;
 
 /// metadata.ownerReferences[i].
+/// Interned: the Pods of one ReplicaSet share the same owner.
 struct OwnerReference {
-  std::string api_version;
-  std::string kind;
-  std::string name;
-  std::string uid;
+  InternedString api_version;
+  InternedString kind;
+  InternedString name;
+  InternedString uid;
   bool controller = false;
   bool block_owner_deletion = false;
   bool operator==(const OwnerReference&) const = default;
@@ -37,8 +47,8 @@ struct OwnerReference {
 /// A reference to another object (core/v1 ObjectReference, e.g. an endpoint's targetRef); only
 /// the fields mesh components read.
 struct ObjectReference {
-  std::string kind;
-  std::string namespace_;
+  InternedString kind;
+  InternedString namespace_;
   std::string name;
   std::string uid;
   bool operator==(const ObjectReference&) const = default;
@@ -47,15 +57,15 @@ struct ObjectReference {
 /// The parts of metadata that kinformer keeps (managedFields is never kept).
 struct ObjectMeta {
   std::string name;
-  std::string namespace_;  ///< empty for cluster-scoped objects
+  InternedString namespace_;  ///< empty for cluster-scoped objects
   std::string uid;
   std::string resource_version;
-  std::string generate_name;
+  InternedString generate_name;
   std::int64_t generation = 0;
   StringMap labels;
   StringMap annotations;
   std::vector<OwnerReference> owner_references;
-  std::vector<std::string> finalizers;
+  std::vector<InternedString> finalizers;
   std::string creation_timestamp;                 ///< RFC 3339, as sent by the server
   std::optional<std::string> deletion_timestamp;  ///< set while the object is being deleted
   bool operator==(const ObjectMeta&) const = default;

@@ -12,9 +12,9 @@ namespace kinformer::client {
 /// never does). Thread-safety: immutable once stored.
 class Secret final : public Object {
  public:
-  std::string type;  ///< e.g. "Opaque", "kubernetes.io/tls"
+  InternedString type;  ///< e.g. "Opaque", "kubernetes.io/tls"
   /// data: key -> decoded bytes, sorted by key.
-  StringMap data;
+  ByteMap data;
 };
 
 template <>
