@@ -13,18 +13,18 @@ Store::Store() {
             {}});
 }
 
-void Store::index_insert(const std::string& key, const client::Object& object) {
+void Store::index_insert(const Item& item, const client::Object& object) {
   for (auto& [name, index] : indexes_) {
-    for (auto& v : index.fn(object)) index.values[std::move(v)].insert(key);
+    for (auto& v : index.fn(object)) index.values[std::move(v)].insert(&item);
   }
 }
 
-void Store::index_erase(const std::string& key, const client::Object& object) {
+void Store::index_erase(const Item& item, const client::Object& object) {
   for (auto& [name, index] : indexes_) {
     for (const auto& v : index.fn(object)) {
       auto it = index.values.find(v);
       if (it == index.values.end()) continue;
-      it->second.erase(key);
+      it->second.erase(&item);
       if (it->second.empty()) index.values.erase(it);
     }
   }
@@ -41,15 +41,15 @@ const Store::Index& Store::find_index(std::string_view name) const {
 StoreChange Store::upsert(client::ObjectPtr object) {
   std::string key = object->key();
   std::unique_lock lock(mu_);
-  auto [it, inserted] = items_.try_emplace(key, object);
+  auto [it, inserted] = items_.try_emplace(std::move(key), object);
   if (inserted) {
-    index_insert(key, *object);
+    index_insert(*it, *object);
     return {StoreChange::Type::added, nullptr, std::move(object)};
   }
   client::ObjectPtr old = std::move(it->second);
   it->second = object;
-  index_erase(key, *old);
-  index_insert(key, *object);
+  index_erase(*it, *old);
+  index_insert(*it, *object);
   return {StoreChange::Type::updated, std::move(old), std::move(object)};
 }
 
@@ -58,14 +58,14 @@ std::optional<StoreChange> Store::remove(std::string_view key) {
   auto it = items_.find(std::string(key));
   if (it == items_.end()) return std::nullopt;
   client::ObjectPtr old = std::move(it->second);
-  index_erase(it->first, *old);
+  index_erase(*it, *old);
   items_.erase(it);
   return StoreChange{StoreChange::Type::deleted, old, old};
 }
 
 std::vector<StoreChange> Store::replace(std::vector<client::ObjectPtr> items,
                                         std::string resource_version) {
-  std::unordered_map<std::string, client::ObjectPtr> next;
+  Items next;
   next.reserve(items.size());
   for (auto& o : items) {
     if (o) next.insert_or_assign(o->key(), std::move(o));
@@ -85,8 +85,8 @@ std::vector<StoreChange> Store::replace(std::vector<client::ObjectPtr> items,
   for (auto& [key, obj] : next) {
     if (!items_.contains(key)) changes.push_back({StoreChange::Type::added, nullptr, obj});
   }
-  items_ = std::move(next);
-  for (const auto& [key, obj] : items_) index_insert(key, *obj);
+  items_ = std::move(next);  // moves the nodes: the index entries below point into them
+  for (const auto& item : items_) index_insert(item, *item.second);
   resource_version_ = std::move(resource_version);
   return changes;
 }
@@ -134,9 +134,8 @@ std::vector<client::ObjectPtr> Store::list(std::string_view ns,
   const Index& index = find_index(kNamespaceIndex);
   auto it = index.values.find(std::string(ns));
   if (it == index.values.end()) return out;
-  for (const auto& key : it->second) {
-    const auto& obj = items_.at(key);
-    if (selector.matches(obj->metadata.labels)) out.push_back(obj);
+  for (const Item* item : it->second) {
+    if (selector.matches(item->second->metadata.labels)) out.push_back(item->second);
   }
   return out;
 }
@@ -152,8 +151,8 @@ void Store::add_index(std::string name, IndexFunc fn) {
     throw client::ConfigError("store: index '" + name + "' already exists");
   }
   Index index{std::move(fn), {}};
-  for (const auto& [key, obj] : items_) {
-    for (auto& v : index.fn(*obj)) index.values[std::move(v)].insert(key);
+  for (const auto& item : items_) {
+    for (auto& v : index.fn(*item.second)) index.values[std::move(v)].insert(&item);
   }
   indexes_.emplace(std::move(name), std::move(index));
 }
@@ -171,7 +170,7 @@ std::vector<client::ObjectPtr> Store::by_index(std::string_view name,
   auto it = index.values.find(std::string(value));
   if (it == index.values.end()) return out;
   out.reserve(it->second.size());
-  for (const auto& key : it->second) out.push_back(items_.at(key));
+  for (const Item* item : it->second) out.push_back(item->second);
   return out;
 }
 

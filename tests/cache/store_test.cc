@@ -109,6 +109,40 @@ TEST(StoreTest, CustomIndexAddedLaterIndexesExistingContents) {
   EXPECT_EQ(values, (std::vector<std::string>{"s2"}));
 }
 
+// The indexes refer to the store's entries rather than copying keys: after a replace() (which
+// swaps in a new map) and removals they must name exactly the objects held now, with their
+// latest state.
+TEST(StoreTest, IndexesFollowReplaceAndRemove) {
+  Store s;
+  auto by_secret = [](const client::Object& o) {
+    const std::string* v = client::find_value(o.metadata.labels, "secret");
+    return v ? std::vector<std::string>{*v} : std::vector<std::string>{};
+  };
+  s.add_index("secret", by_secret);
+  s.upsert(make_object("a", "x", "1", {{"secret", "s1"}}));
+  s.upsert(make_object("b", "gone", "1", {{"secret", "s1"}}));
+  (void)s.replace({make_object("a", "x", "2", {{"secret", "s2"}}),
+                   make_object("a", "y", "2", {{"secret", "s1"}}),
+                   make_object("b", "z", "2", {{"secret", "s1"}})},
+                  "2");
+  EXPECT_EQ(names(s.by_index("secret", "s1")), (std::vector<std::string>{"a/y", "b/z"}));
+  auto x = s.by_index("secret", "s2");
+  ASSERT_EQ(x.size(), 1U);
+  EXPECT_EQ(x[0]->metadata.resource_version, "2");
+  EXPECT_EQ(names(s.list_namespace("b")), (std::vector<std::string>{"b/z"}));
+  (void)s.remove("b/z");
+  (void)s.remove("a/x");
+  EXPECT_EQ(names(s.by_index("secret", "s1")), (std::vector<std::string>{"a/y"}));
+  EXPECT_TRUE(s.by_index("secret", "s2").empty());
+  EXPECT_TRUE(s.list_namespace("b").empty());
+  EXPECT_EQ(s.index_values("secret"), (std::vector<std::string>{"s1"}));
+  s.upsert(make_object("a", "y", "3", {{"secret", "s2"}}));  // an update moves it
+  EXPECT_TRUE(s.by_index("secret", "s1").empty());
+  auto y = s.by_index("secret", "s2");
+  ASSERT_EQ(y.size(), 1U);
+  EXPECT_EQ(y[0]->metadata.resource_version, "3");
+}
+
 TEST(StoreTest, TypedStoreCastsWithoutCopy) {
   auto s = std::make_shared<Store>();
   auto obj = make_object("a", "x", "1", {}, "hello");

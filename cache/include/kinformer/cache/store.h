@@ -88,18 +88,24 @@ class Store {
   void set_resource_version(std::string resource_version);
 
  private:
+  using Items = std::unordered_map<std::string, client::ObjectPtr>;
+  using Item = Items::value_type;
   struct Index {
     IndexFunc fn;
-    std::unordered_map<std::string, std::unordered_set<std::string>> values;
+    // Index value -> the items_ entries that have it. Entries of a node-based map keep their
+    // address until erased, so the index holds pointers, not a second copy of every key.
+    std::unordered_map<std::string, std::unordered_set<const Item*>> values;
   };
-  void index_insert(const std::string& key, const client::Object& object);  // mu_ held
-  void index_erase(const std::string& key, const client::Object& object);   // mu_ held
-  const Index& find_index(std::string_view name) const;                     // mu_ held
+  // `object`: the object whose index values are added or removed (on an update, the old one is
+  // removed while `item` already holds the new one).
+  void index_insert(const Item& item, const client::Object& object);  // mu_ held
+  void index_erase(const Item& item, const client::Object& object);   // mu_ held
+  const Index& find_index(std::string_view name) const;               // mu_ held
 
   mutable std::shared_mutex mu_;
-  std::unordered_map<std::string, client::ObjectPtr> items_;  // guarded by mu_
-  std::map<std::string, Index, std::less<>> indexes_;         // guarded by mu_
-  std::string resource_version_;                              // guarded by mu_
+  Items items_;                                        // guarded by mu_
+  std::map<std::string, Index, std::less<>> indexes_;  // guarded by mu_
+  std::string resource_version_;                       // guarded by mu_
 };
 
 using StorePtr = std::shared_ptr<Store>;
