@@ -52,8 +52,8 @@ Error JsonListDecoder::syntax_error(const std::string& reason, std::uint64_t at)
 }
 
 Error JsonListDecoder::syntax_error(int rapidjson_code, std::uint64_t at) const {
-  return syntax_error(rapidjson::GetParseError_En(static_cast<rapidjson::ParseErrorCode>(rapidjson_code)),
-                      at);
+  return syntax_error(
+      rapidjson::GetParseError_En(static_cast<rapidjson::ParseErrorCode>(rapidjson_code)), at);
 }
 
 void JsonListDecoder::release_buffer() {
@@ -69,13 +69,12 @@ void JsonListDecoder::release_buffer() {
 Status JsonListDecoder::append(const char* data, std::size_t n) {
   if (n == 0) return Ok{};
   if (buf_.size() + n > options_.max_item_bytes) {
-    std::string what = purpose_ == Purpose::item
-                           ? "list item " + std::to_string(list_.items.size())
-                           : std::string("a list response value");
-    return fail(Error::make(Errc::too_large, gvr_ + " " + what + " at byte " +
-                                                 std::to_string(capture_start_) +
-                                                 " exceeds the limit of " +
-                                                 std::to_string(options_.max_item_bytes) + " bytes"));
+    std::string what = purpose_ == Purpose::item ? "list item " + std::to_string(list_.items.size())
+                                                 : std::string("a list response value");
+    return fail(
+        Error::make(Errc::too_large, gvr_ + " " + what + " at byte " +
+                                         std::to_string(capture_start_) + " exceeds the limit of " +
+                                         std::to_string(options_.max_item_bytes) + " bytes"));
   }
   buf_.append(data, n);
   return Ok{};
@@ -212,9 +211,8 @@ Status JsonListDecoder::feed(std::string_view bytes) {
         if (e && capture_start_ + e->offset < at - 1) {
           return fail(syntax_error(e->reason, capture_start_ + e->offset));
         }
-        return fail(syntax_error("JSON nested deeper than " + std::to_string(kMaxJsonDepth) +
-                                     " levels",
-                                 at));
+        return fail(syntax_error(
+            "JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels", at));
       }
       if (complete) {
         if (auto s = complete_capture(); !s) return s;

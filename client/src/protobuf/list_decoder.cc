@@ -53,13 +53,13 @@ void ProtobufListDecoder::release_buffer() {
 // The messages are decode_protobuf_list()'s: detail::pb::Decoder's "<Kind>: <field>: <what>"
 // ("object" for the message itself), after "<resource> list response: ".
 Status ProtobufListDecoder::envelope_error(const char* field, const std::string& what) {
-  return fail(Error::make(Errc::decode, what_ + ": runtime.Unknown: " +
-                                            (field ? field : "object") + ": " + what));
+  return fail(Error::make(
+      Errc::decode, what_ + ": runtime.Unknown: " + (field ? field : "object") + ": " + what));
 }
 
 Status ProtobufListDecoder::list_error(const char* field, const std::string& what) {
-  return fail(Error::make(Errc::decode, what_ + ": " + list_kind_ + ": " +
-                                            (field ? field : "object") + ": " + what));
+  return fail(Error::make(
+      Errc::decode, what_ + ": " + list_kind_ + ": " + (field ? field : "object") + ": " + what));
 }
 
 Status ProtobufListDecoder::malformed(const char* field, const char* exception) {
@@ -171,13 +171,12 @@ Status ProtobufListDecoder::on_length(std::uint64_t length) {
     return Ok{};
   }
   if (n > options_.max_item_bytes) {
-    std::string what = field_ == Field::item ? resource_ + " list item " +
-                                                   std::to_string(list_.items.size())
-                                             : what_ + " field " + name_of(static_cast<int>(field_));
-    return fail(Error::make(Errc::too_large, what + " (" + std::to_string(n) +
-                                                 " bytes) exceeds the limit of " +
-                                                 std::to_string(options_.max_item_bytes) +
-                                                 " bytes"));
+    std::string what = field_ == Field::item
+                           ? resource_ + " list item " + std::to_string(list_.items.size())
+                           : what_ + " field " + name_of(static_cast<int>(field_));
+    return fail(Error::make(Errc::too_large,
+                            what + " (" + std::to_string(n) + " bytes) exceeds the limit of " +
+                                std::to_string(options_.max_item_bytes) + " bytes"));
   }
   buf_.clear();
   left_ = n;
@@ -247,8 +246,8 @@ Status ProtobufListDecoder::on_value(std::string_view bytes) {
       auto object = codec_->decode(bytes);
       if (!object) {
         Error e = std::move(object).error();
-        e.message = resource_ + " list item " + std::to_string(list_.items.size()) + ": " +
-                    e.message;
+        e.message =
+            resource_ + " list item " + std::to_string(list_.items.size()) + ": " + e.message;
         return fail(std::move(e));
       }
       list_.items.push_back(std::move(object).value());
@@ -283,8 +282,8 @@ Status ProtobufListDecoder::feed(std::string_view bytes) {
       case Phase::magic:
         while (used < avail.size() && offset_ + used < kProtobufMagic.size()) {
           if (avail[used] != kProtobufMagic[offset_ + used]) {
-            return fail(Error::make(Errc::decode,
-                                    what_ + ": not a Kubernetes protobuf message (no k8s\\0 prefix)"));
+            return fail(Error::make(
+                Errc::decode, what_ + ": not a Kubernetes protobuf message (no k8s\\0 prefix)"));
           }
           ++used;
         }
@@ -298,7 +297,8 @@ Status ProtobufListDecoder::feed(std::string_view bytes) {
         while (used < avail.size() && !done) {
           const auto b = static_cast<unsigned char>(avail[used++]);
           if (varint_bytes_ == kMaxVarintBytes) {
-            const char* name = phase_ == Phase::length ? name_of(static_cast<int>(field_)) : nullptr;
+            const char* name =
+                phase_ == Phase::length ? name_of(static_cast<int>(field_)) : nullptr;
             return malformed(name, "varint too long exception");
           }
           const int shift = 7 * varint_bytes_++;
@@ -366,7 +366,8 @@ Result<ObjectList> ProtobufListDecoder::finish() {
   if (offset_ == kProtobufMagic.size()) {
     return envelope("empty protobuf message after the k8s\\0 prefix");
   }
-  if (in_raw()) return envelope_error("raw", "malformed protobuf (end of buffer exception)").error();
+  if (in_raw())
+    return envelope_error("raw", "malformed protobuf (end of buffer exception)").error();
   if (phase_ != Phase::tag || varint_bytes_ != 0) {
     const char* name = phase_ == Phase::length || phase_ == Phase::value
                            ? name_of(static_cast<int>(field_))

@@ -35,8 +35,10 @@ namespace kinformer::client {
 ///  - "<gvr>: list response is not a JSON object", "<gvr>: list items is not an array";
 ///  - "<gvr> list item N: <the codec's error>" (its Errc);
 ///  - a value longer than max_item_bytes: Errc::too_large.
-/// One difference: an item that fails to decode is reported at once, so a syntax error later in
-/// the same body (which the whole-body parse reported instead) is never read.
+/// Differences, for bodies the API server never sends: an item that fails to decode is reported
+/// at once, so a syntax error later in the same body (which the whole-body parse reported
+/// instead) is never read; a number run into letters ({"a":12x}) is reported at the same byte
+/// with another reason; a body that is not an object is buffered up to max_item_bytes only.
 /// After a failure the decoder is finished: later calls return the same error.
 /// Thread-safety: not thread-safe; one decoder per response, used by one thread at a time.
 class JsonListDecoder {

@@ -91,8 +91,8 @@ class ProtobufListDecoder {
   int wire_type_ = 0;
   std::uint64_t varint_ = 0;  // the varint being read
   int varint_bytes_ = 0;
-  std::uint64_t left_ = 0;  // bytes of the current value (or skip) still to come
-  std::string buf_;         // a value that arrives in pieces
+  std::uint64_t left_ = 0;                 // bytes of the current value (or skip) still to come
+  std::string buf_;                        // a value that arrives in pieces
   std::optional<std::uint64_t> raw_left_;  // inside raw: its bytes still to come
   bool seen_raw_ = false;
   bool kind_checked_ = false;
