@@ -38,12 +38,13 @@ Result<ObjectList> whole_body(std::string body) {
     return syntax(rapidjson::GetParseError_En(doc.GetParseError()), doc.GetErrorOffset());
   }
   std::size_t end = in.Tell();
-  while (end < size && (body[end] == ' ' || body[end] == '\t' || body[end] == '\n' ||
-                        body[end] == '\r')) {
+  while (end < size &&
+         (body[end] == ' ' || body[end] == '\t' || body[end] == '\n' || body[end] == '\r')) {
     ++end;
   }
   if (end < size) return syntax("unexpected bytes after the JSON value", end);
-  if (!doc.IsObject()) return Error::make(Errc::decode, gvr + ": list response is not a JSON object");
+  if (!doc.IsObject())
+    return Error::make(Errc::decode, gvr + ": list response is not a JSON object");
   ObjectList out;
   if (auto md = doc.FindMember("metadata"); md != doc.MemberEnd() && md->value.IsObject()) {
     auto str = [&](const char* name) {
@@ -160,7 +161,8 @@ TEST(JsonListDecoder, EveryTruncationIsTheWholeBodyError) {
 }
 
 TEST(JsonListDecoder, MetadataAfterItemsAndNullItems) {
-  auto got = streamed(R"({"items":[)" + pod("a") + R"(],"metadata":{"resourceVersion":"5"}})", {20});
+  auto got =
+      streamed(R"({"items":[)" + pod("a") + R"(],"metadata":{"resourceVersion":"5"}})", {20});
   ASSERT_TRUE(got) << got.error().to_string();
   EXPECT_EQ(got->resource_version, "5");
   ASSERT_EQ(got->items.size(), 1u);

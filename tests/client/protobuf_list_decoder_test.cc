@@ -73,7 +73,8 @@ TEST(ProtobufListDecoder, EverySplitDecodesLikeTheWholeBody) {
   // Metadata after the items, and a large item (a 3-byte length) too.
   Msg late;
   late.msg(2, testing::pod_proto("a", "1"))
-      .msg(2, Msg().msg(1, testing::pod_meta_proto("big", "2").entry(12, "big", std::string(20000, 'x'))))
+      .msg(2, Msg().msg(
+                  1, testing::pod_meta_proto("big", "2").entry(12, "big", std::string(20000, 'x'))))
       .msg(1, Msg().str(2, "55"));
   for (const std::string& body : {body_of(pod_list(3), kGoTrailer), body_of(late)}) {
     const auto want = decode_protobuf_list(*codec(), body);
@@ -137,9 +138,9 @@ TEST(ProtobufListDecoder, MalformedBodiesGiveTheWholeBodyErrors) {
       body_of(Msg().msg(2, pod).varint(1, 1)),
       body_of(Msg().msg(2, pod).raw("\x12\x05\x0a")),  // item longer than raw
       body_of(Msg().msg(2, pod).raw("\x0a\x05\x0a")),  // metadata longer than raw
-      body_of(Msg().msg(2, pod).raw("\x12")),           // raw ends inside a tag... of a length
-      body_of(Msg().msg(2, pod).raw("\x92")),           // raw ends inside a tag
-      body_of(Msg().msg(2, pod).raw("\x19\x01\x02")),   // fixed64 past the end of raw
+      body_of(Msg().msg(2, pod).raw("\x12")),          // raw ends inside a tag... of a length
+      body_of(Msg().msg(2, pod).raw("\x92")),          // raw ends inside a tag
+      body_of(Msg().msg(2, pod).raw("\x19\x01\x02")),  // fixed64 past the end of raw
       body_of(Msg().msg(2, pod).msg(2, Msg().varint(1, 3))),  // item 1: metadata is a varint
       body_of(Msg().msg(1, Msg().varint(2, 3))),              // ListMeta: resourceVersion a varint
   };
@@ -160,11 +161,13 @@ TEST(ProtobufListDecoder, BodiesTheWholeBodyDecoderMisreadAreErrors) {
   const std::string no_raw = std::string("k8s\0", 4) + Msg().msg(1, Msg().str(2, "PodList")).data();
   auto got = streamed(no_raw, {});
   ASSERT_FALSE(got);
-  EXPECT_EQ(got.error().message, "pods list response: no raw field (the list) in the runtime.Unknown");
+  EXPECT_EQ(got.error().message,
+            "pods list response: no raw field (the list) in the runtime.Unknown");
   // Two raws: the items of the first are out already.
   got = streamed(body_of(Msg(), Msg().str(2, "")), {});
   ASSERT_FALSE(got);
-  EXPECT_EQ(got.error().message, "pods list response: runtime.Unknown: raw: more than one raw field");
+  EXPECT_EQ(got.error().message,
+            "pods list response: runtime.Unknown: raw: more than one raw field");
 }
 
 TEST(ProtobufListDecoder, AnItemOverTheLimitIsTooLargeOnceItsLengthIsRead) {
@@ -199,8 +202,10 @@ TEST(ProtobufListDecoder, HoldsOneItemNotTheBody) {
 
 TEST(ProtobufListDecoder, ReleasesTheBufferOfALargeItem) {
   Msg list;
-  list.msg(2, Msg().msg(1, testing::pod_meta_proto("big", "1").entry(
-                               12, "big", std::string(ProtobufListDecoder::kKeptBufferBytes + 1000, 'x'))));
+  list.msg(
+      2, Msg().msg(1, testing::pod_meta_proto("big", "1")
+                          .entry(12, "big",
+                                 std::string(ProtobufListDecoder::kKeptBufferBytes + 1000, 'x'))));
   list.msg(2, testing::pod_proto("a", "1")).msg(2, testing::pod_proto("b", "1"));
   const std::string body = body_of(list);
   ProtobufListDecoder d(codec());
