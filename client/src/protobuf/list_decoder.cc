@@ -366,8 +366,9 @@ Result<ObjectList> ProtobufListDecoder::finish() {
   if (offset_ == kProtobufMagic.size()) {
     return envelope("empty protobuf message after the k8s\\0 prefix");
   }
-  if (in_raw())
+  if (in_raw()) {
     return envelope_error("raw", "malformed protobuf (end of buffer exception)").error();
+  }
   if (phase_ != Phase::tag || varint_bytes_ != 0) {
     const char* name = phase_ == Phase::length || phase_ == Phase::value
                            ? name_of(static_cast<int>(field_))
