@@ -356,5 +356,20 @@ TEST(ProtobufRestClient, ListOnAStaleKeptAliveConnectionIsRetried) {
   EXPECT_EQ(server.request_count(), 3u);
 }
 
+TEST(ProtobufRestClient, ListStalledMidBodyEndsAtTheRequestDeadline) {
+  FakeApiServer server;
+  auto stream = std::make_shared<ScriptedStream>();
+  server.on("GET", "/api/v1/namespaces/ns/pods", [&](const Request&) {
+    stream->send(pod_list_json().substr(0, 300));  // and never the rest
+    return stream_reply(stream, false);
+  });
+  RestClientOptions options = unlimited();
+  options.request_timeout = 300ms;  // the deadline covers the whole body, as before
+  RestClient client(server.cluster_config(), options);
+  auto r = client.list(pods(), "ns");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, Errc::timeout) << r.error().to_string();
+}
+
 }  // namespace
 }  // namespace kinformer::client
