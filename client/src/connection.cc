@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
+#include <string_view>
 
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -27,6 +29,48 @@ awaitable<error_code> write_read(Stream& stream, beast::flat_buffer& buffer,
   if (wec) co_return wec;
   auto [rec, rn] = co_await http::async_read(stream, buffer, parser, kTuple);
   co_return rec;
+}
+
+// The exchange with a BodySink: the head first; then the body of a 2xx response the sink
+// accepts goes to it piece by piece as it arrives (the parser's body limit bounds the total),
+// any other body into `out.body`. `delivered` counts the bytes handed to the sink; a sink's
+// error ends the exchange at once (in `sink_error`, with no error_code).
+template <class Stream>
+awaitable<error_code> write_read_streaming(Stream& stream, beast::flat_buffer& buffer,
+                                           http::request<http::string_body>& req,
+                                           http::response_parser<http::buffer_body>& parser,
+                                           const BodySink& sink, HttpResponse& out,
+                                           std::uint64_t& delivered,
+                                           std::optional<Error>& sink_error) {
+  auto [wec, wn] = co_await http::async_write(stream, req, kTuple);
+  if (wec) co_return wec;
+  auto [hec, hn] = co_await http::async_read_header(stream, buffer, parser, kTuple);
+  if (hec) co_return hec;
+  out.status = static_cast<int>(parser.get().result_int());
+  out.headers = copy_headers(parser.get().base());
+  out.body_streamed = out.status >= 200 && out.status < 300 && sink.accept && sink.accept(out);
+  // The bounded read buffer: what a piece can be at most (beside the connection's own buffer).
+  std::vector<char> chunk(std::size_t{64} * 1024);
+  while (!parser.is_done()) {
+    parser.get().body().data = chunk.data();
+    parser.get().body().size = chunk.size();
+    auto [ec, n] = co_await http::async_read_some(stream, buffer, parser, kTuple);
+    if (ec == http::error::need_buffer) ec = {};
+    const std::size_t got = chunk.size() - parser.get().body().size;
+    if (got > 0) {
+      if (out.body_streamed) {
+        delivered += got;
+        if (auto s = sink.piece(std::string_view(chunk.data(), got)); !s) {
+          sink_error = std::move(s).error();
+          co_return error_code{};
+        }
+      } else {
+        out.body.append(chunk.data(), got);
+      }
+    }
+    if (ec) co_return ec;
+  }
+  co_return error_code{};
 }
 
 // Connects to the first endpoint of `results` that accepts, within the stream's deadline, on a
@@ -159,7 +203,7 @@ ConnectionPtr ConnectionPool::take_idle(const std::string& cert_id,
 
 awaitable<Result<HttpResponse>> ConnectionPool::request(
     http::request<http::string_body> req, std::shared_ptr<ssl::context> context,
-    std::size_t cert_id, std::chrono::steady_clock::time_point deadline) {
+    std::size_t cert_id, std::chrono::steady_clock::time_point deadline, const BodySink* sink) {
   std::string what = std::string(req.method_string()) + " " + std::string(req.target());
   std::string id = std::to_string(cert_id);
   for (int attempt = 0; attempt < 2; ++attempt) {
@@ -172,13 +216,45 @@ awaitable<Result<HttpResponse>> ConnectionPool::request(
       conn = made.value();
     }
     conn->lowest().expires_at(deadline);
-    http::response_parser<http::string_body> parser;
-    parser.body_limit(max_response_bytes_);
-    error_code ec = co_await conn->with_stream(
-        [&](auto& s) { return write_read(s, conn->buffer, req, parser); });
+    HttpResponse out;
+    error_code ec;
+    bool got_some = false;        // any byte of the response arrived
+    bool keep_alive = false;      // the response allows reusing the connection
+    std::uint64_t delivered = 0;  // body bytes handed to the sink
+    std::optional<Error> sink_error;
+    if (sink) {
+      http::response_parser<http::buffer_body> parser;
+      parser.body_limit(max_response_bytes_);
+      ec = co_await conn->with_stream([&](auto& s) {
+        return write_read_streaming(s, conn->buffer, req, parser, *sink, out, delivered,
+                                    sink_error);
+      });
+      got_some = parser.got_some();
+      keep_alive = !ec && !sink_error && parser.is_done() && parser.get().keep_alive();
+    } else {
+      http::response_parser<http::string_body> parser;
+      parser.body_limit(max_response_bytes_);
+      ec = co_await conn->with_stream(
+          [&](auto& s) { return write_read(s, conn->buffer, req, parser); });
+      got_some = parser.got_some();
+      if (!ec) {
+        auto& res = parser.get();
+        out.status = static_cast<int>(res.result_int());
+        out.headers = copy_headers(res.base());
+        out.body = std::move(res.body());
+        keep_alive = res.keep_alive();
+      }
+    }
+    if (sink_error) {
+      // The sink refused the body (a decode error, a limit): the rest of it is unread, so the
+      // connection cannot carry another request.
+      conn->close();
+      co_return std::move(*sink_error);
+    }
     if (ec) {
       conn->close();
-      if (reused && !parser.got_some() && ec != beast::error::timeout) {
+      // Never once a body byte reached the sink: it has consumed part of this response.
+      if (reused && !got_some && delivered == 0 && ec != beast::error::timeout) {
         // A kept-alive connection the server closed meanwhile: it restarted, or closed idle
         // connections; the others kept are as old, so they go too. The server may still have
         // processed the request before closing, so only a safe one is retried (once, on a new
@@ -197,12 +273,7 @@ awaitable<Result<HttpResponse>> ConnectionPool::request(
       }
       co_return from_ec(ec, what);
     }
-    auto& res = parser.get();
-    HttpResponse out;
-    out.status = static_cast<int>(res.result_int());
-    out.headers = copy_headers(res.base());
-    out.body = std::move(res.body());
-    if (res.keep_alive() && idle_.size() < max_idle_) {
+    if (keep_alive && idle_.size() < max_idle_) {
       conn->lowest().expires_never();
       conn->idle_since = clock_->now();
       idle_.push_back(std::move(conn));

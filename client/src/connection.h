@@ -65,7 +65,9 @@ class Connector {
 /// to read (an idle HTTP/1.1 connection that has is closed or closing). A reused connection
 /// that fails before any response byte arrived means the server went away: every kept
 /// connection is closed, and GET, HEAD and OPTIONS only are retried once, on a new connection.
-/// Used on the io thread only.
+/// With a `sink`, a 2xx body it accepts is streamed to it (transport.h, BodySink); the retry
+/// then also requires that no body byte reached the sink; a failing sink closes the
+/// connection. Used on the io thread only.
 class ConnectionPool {
  public:
   ConnectionPool(Connector& connector, std::size_t max_idle, Clock::Duration idle_timeout,
@@ -78,7 +80,8 @@ class ConnectionPool {
   awaitable<Result<HttpResponse>> request(http::request<http::string_body> req,
                                           std::shared_ptr<ssl::context> context,
                                           std::size_t cert_id,
-                                          std::chrono::steady_clock::time_point deadline);
+                                          std::chrono::steady_clock::time_point deadline,
+                                          const BodySink* sink = nullptr);
   /// Closes every kept connection.
   void close_all();
 

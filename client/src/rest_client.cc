@@ -5,12 +5,15 @@
 #include <algorithm>
 #include <cctype>
 #include <deque>
+#include <optional>
 #include <set>
 #include <stop_token>
 
 #include "detail/json.h"
 #include "kinformer/client/api_error.h"
+#include "kinformer/client/list_decoder.h"
 #include "kinformer/client/pager.h"
+#include "kinformer/client/protobuf_list_decoder.h"
 #include "protobuf/negotiation.h"
 #include "transport.h"
 
@@ -174,8 +177,11 @@ struct RestClient::Impl {
   }
 
   /// `caller` (ListOptions::stop) also ends a wait for the rate limiter.
+  /// `sink` (may be null) receives a 2xx body it accepts (detail::BodySink); a 401 and any other
+  /// error response are buffered, so the retry below never follows a streamed body.
   Result<detail::HttpResponse> send(const detail::HttpRequest& request, const std::string& resource,
-                                    bool limited = true, const std::stop_token& caller = {}) {
+                                    bool limited = true, const std::stop_token& caller = {},
+                                    const detail::BodySink* sink = nullptr) {
     for (int attempt = 0;; ++attempt) {
       if (stop.stop_requested()) return shut_down();
       if (limited) {
@@ -183,7 +189,7 @@ struct RestClient::Impl {
       }
       auto creds = credentials();
       if (!creds) return std::move(creds).error();
-      auto response = transport->request(request, creds.value());
+      auto response = transport->request(request, creds.value(), sink);
       if (!response) return response;
       record_warnings(resource, response->headers);
       if (response->status == 401 && attempt == 0 && config.credentials) {
@@ -245,6 +251,10 @@ struct RestClient::Impl {
     }
   }
 
+  // The body of a 200 list response is decoded as it arrives (list_decoder.h,
+  // protobuf_list_decoder.h), by the encoding its Content-Type names: the server chose between
+  // protobuf and JSON, and says so in the head, before the first body byte. Error responses
+  // are buffered and mapped as before.
   Result<ObjectList> list(const ResourceType& type, std::string_view ns,
                           const ListOptions& options) {
     detail::HttpRequest req;
@@ -252,51 +262,31 @@ struct RestClient::Impl {
     req.target = type.gvr.path(ns) + (q.empty() ? "" : "?" + q);
     ProtobufCodecPtr protobuf = protobuf_for(type);
     if (protobuf) req.accept = detail::pb::kListAccept;
-    auto r = send(req, type.gvr.to_string(), true, options.stop);
+    // Used on the io thread while send() waits (detail::BodySink): no lock needed.
+    std::optional<JsonListDecoder> json;
+    std::optional<ProtobufListDecoder> pb;
+    const std::size_t max_item = this->options.max_list_item_bytes;
+    detail::BodySink sink;
+    sink.accept = [&](const detail::HttpResponse& head) {
+      if (head.status != 200) return false;  // mapped to an error below, as before
+      json.reset();
+      pb.reset();
+      if (protobuf && detail::pb::is_protobuf(find_header(head.headers, "Content-Type"))) {
+        pb.emplace(protobuf, ProtobufListDecoder::Options{max_item});
+      } else {
+        json.emplace(type, JsonListDecoder::Options{max_item});
+      }
+      return true;
+    };
+    sink.piece = [&](std::string_view piece) { return pb ? pb->feed(piece) : json->feed(piece); };
+    auto r = send(req, type.gvr.to_string(), true, options.stop, &sink);
     if (!r) return std::move(r).error();
+    if (r->body_streamed) return pb ? pb->finish() : json->finish();
     if (protobuf) {
-      // The server chose: protobuf, or JSON (then decoded below, as without protobuf).
-      if (r->status != 200) {
-        return error_from_protobuf_response(r->status, r->body,
-                                            find_header(r->headers, "Retry-After"));
-      }
-      if (detail::pb::is_protobuf(find_header(r->headers, "Content-Type"))) {
-        return decode_protobuf_list(*protobuf, r->body);
-      }
+      return error_from_protobuf_response(r->status, r->body,
+                                          find_header(r->headers, "Retry-After"));
     }
-    if (r->status != 200) return to_error(r.value());
-    rapidjson::Document doc;
-    if (auto e = detail::parse_insitu(doc, r->body.data(), r->body.size())) {
-      return Error::make(Errc::decode, type.gvr.to_string() +
-                                           ": list response is not valid JSON: " + e->reason +
-                                           " at byte " + std::to_string(e->offset));
-    }
-    if (!doc.IsObject()) {
-      return Error::make(Errc::decode,
-                         type.gvr.to_string() + ": list response is not a JSON object");
-    }
-    ObjectList out;
-    if (const JsonValue* md = detail::member(doc, "metadata")) {
-      out.resource_version = detail::get_string(*md, "resourceVersion");
-      out.continue_token = detail::get_string(*md, "continue");
-    }
-    const JsonValue* items = detail::member(doc, "items");
-    if (items && items->IsArray()) {
-      out.items.reserve(items->Size());
-      for (const auto& item : items->GetArray()) {
-        auto obj = type.codec->decode(item);
-        if (!obj) {
-          Error e = std::move(obj).error();
-          e.message = type.gvr.to_string() + " list item " + std::to_string(out.items.size()) +
-                      ": " + e.message;
-          return e;
-        }
-        out.items.push_back(std::move(obj).value());
-      }
-    } else if (items && !items->IsNull()) {
-      return Error::make(Errc::decode, type.gvr.to_string() + ": list items is not an array");
-    }
-    return out;
+    return to_error(r.value());
   }
 };
 

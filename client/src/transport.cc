@@ -114,6 +114,11 @@ Transport::~Transport() {
 
 Result<HttpResponse> Transport::request(const HttpRequest& request,
                                         const Credentials& credentials) {
+  return this->request(request, credentials, nullptr);
+}
+
+Result<HttpResponse> Transport::request(const HttpRequest& request, const Credentials& credentials,
+                                        const BodySink* sink) {
   if (impl_->ioc.get_executor().running_in_this_thread()) {
     return Error::make(Errc::network, "RestClient called from its own io thread");
   }
@@ -126,10 +131,10 @@ Result<HttpResponse> Transport::request(const HttpRequest& request,
   asio::co_spawn(
       impl_->ioc,
       [impl = impl_.get(), promise, req = impl_->build(request, credentials), ctx = context.value(),
-       cert_id, deadline]() mutable -> awaitable<void> {
+       cert_id, deadline, sink]() mutable -> awaitable<void> {
         try {
           promise->set_value(
-              co_await impl->pool.request(std::move(req), std::move(ctx), cert_id, deadline));
+              co_await impl->pool.request(std::move(req), std::move(ctx), cert_id, deadline, sink));
         } catch (const std::exception& e) {
           promise->set_value(
               Error::make(Errc::network, std::string("internal error: ") + e.what()));

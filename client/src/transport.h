@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -27,8 +28,29 @@ struct HttpRequest {
 
 struct HttpResponse {
   int status = 0;
-  std::string body;
+  std::string body;  ///< empty when body_streamed
   std::vector<std::pair<std::string, std::string>> headers;
+  /// The body went to a BodySink (it accepted this 2xx response) instead of `body`.
+  bool body_streamed = false;
+};
+
+/// Receives a 2xx response body piece by piece as it arrives (Transport::request), so that a
+/// large body (a LIST) is decoded while it downloads and is never held whole.
+/// Threading: both functions run on the transport's io thread while request() waits for them
+/// on the calling thread, one call at a time and never after request() returned: state they
+/// share with the caller needs no lock (the promise/future hand-off orders it).
+struct BodySink {
+  /// Sees the head of a 2xx response (status, headers; body empty) before any body byte and
+  /// chooses: true streams the body to `piece`; false buffers it into HttpResponse::body, as
+  /// without a sink. Non-2xx responses (Status bodies, small) are always buffered, so error
+  /// mapping, Retry-After and the 401 retry see them as before. Called at most once per
+  /// request() unless the stale-connection retry resends it, which happens only when nothing
+  /// of the response (so no head, no body byte) arrived.
+  std::function<bool(const HttpResponse& head)> accept;
+  /// One piece of the body, in order (the total is bounded by max_response_bytes). An error
+  /// aborts the request: the connection is closed (never reused) and request() returns the
+  /// error as it is. The body's end is request() returning the response (body_streamed set).
+  std::function<Status(std::string_view piece)> piece;
 };
 
 /// Filled field by field from RestClientOptions, which documents every field and holds the
@@ -56,6 +78,10 @@ class Transport : public std::enable_shared_from_this<Transport> {
 
   /// One request/response exchange with a deadline; connections are reused.
   Result<HttpResponse> request(const HttpRequest& request, const Credentials& credentials);
+  /// The same, with a 2xx body streamed to `sink` when it accepts it (see BodySink); null:
+  /// buffered. The deadline covers the whole exchange, the sink's work included.
+  Result<HttpResponse> request(const HttpRequest& request, const Credentials& credentials,
+                               const BodySink* sink);
 
   /// Opens a streaming request on a dedicated connection. On HTTP 200 returns the stream
   /// (decoding with `codec`); otherwise the mapped API error. `on_headers` sees the response

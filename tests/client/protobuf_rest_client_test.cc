@@ -3,6 +3,8 @@
 // objects, get() and the RestClientOptions::protobuf = false switch stay JSON.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "fake_apiserver.h"
 #include "kinformer/client/dynamic_object.h"
 #include "kinformer/client/rest_client.h"
@@ -246,6 +248,127 @@ TEST(ProtobufRestClient, DynamicAndSwitchedOffWatchesAskForJson) {
   auto requests = server.requests();
   ASSERT_EQ(requests.size(), 2u);
   for (const auto& req : requests) EXPECT_EQ(req.header("accept"), "application/json");
+}
+
+// --- lists streamed as they arrive (JsonListDecoder, ProtobufListDecoder) --------------------
+
+std::string pod_list_json() {
+  return R"({"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"100","continue":"next"},"items":[)" +
+         one_line(testing::pod_json("a", "1")) + "," + one_line(testing::pod_json("b", "2")) + "]}";
+}
+
+// A chunked 200 reply of `content_type` whose body the test sends.
+Reply stream_reply(std::shared_ptr<ScriptedStream> stream, bool protobuf) {
+  Reply r = Reply::streaming(std::move(stream));
+  if (protobuf) r.headers = {{"Content-Type", "application/vnd.kubernetes.protobuf"}};
+  return r;
+}
+
+TEST(ProtobufRestClient, ListInSmallChunksDecodesInBothEncodings) {
+  for (bool protobuf : {true, false}) {
+    SCOPED_TRACE(protobuf ? "protobuf" : "json");
+    const std::string body = protobuf ? pod_list_proto() : pod_list_json();
+    FakeApiServer server;
+    server.on("GET", "/api/v1/namespaces/ns/pods", [&](const Request&) {
+      auto stream = std::make_shared<ScriptedStream>();
+      for (std::size_t at = 0; at < body.size(); at += 7) stream->send(body.substr(at, 7));
+      stream->end();
+      return stream_reply(stream, protobuf);
+    });
+    RestClient client(server.cluster_config(), unlimited());
+    auto r = client.list(pods(), "ns");
+    ASSERT_TRUE(r) << r.error().to_string();
+    EXPECT_EQ(r->resource_version, "100");
+    EXPECT_EQ(r->continue_token, "next");
+    ASSERT_EQ(r->items.size(), 2u);
+    testing::expect_same(dynamic_cast<const Pod&>(*r->items[1]),
+                         *testing::decode_json<Pod>(testing::pod_json("b", "2")));
+  }
+}
+
+TEST(ProtobufRestClient, ListDecodeErrorMidBodyAbortsAndTheNextRequestWorks) {
+  for (bool protobuf : {true, false}) {
+    SCOPED_TRACE(protobuf ? "protobuf" : "json");
+    // The first item, then one that cannot decode; the server never ends the body: the client
+    // must stop at the bad item, not wait for the rest.
+    const std::string head =
+        protobuf ? envelope("v1", "PodList",
+                            Msg().msg(2, testing::pod_proto("a", "1")).msg(2, Msg().varint(1, 3)))
+                 : R"({"items":[)" + one_line(testing::pod_json("a", "1")) +
+                       R"(,{"metadata":"not an object"},)";
+    FakeApiServer server;
+    auto stream = std::make_shared<ScriptedStream>();
+    server.on("GET", "/api/v1/namespaces/ns/pods", [&](const Request&) {
+      stream->send(head);  // and never end()
+      return stream_reply(stream, protobuf);
+    });
+    RestClient client(server.cluster_config(), unlimited());
+    auto r = client.list(pods(), "ns");
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().code, Errc::decode) << r.error().to_string();
+    EXPECT_TRUE(r.error().message.starts_with("pods list item 1: ")) << r.error().message;
+    EXPECT_TRUE(stream->wait_client_closed(5s)) << "the half-read connection was kept";
+    server.on("GET", "/api/v1/namespaces/ns/pods", [&](const Request&) {
+      return protobuf ? protobuf_reply(pod_list_proto()) : Reply::json(pod_list_json());
+    });
+    auto again = client.list(pods(), "ns");
+    ASSERT_TRUE(again) << again.error().to_string();
+    EXPECT_EQ(again->items.size(), 2u);
+    auto requests = server.requests();
+    ASSERT_EQ(requests.size(), 2u);
+    EXPECT_NE(requests[0].connection, requests[1].connection);
+  }
+}
+
+TEST(ProtobufRestClient, ListErrorStatusesAreMappedAsBefore) {
+  FakeApiServer server;
+  server.on("GET", "/api/v1/namespaces/ns/pods", [](const Request&) {
+    return Reply::api_status(410, "Expired", "The provided continue parameter is too old");
+  });
+  for (bool protobuf : {true, false}) {
+    RestClient client(server.cluster_config(), unlimited(protobuf));
+    auto r = client.list(pods(), "ns");
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().code, Errc::api);
+    EXPECT_EQ(r.error().http_status, 410);
+    EXPECT_EQ(r.error().reason, "Expired");
+  }
+  server.on("GET", "/api/v1/namespaces/ns/pods",
+            [](const Request&) { return Reply::api_status(403, "Forbidden", "no", 3); });
+  RestClient client(server.cluster_config(), unlimited(false));
+  auto r = client.list(pods(), "ns");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().http_status, 403);
+  EXPECT_EQ(r.error().reason, "Forbidden");
+}
+
+TEST(ProtobufRestClient, ListOnAStaleKeptAliveConnectionIsRetried) {
+  FakeApiServer server;
+  auto seen = std::make_shared<std::set<std::uint64_t>>();
+  server.on("GET", "/api/v1/namespaces/ns/pods", [seen](const Request& r) {
+    return seen->insert(r.connection).second ? protobuf_reply(pod_list_proto()) : Reply::dropped();
+  });
+  RestClient client(server.cluster_config(), unlimited());
+  ASSERT_TRUE(client.list(pods(), "ns"));
+  auto r = client.list(pods(), "ns");  // the kept connection is dropped: retried on a new one
+  ASSERT_TRUE(r) << r.error().to_string();
+  EXPECT_EQ(r->items.size(), 2u);
+  EXPECT_EQ(server.request_count(), 3u);
+}
+
+TEST(ProtobufRestClient, ListStalledMidBodyEndsAtTheRequestDeadline) {
+  FakeApiServer server;
+  auto stream = std::make_shared<ScriptedStream>();
+  server.on("GET", "/api/v1/namespaces/ns/pods", [&](const Request&) {
+    stream->send(pod_list_json().substr(0, 300));  // and never the rest
+    return stream_reply(stream, false);
+  });
+  RestClientOptions options = unlimited();
+  options.request_timeout = 300ms;  // the deadline covers the whole body, as before
+  RestClient client(server.cluster_config(), options);
+  auto r = client.list(pods(), "ns");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, Errc::timeout) << r.error().to_string();
 }
 
 }  // namespace

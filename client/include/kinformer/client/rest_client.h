@@ -51,6 +51,10 @@ struct RestClientOptions {
   std::size_t max_response_bytes = std::size_t{256} << 20;
   /// Largest accepted watch event (Errc::too_large beyond).
   std::size_t max_watch_event_bytes = std::size_t{16} << 20;
+  /// Largest accepted item of a list response (Errc::too_large beyond). Lists are decoded
+  /// item by item as they arrive (JsonListDecoder, ProtobufListDecoder): beside the decoded
+  /// objects, a list holds about one item's bytes, never the whole body.
+  std::size_t max_list_item_bytes = std::size_t{16} << 20;
   /// Events a watch buffers ahead of its reader before it stops reading from the socket.
   std::size_t watch_queue_limit = 4096;
   /// The same bound in bytes (the events' JSON lines as received): a watch stops reading once
