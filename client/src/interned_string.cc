@@ -1,6 +1,7 @@
 #include "kinformer/client/interned_string.h"
 
 #include <array>
+#include <memory>
 #include <mutex>
 #include <ostream>
 #include <unordered_set>
@@ -16,6 +17,7 @@ struct InternedString::Entry {
   std::atomic<std::uint64_t> refs;
   std::size_t hash;
   std::string text;
+  bool pooled = true;  // false: made by unpooled(), in no shard
 };
 
 namespace {
@@ -82,9 +84,17 @@ InternedString::InternedString(std::string_view text) {
     entry_ = *it;
     return;
   }
-  auto* e = new Entry{{1}, hash, std::string(text)};  // NOLINT(cppcoreguidelines-owning-memory)
-  shard.entries.insert(e);
-  entry_ = e;
+  std::unique_ptr<Entry> e(new Entry{{1}, hash, std::string(text)});
+  shard.entries.insert(e.get());  // may throw: e is still owned here
+  entry_ = e.release();
+}
+
+InternedString InternedString::unpooled(std::string_view text) {
+  InternedString s;
+  if (text.empty()) return s;
+  // NOLINTNEXTLINE(cppcoreguidelines-owning-memory): owned by its count, as pooled entries are
+  s.entry_ = new Entry{{1}, 0, std::string(text), false};
+  return s;
 }
 
 InternedString::InternedString(const InternedString& other) noexcept : entry_(other.entry_) {
@@ -112,6 +122,11 @@ void InternedString::release() noexcept {
   Entry* e = entry_;
   if (e == nullptr) return;
   entry_ = nullptr;
+  if (!e->pooled) {
+    // NOLINTNEXTLINE(cppcoreguidelines-owning-memory): the last holder frees it
+    if (e->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete e;
+    return;
+  }
   std::uint64_t refs = e->refs.load(std::memory_order_relaxed);
   while (refs > 1) {
     if (e->refs.compare_exchange_weak(refs, refs - 1, std::memory_order_acq_rel,

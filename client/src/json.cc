@@ -91,7 +91,7 @@ void decode_string_map(const JsonValue* v, StringMap& out) {
   out.reserve(v->MemberCount());
   for (auto it = v->MemberBegin(); it != v->MemberEnd(); ++it) {
     if (!it->value.IsString()) continue;
-    out.emplace_back(view(it->name), view(it->value));
+    out.emplace_back(view(it->name), map_value(view(it->value)));
   }
   std::sort(out.begin(), out.end());
 }

@@ -15,6 +15,7 @@
 
 #include "kinformer/client/pod.h"
 #include "kinformer/client/protobuf.h"
+#include "kinformer/client/secret.h"
 #include "protobuf_samples.h"
 
 namespace kinformer::client {
@@ -94,6 +95,52 @@ TEST(InternedString, SelfAssignmentKeepsTheValue) {
   EXPECT_EQ(s, "interned-test/self");
 }
 
+TEST(InternedString, UnpooledValuesStayOutOfThePoolAndCompareByText) {
+  const std::size_t before = InternedString::pool_size();
+  InternedString u = InternedString::unpooled("interned-test/unpooled");
+  EXPECT_EQ(InternedString::pool_size(), before);
+  InternedString copy = u;
+  EXPECT_EQ(copy.data(), u.data());
+  EXPECT_EQ(u, "interned-test/unpooled");
+  InternedString pooled("interned-test/unpooled");
+  EXPECT_EQ(InternedString::pool_size(), before + 1);
+  EXPECT_TRUE(u == pooled);
+  EXPECT_NE(u.data(), pooled.data());
+  EXPECT_FALSE(u == InternedString("interned-test/other"));
+}
+
+// kubectl's last-applied-configuration annotation holds the whole manifest, a Secret's data
+// included: long annotation values are never put in the shared pool (JSON and protobuf).
+TEST(InternedString, LongAnnotationValuesOfASecretAreNotPooled) {
+  const std::string applied =
+      R"({\"apiVersion\":\"v1\",\"data\":{\"password\":\"c2VjcmV0LXZhbHVlLXVuaXF1ZQ==\"},\"kind\":\"Secret\"})";
+  const std::size_t before = InternedString::pool_size();
+  auto secret = testing::decode_json<Secret>(
+      R"({"metadata":{"name":"s","namespace":"interned-test-ns","annotations":{"kubectl.kubernetes.io/last-applied-configuration":")" +
+      applied + R"(","short":"interned-test-short"}},"data":{"password":"c2VjcmV0"}})");
+  ASSERT_TRUE(secret);
+  // Pooled: the namespace, the two annotation keys and the short value; not the long value.
+  EXPECT_EQ(InternedString::pool_size(), before + 4);
+  const std::string* v =
+      find_value(secret->metadata.annotations, "kubectl.kubernetes.io/last-applied-configuration");
+  ASSERT_NE(v, nullptr);
+  EXPECT_NE(v->find("c2VjcmV0LXZhbHVlLXVuaXF1ZQ=="), std::string::npos);
+
+  const std::string long_value(100, 'x');
+  testing::Msg meta =
+      testing::Msg()
+          .str(1, "s")
+          .str(3, "interned-test-ns")
+          .entry(12, "kubectl.kubernetes.io/last-applied-configuration", long_value);
+  auto pb = decode_protobuf_object(*protobuf_codec(ResourceTraits<Secret>::type()),
+                                   testing::envelope("v1", "Secret", testing::Msg().msg(1, meta)));
+  ASSERT_TRUE(pb) << pb.error().to_string();
+  EXPECT_EQ(InternedString::pool_size(), before + 4) << "the protobuf decoder pooled a long value";
+  EXPECT_EQ(*find_value(pb.value()->metadata.annotations,
+                        "kubectl.kubernetes.io/last-applied-configuration"),
+            long_value);
+}
+
 // Threads intern, copy and drop the same few texts at once: every value read is the text it was
 // made from, and when all are gone the pool is back where it was (no entry freed while held, none
 // leaked). TSan runs this in CI.
@@ -131,8 +178,9 @@ TEST(InternedString, DecodedPodsShareTheirRepeatedStrings) {
   auto a = testing::decode_json<Pod>(testing::pod_json("web-1", "1"));
   auto b = testing::decode_json<Pod>(testing::pod_json("web-2", "2"));
   ASSERT_TRUE(a && b);
-  auto pb = decode_protobuf_object(*protobuf_codec(ResourceTraits<Pod>::type()),
-                                   testing::envelope("v1", "Pod", testing::pod_proto("web-3", "3")));
+  auto pb =
+      decode_protobuf_object(*protobuf_codec(ResourceTraits<Pod>::type()),
+                             testing::envelope("v1", "Pod", testing::pod_proto("web-3", "3")));
   ASSERT_TRUE(pb) << pb.error().to_string();
   const auto& c = dynamic_cast<const Pod&>(*pb.value());
   for (const Pod* other : {b.get(), &c}) {

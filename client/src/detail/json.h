@@ -65,6 +65,14 @@ std::optional<JsonParseError> parse_insitu(rapidjson::Document& doc, char* text,
 /// Decodes metadata (tolerant: unknown fields ignored; managedFields skipped). Fails only for a
 /// wrong shape (metadata not an object).
 Status decode_meta(const JsonValue& object, ObjectMeta& meta);
+/// Label and annotation values longer than this are not pooled (InternedString::unpooled): long
+/// values are unique per object (kubectl's last-applied-configuration holds the whole manifest,
+/// a Secret's data included), so only short values are shared. Label values are at most 63.
+inline constexpr std::size_t kMaxPooledMapValue = 64;
+inline InternedString map_value(std::string_view v) {
+  return v.size() > kMaxPooledMapValue ? InternedString::unpooled(v) : InternedString(v);
+}
+
 /// Decodes a {"k":"v"} map into a sorted StringMap.
 void decode_string_map(const JsonValue* v, StringMap& out);
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "detail/json.h"
 #include "kinformer/client/protobuf.h"
 
 namespace kinformer::client::detail::pb {
@@ -152,6 +153,14 @@ bool Message::int64(const char* name, std::int64_t& out) {
 
 namespace {
 
+bool map_value_into(Message& e, std::string& out) { return e.string("value", out); }
+bool map_value_into(Message& e, InternedString& out) {
+  std::string_view v;
+  if (!e.bytes("value", v, "a string")) return false;
+  out = detail::map_value(v);  // long values unpooled, as in the JSON decoder
+  return true;
+}
+
 template <typename Map>
 bool map_entry_into(Message& m, const char* name, Map& out) {
   std::string_view entry;
@@ -166,7 +175,7 @@ bool map_entry_into(Message& m, const char* name, Map& out) {
         e.string("key", kv.first);
         break;
       case 2:
-        e.string("value", kv.second);
+        map_value_into(e, kv.second);
         break;
       default:
         e.skip();
@@ -177,8 +186,10 @@ bool map_entry_into(Message& m, const char* name, Map& out) {
 
 template <typename Map>
 void finish_map_of(Map& map) {
-  map.shrink_to_fit();  // grown by doubling while read; kept for as long as the object is cached
-  if (map.size() < 2) return;
+  if (map.size() < 2) {
+    map.shrink_to_fit();
+    return;
+  }
   std::stable_sort(map.begin(), map.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   // Keep the last of each run of equal keys.
@@ -190,6 +201,7 @@ void finish_map_of(Map& map) {
     ++out;
   }
   map.erase(out, map.end());
+  map.shrink_to_fit();  // grown by doubling while read; kept for as long as the object is cached
 }
 
 }  // namespace

@@ -39,6 +39,9 @@ struct StoreChange {
 class Store {
  public:
   /// Returns the index values of an object (e.g. the names of Secrets a Pod mounts).
+  /// Must be a pure function of the object: the values it returns when an object is removed or
+  /// replaced must be the values it returned when that object was added (the index refers to
+  /// the store's entries, and a value it cannot find again would keep a removed entry).
   using IndexFunc = std::function<std::vector<std::string>(const client::Object&)>;
 
   /// Name of the built-in namespace index (value: metadata.namespace_).

@@ -30,11 +30,15 @@ class InternedString {
   InternedString() noexcept = default;
   InternedString(std::string_view text);  // NOLINT(google-explicit-constructor): a string field
   InternedString(const std::string& text) : InternedString(std::string_view(text)) {}  // NOLINT
-  InternedString(const char* text) : InternedString(std::string_view(text)) {}          // NOLINT
+  InternedString(const char* text) : InternedString(std::string_view(text)) {}         // NOLINT
+  InternedString(std::nullptr_t) = delete;
+
+  /// A value with the same interface that is not pooled: its own entry, never found by a lookup.
+  /// For long texts that are unique per object (a last-applied-configuration annotation, which
+  /// for a Secret holds its data), where sharing saves nothing and the pool must not hold them.
+  static InternedString unpooled(std::string_view text);
   InternedString(const InternedString& other) noexcept;
-  InternedString(InternedString&& other) noexcept : entry_(other.entry_) {
-    other.entry_ = nullptr;
-  }
+  InternedString(InternedString&& other) noexcept : entry_(other.entry_) { other.entry_ = nullptr; }
   InternedString& operator=(const InternedString& other) noexcept;
   InternedString& operator=(InternedString&& other) noexcept;
   ~InternedString() { release(); }
@@ -57,9 +61,9 @@ class InternedString {
     return view().ends_with(suffix);
   }
 
-  /// Equal texts share one entry, so equal values are the same pointer.
+  /// Equal pooled texts share one entry (the same pointer); an unpooled one compares its text.
   friend bool operator==(const InternedString& a, const InternedString& b) noexcept {
-    return a.entry_ == b.entry_;
+    return a.entry_ == b.entry_ || a.view() == b.view();
   }
   friend bool operator==(const InternedString& a, std::string_view b) noexcept {
     return a.view() == b;
@@ -67,9 +71,7 @@ class InternedString {
   friend bool operator==(const InternedString& a, const std::string& b) noexcept {
     return a.view() == b;
   }
-  friend bool operator==(const InternedString& a, const char* b) noexcept {
-    return a.view() == b;
-  }
+  friend bool operator==(const InternedString& a, const char* b) noexcept { return a.view() == b; }
   friend std::strong_ordering operator<=>(const InternedString& a,
                                           const InternedString& b) noexcept {
     return a.view() <=> b.view();
