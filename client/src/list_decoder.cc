@@ -21,14 +21,7 @@ bool not_a_value(char c) { return c == ',' || c == ']' || c == '}' || c == ':' |
 
 }  // namespace
 
-// A reused arena: items smaller than it decode without allocating for the DOM.
-struct JsonListDecoder::Parser {
-  static constexpr std::size_t kArena = std::size_t{64} * 1024;
-  Parser() : pool(arena, kArena) {}
-  char arena[kArena];
-  rapidjson::MemoryPoolAllocator<> pool;
-  rapidjson::CrtAllocator stack;
-};
+struct JsonListDecoder::Parser : detail::JsonArena {};
 
 JsonListDecoder::JsonListDecoder(ResourceType type) : JsonListDecoder(std::move(type), Options{}) {}
 

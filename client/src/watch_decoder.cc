@@ -8,14 +8,7 @@
 
 namespace kinformer::client {
 
-// A reused arena: events smaller than the initial buffer decode without allocating for the DOM.
-struct WatchDecoder::Parser {
-  static constexpr std::size_t kArena = std::size_t{64} * 1024;
-  Parser() : pool(arena, kArena) {}
-  char arena[kArena];
-  rapidjson::MemoryPoolAllocator<> pool;
-  rapidjson::CrtAllocator stack;
-};
+struct WatchDecoder::Parser : detail::JsonArena {};
 
 WatchDecoder::WatchDecoder(std::shared_ptr<const Codec> codec)
     : WatchDecoder(std::move(codec), Options{}) {}

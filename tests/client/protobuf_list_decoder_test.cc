@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "kinformer/client/pod.h"
+#include "list_streaming.h"
 #include "protobuf_samples.h"
 
 namespace kinformer::client {
@@ -42,32 +43,10 @@ const Msg kGoTrailer = Msg().str(3, "").str(4, "");
 Result<ObjectList> streamed(std::string_view body, const std::vector<std::size_t>& cuts,
                             ProtobufListDecoder::Options options = {}) {
   ProtobufListDecoder d(codec(), options);
-  std::size_t from = 0;
-  for (std::size_t cut : cuts) {
-    if (auto s = d.feed(body.substr(from, cut - from)); !s) return std::move(s).error();
-    from = cut;
-  }
-  if (auto s = d.feed(body.substr(from)); !s) return std::move(s).error();
-  return d.finish();
+  return testing::feed_in_pieces(d, body, cuts);
 }
 
-void expect_same_list(const Result<ObjectList>& got, const Result<ObjectList>& want,
-                      const std::string& where) {
-  ASSERT_EQ(got.ok(), want.ok()) << where << ": "
-                                 << (got ? want.error().to_string() : got.error().to_string());
-  if (!want) {
-    EXPECT_EQ(got.error().code, want.error().code) << where;
-    EXPECT_EQ(got.error().message, want.error().message) << where;
-    return;
-  }
-  EXPECT_EQ(got->resource_version, want->resource_version) << where;
-  EXPECT_EQ(got->continue_token, want->continue_token) << where;
-  ASSERT_EQ(got->items.size(), want->items.size()) << where;
-  for (std::size_t i = 0; i < got->items.size(); ++i) {
-    testing::expect_same(dynamic_cast<const Pod&>(*got->items[i]),
-                         dynamic_cast<const Pod&>(*want->items[i]));
-  }
-}
+using testing::expect_same_list;
 
 TEST(ProtobufListDecoder, EverySplitDecodesLikeTheWholeBody) {
   // Metadata after the items, and a large item (a 3-byte length) too.

@@ -49,6 +49,16 @@ inline Error decode_error(std::string message) {
   return Error::make(Errc::decode, std::move(message));
 }
 
+/// A reused parse arena (one per decoder): values smaller than it decode without allocating for
+/// the DOM. Clear `pool` before each parse.
+struct JsonArena {
+  static constexpr std::size_t kBytes = std::size_t{64} * 1024;
+  JsonArena() : pool(buffer, kBytes) {}
+  char buffer[kBytes];
+  rapidjson::MemoryPoolAllocator<> pool;
+  rapidjson::CrtAllocator stack;
+};
+
 /// Where and why parse_insitu() failed.
 struct JsonParseError {
   std::string reason;  ///< e.g. "JSON nested deeper than 100 levels"

@@ -1,0 +1,49 @@
+#pragma once
+// Test support for the streaming list decoders (JsonListDecoder, ProtobufListDecoder): feed a
+// body in pieces cut at given offsets, and compare two decoded lists (or their errors).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kinformer/client/pod.h"
+#include "kinformer/client/watch.h"
+#include "protobuf_samples.h"
+
+namespace kinformer::client::testing {
+
+/// Feeds `body` to `decoder` in pieces cut at `cuts` (offsets, ascending), then finishes.
+template <typename Decoder>
+Result<ObjectList> feed_in_pieces(Decoder& decoder, std::string_view body,
+                                  const std::vector<std::size_t>& cuts) {
+  std::size_t from = 0;
+  for (std::size_t cut : cuts) {
+    if (auto s = decoder.feed(body.substr(from, cut - from)); !s) return std::move(s).error();
+    from = cut;
+  }
+  if (auto s = decoder.feed(body.substr(from)); !s) return std::move(s).error();
+  return decoder.finish();
+}
+
+/// Two lists of Pods (or two errors) are the same: the same error code and message, or the
+/// same resourceVersion, continue token and items field by field.
+inline void expect_same_list(const Result<ObjectList>& got, const Result<ObjectList>& want,
+                             const std::string& where) {
+  ASSERT_EQ(got.ok(), want.ok()) << where << ": "
+                                 << (got ? want.error().to_string() : got.error().to_string());
+  if (!want) {
+    EXPECT_EQ(got.error().code, want.error().code) << where;
+    EXPECT_EQ(got.error().message, want.error().message) << where;
+    return;
+  }
+  EXPECT_EQ(got->resource_version, want->resource_version) << where;
+  EXPECT_EQ(got->continue_token, want->continue_token) << where;
+  ASSERT_EQ(got->items.size(), want->items.size()) << where;
+  for (std::size_t i = 0; i < got->items.size(); ++i) {
+    expect_same(dynamic_cast<const Pod&>(*got->items[i]),
+                dynamic_cast<const Pod&>(*want->items[i]));
+  }
+}
+
+}  // namespace kinformer::client::testing
