@@ -1,33 +1,40 @@
 #include "kinformer/client/dynamic_object.h"
 
+#include <cmath>
+
 #include "detail/json.h"
 
 namespace kinformer::client {
 namespace {
 
-// Writes `v`, which sits at nesting level `depth` (1 = outermost); false beyond kMaxJsonDepth.
+enum class WriteError { none, too_deep, not_finite };
+
+// Writes `v`, which sits at nesting level `depth` (1 = outermost); too_deep beyond kMaxJsonDepth.
 // Value::Accept() recurses without limit, and a value built by hand never met the parser's.
-bool write_bounded(detail::JsonWriter& w, const JsonValue& v, int depth) {
+// RapidJSON parses a number beyond the double range (1e309) as infinity, which JSON cannot
+// carry: the writer would emit nothing and the stored JSON would be invalid.
+WriteError write_bounded(detail::JsonWriter& w, const JsonValue& v, int depth) {
   if (!v.IsObject() && !v.IsArray()) {
+    if (v.IsDouble() && !std::isfinite(v.GetDouble())) return WriteError::not_finite;
     v.Accept(w);
-    return true;
+    return WriteError::none;
   }
-  if (depth > kMaxJsonDepth) return false;
+  if (depth > kMaxJsonDepth) return WriteError::too_deep;
   if (v.IsArray()) {
     w.StartArray();
     for (const auto& e : v.GetArray()) {
-      if (!write_bounded(w, e, depth + 1)) return false;
+      if (auto r = write_bounded(w, e, depth + 1); r != WriteError::none) return r;
     }
     w.EndArray();
-    return true;
+    return WriteError::none;
   }
   w.StartObject();
   for (auto m = v.MemberBegin(); m != v.MemberEnd(); ++m) {
     w.String(m->name.GetString(), m->name.GetStringLength());
-    if (!write_bounded(w, m->value, depth + 1)) return false;
+    if (auto r = write_bounded(w, m->value, depth + 1); r != WriteError::none) return r;
   }
   w.EndObject();
-  return true;
+  return WriteError::none;
 }
 
 class DynamicCodec final : public Codec {
@@ -38,7 +45,10 @@ class DynamicCodec final : public Codec {
     if (auto s = detail::decode_meta(value, object->metadata); !s) return std::move(s).error();
     rapidjson::StringBuffer buf;
     detail::JsonWriter w(buf);
-    auto too_deep = [] {
+    auto failed = [](WriteError e) {
+      if (e == WriteError::not_finite) {
+        return detail::decode_error("object has a number outside the range of a double");
+      }
       return detail::decode_error("object is nested deeper than " + std::to_string(kMaxJsonDepth) +
                                   " levels");
     };
@@ -50,11 +60,11 @@ class DynamicCodec final : public Codec {
         for (auto m = it->value.MemberBegin(); m != it->value.MemberEnd(); ++m) {
           if (detail::view(m->name) == "managedFields") continue;
           w.String(m->name.GetString(), m->name.GetStringLength());
-          if (!write_bounded(w, m->value, 3)) return too_deep();
+          if (auto e = write_bounded(w, m->value, 3); e != WriteError::none) return failed(e);
         }
         w.EndObject();
-      } else if (!write_bounded(w, it->value, 2)) {
-        return too_deep();
+      } else if (auto e = write_bounded(w, it->value, 2); e != WriteError::none) {
+        return failed(e);
       }
     }
     w.EndObject();

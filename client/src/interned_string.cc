@@ -101,6 +101,8 @@ InternedString::InternedString(const InternedString& other) noexcept : entry_(ot
   if (entry_ != nullptr) entry_->refs.fetch_add(1, std::memory_order_relaxed);
 }
 
+// Self-assignment is safe: the entry is read and counted before this one is released.
+// NOLINTNEXTLINE(bugprone-unhandled-self-assignment): handled without a branch, see above
 InternedString& InternedString::operator=(const InternedString& other) noexcept {
   Entry* e = other.entry_;  // read first: `other` may be *this
   if (e != nullptr) e->refs.fetch_add(1, std::memory_order_relaxed);
