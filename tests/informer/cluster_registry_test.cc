@@ -334,7 +334,9 @@ TEST(ClusterRegistryTest, SecretKeyBecomesARemoteClusterReachedThroughTheRegistr
   EXPECT_EQ(s.secret, "mesh/remotes");
   EXPECT_EQ(s.informers, 1u);
   EXPECT_EQ(f.registry->clusters().front().id, "local");
-  EXPECT_EQ(f.metric("kinformer_clusters", "state=synced"), 1);
+  // The gauges are set by the registry's worker on its next look after the state changed.
+  EXPECT_TRUE(
+      testing::eventually([&] { return f.metric("kinformer_clusters", "state=synced") == 1; }));
   EXPECT_EQ(f.metric("kinformer_cluster_updates_total", "kind=added"), 1);
 
   // A late component gets the known cluster replayed as added.
