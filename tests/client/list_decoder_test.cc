@@ -248,11 +248,7 @@ TEST(JsonListDecoder, ReleasesTheBufferOfALargeItem) {
                     std::string(JsonListDecoder::kKeptBufferBytes + 1000, 'x') + R"("}}})";
   const std::string body = R"({"items":[)" + big + "," + pod("a") + "," + pod("b") + "]}";
   JsonListDecoder d(pods());
-  std::size_t after_big = 0;
-  for (std::size_t at = 0; at < body.size(); at += 1000) {
-    ASSERT_TRUE(d.feed(std::string_view(body).substr(at, 1000)));
-    if (d.items() >= 1) after_big = std::max(after_big, d.buffer_capacity());
-  }
+  const std::size_t after_big = testing::largest_buffer_after_first_item(d, body);
   auto got = d.finish();
   ASSERT_TRUE(got) << got.error().to_string();
   EXPECT_EQ(got->items.size(), 3u);

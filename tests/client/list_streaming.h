@@ -3,6 +3,7 @@
 // body in pieces cut at given offsets, and compare two decoded lists (or their errors).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,6 +25,21 @@ Result<ObjectList> feed_in_pieces(Decoder& decoder, std::string_view body,
   }
   if (auto s = decoder.feed(body.substr(from)); !s) return std::move(s).error();
   return decoder.finish();
+}
+
+/// Feeds `body` in pieces of `piece` bytes; returns the decoder's largest buffer capacity seen
+/// once its first item was decoded; a failed feed is reported and ends the feeding.
+template <typename Decoder>
+std::size_t largest_buffer_after_first_item(Decoder& decoder, std::string_view body,
+                                            std::size_t piece = 1000) {
+  std::size_t largest = 0;
+  for (std::size_t at = 0; at < body.size(); at += piece) {
+    auto s = decoder.feed(body.substr(at, piece));
+    EXPECT_TRUE(s) << "feed at byte " << at;
+    if (!s) return 0;
+    if (decoder.items() >= 1) largest = std::max(largest, decoder.buffer_capacity());
+  }
+  return largest;
 }
 
 /// Two lists of Pods (or two errors) are the same: the same error code and message, or the

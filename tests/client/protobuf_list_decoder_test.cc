@@ -188,11 +188,7 @@ TEST(ProtobufListDecoder, ReleasesTheBufferOfALargeItem) {
   list.msg(2, testing::pod_proto("a", "1")).msg(2, testing::pod_proto("b", "1"));
   const std::string body = body_of(list);
   ProtobufListDecoder d(codec());
-  std::size_t after_big = 0;
-  for (std::size_t at = 0; at < body.size(); at += 1000) {
-    ASSERT_TRUE(d.feed(std::string_view(body).substr(at, 1000)));
-    if (d.items() >= 1) after_big = std::max(after_big, d.buffer_capacity());
-  }
+  const std::size_t after_big = testing::largest_buffer_after_first_item(d, body);
   auto got = d.finish();
   ASSERT_TRUE(got) << got.error().to_string();
   EXPECT_EQ(got->items.size(), 3u);
