@@ -1,6 +1,8 @@
 #include "kinformer/cache/store.h"
 
+#include <cstdint>
 #include <mutex>
+#include <utility>
 
 #include "kinformer/client/error.h"
 
@@ -30,6 +32,47 @@ void Store::index_erase(const Item& item, const client::Object& object) {
   }
 }
 
+namespace {
+
+// FNV-1a over the key's bytes, fed in pieces so an object's key is never built.
+constexpr std::uint64_t kFnvOffset = 14695981039346656037ULL;
+constexpr std::uint64_t kFnvPrime = 1099511628211ULL;
+
+std::uint64_t fnv(std::uint64_t h, std::string_view bytes) noexcept {
+  for (unsigned char c : bytes) h = (h ^ c) * kFnvPrime;
+  return h;
+}
+
+bool key_is(std::string_view key, std::string_view ns, std::string_view name) noexcept {
+  if (ns.empty()) return key == name;
+  return key.size() == ns.size() + 1 + name.size() && key.starts_with(ns) &&
+         key[ns.size()] == '/' && key.ends_with(name);
+}
+
+}  // namespace
+
+std::size_t Store::ItemHash::operator()(const Item& item) const noexcept {
+  const client::ObjectMeta& m = item.object->metadata;
+  std::uint64_t h = kFnvOffset;
+  if (!m.namespace_.empty()) h = fnv(fnv(h, m.namespace_), "/");
+  return static_cast<std::size_t>(fnv(h, m.name));
+}
+
+std::size_t Store::ItemHash::operator()(std::string_view key) const noexcept {
+  return static_cast<std::size_t>(fnv(kFnvOffset, key));
+}
+
+bool Store::ItemEq::operator()(const Item& a, const Item& b) const noexcept {
+  const client::ObjectMeta& x = a.object->metadata;
+  const client::ObjectMeta& y = b.object->metadata;
+  return x.namespace_ == y.namespace_ && x.name == y.name;
+}
+
+bool Store::ItemEq::operator()(std::string_view key, const Item& item) const noexcept {
+  const client::ObjectMeta& m = item.object->metadata;
+  return key_is(key, m.namespace_, m.name);
+}
+
 const Store::Index& Store::find_index(std::string_view name) const {
   auto it = indexes_.find(name);
   if (it == indexes_.end()) {
@@ -39,15 +82,13 @@ const Store::Index& Store::find_index(std::string_view name) const {
 }
 
 StoreChange Store::upsert(client::ObjectPtr object) {
-  std::string key = object->key();
   std::unique_lock lock(mu_);
-  auto [it, inserted] = items_.try_emplace(std::move(key), object);
+  auto [it, inserted] = items_.insert(Item{object});
   if (inserted) {
     index_insert(*it, *object);
     return {StoreChange::Type::added, nullptr, std::move(object)};
   }
-  client::ObjectPtr old = std::move(it->second);
-  it->second = object;
+  client::ObjectPtr old = std::exchange(it->object, object);  // same key: same bucket
   index_erase(*it, *old);
   index_insert(*it, *object);
   return {StoreChange::Type::updated, std::move(old), std::move(object)};
@@ -55,9 +96,9 @@ StoreChange Store::upsert(client::ObjectPtr object) {
 
 std::optional<StoreChange> Store::remove(std::string_view key) {
   std::unique_lock lock(mu_);
-  auto it = items_.find(std::string(key));
+  auto it = items_.find(key);
   if (it == items_.end()) return std::nullopt;
-  client::ObjectPtr old = std::move(it->second);
+  client::ObjectPtr old = it->object;
   index_erase(*it, *old);
   items_.erase(it);
   return StoreChange{StoreChange::Type::deleted, old, old};
@@ -68,40 +109,42 @@ std::vector<StoreChange> Store::replace(std::vector<client::ObjectPtr> items,
   Items next;
   next.reserve(items.size());
   for (auto& o : items) {
-    if (o) next.insert_or_assign(o->key(), std::move(o));
+    if (!o) continue;
+    auto [it, inserted] = next.insert(Item{o});
+    if (!inserted) it->object = std::move(o);  // the last of equal keys wins
   }
   std::vector<StoreChange> changes;
   changes.reserve(next.size());
   std::unique_lock lock(mu_);
   for (auto& [name, index] : indexes_) index.values.clear();
-  for (auto& [key, old] : items_) {
-    auto it = next.find(key);
+  for (const Item& old : items_) {
+    auto it = next.find(old);
     if (it == next.end()) {
-      changes.push_back({StoreChange::Type::deleted, old, old});
+      changes.push_back({StoreChange::Type::deleted, old.object, old.object});
     } else {
-      changes.push_back({StoreChange::Type::updated, old, it->second});
+      changes.push_back({StoreChange::Type::updated, old.object, it->object});
     }
   }
-  for (auto& [key, obj] : next) {
-    if (!items_.contains(key)) changes.push_back({StoreChange::Type::added, nullptr, obj});
+  for (const Item& item : next) {
+    if (!items_.contains(item)) changes.push_back({StoreChange::Type::added, nullptr, item.object});
   }
   items_ = std::move(next);  // moves the nodes: the index entries below point into them
-  for (const auto& item : items_) index_insert(item, *item.second);
+  for (const auto& item : items_) index_insert(item, *item.object);
   resource_version_ = std::move(resource_version);
   return changes;
 }
 
 client::ObjectPtr Store::get(std::string_view key) const {
   std::shared_lock lock(mu_);
-  auto it = items_.find(std::string(key));
-  return it == items_.end() ? nullptr : it->second;
+  auto it = items_.find(key);
+  return it == items_.end() ? nullptr : it->object;
 }
 
 std::vector<client::ObjectPtr> Store::list() const {
   std::shared_lock lock(mu_);
   std::vector<client::ObjectPtr> out;
   out.reserve(items_.size());
-  for (const auto& [key, obj] : items_) out.push_back(obj);
+  for (const Item& item : items_) out.push_back(item.object);
   return out;
 }
 
@@ -109,7 +152,7 @@ std::vector<std::string> Store::keys() const {
   std::shared_lock lock(mu_);
   std::vector<std::string> out;
   out.reserve(items_.size());
-  for (const auto& [key, obj] : items_) out.push_back(key);
+  for (const Item& item : items_) out.push_back(item.object->key());
   return out;
 }
 
@@ -126,8 +169,8 @@ std::vector<client::ObjectPtr> Store::list(std::string_view ns,
   std::vector<client::ObjectPtr> out;
   std::shared_lock lock(mu_);
   if (ns.empty()) {
-    for (const auto& [key, obj] : items_) {
-      if (selector.matches(obj->metadata.labels)) out.push_back(obj);
+    for (const Item& item : items_) {
+      if (selector.matches(item.object->metadata.labels)) out.push_back(item.object);
     }
     return out;
   }
@@ -135,14 +178,14 @@ std::vector<client::ObjectPtr> Store::list(std::string_view ns,
   auto it = index.values.find(std::string(ns));
   if (it == index.values.end()) return out;
   for (const Item* item : it->second) {
-    if (selector.matches(item->second->metadata.labels)) out.push_back(item->second);
+    if (selector.matches(item->object->metadata.labels)) out.push_back(item->object);
   }
   return out;
 }
 
 void Store::for_each(const std::function<void(const client::ObjectPtr&)>& fn) const {
   std::shared_lock lock(mu_);
-  for (const auto& [key, obj] : items_) fn(obj);
+  for (const Item& item : items_) fn(item.object);
 }
 
 void Store::add_index(std::string name, IndexFunc fn) {
@@ -152,7 +195,7 @@ void Store::add_index(std::string name, IndexFunc fn) {
   }
   Index index{std::move(fn), {}};
   for (const auto& item : items_) {
-    for (auto& v : index.fn(*item.second)) index.values[std::move(v)].insert(&item);
+    for (auto& v : index.fn(*item.object)) index.values[std::move(v)].insert(&item);
   }
   indexes_.emplace(std::move(name), std::move(index));
 }
@@ -170,7 +213,7 @@ std::vector<client::ObjectPtr> Store::by_index(std::string_view name,
   auto it = index.values.find(std::string(value));
   if (it == index.values.end()) return out;
   out.reserve(it->second.size());
-  for (const Item* item : it->second) out.push_back(item->second);
+  for (const Item* item : it->second) out.push_back(item->object);
   return out;
 }
 

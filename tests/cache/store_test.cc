@@ -41,6 +41,41 @@ TEST(StoreTest, AddUpdateDeleteReturnChanges) {
   EXPECT_EQ(s.size(), 0u);
 }
 
+// The store keeps no key string: an entry is found by hashing and comparing the object's
+// namespace and name against the key as given ("ns/name", or "name" when cluster-scoped).
+TEST(StoreTest, KeysAreMatchedAgainstNamespaceAndNameWithoutBuildingThem) {
+  Store s;
+  auto ab_c = make_object("ab", "c", "1");
+  auto a_bc = make_object("a", "bc", "1");
+  auto cluster = make_object("", "ab", "1");
+  s.upsert(ab_c);
+  s.upsert(a_bc);
+  s.upsert(cluster);
+  EXPECT_EQ(s.size(), 3u);
+  EXPECT_EQ(s.get("ab/c"), ab_c);
+  EXPECT_EQ(s.get("a/bc"), a_bc);
+  EXPECT_EQ(s.get("ab"), cluster);
+  for (const char* absent : {"a/b", "ab/", "/ab", "abc", "a/bcd", "ab/c/", "", "/"}) {
+    EXPECT_EQ(s.get(absent), nullptr) << absent;
+  }
+  auto keys = s.keys();
+  std::sort(keys.begin(), keys.end());
+  EXPECT_EQ(keys, (std::vector<std::string>{"a/bc", "ab", "ab/c"}));
+  auto v2 = make_object("a", "bc", "2");
+  EXPECT_EQ(s.upsert(v2).type, Type::updated);
+  EXPECT_EQ(s.get("a/bc"), v2);
+  EXPECT_EQ(s.size(), 3u);
+  EXPECT_TRUE(s.remove("ab"));
+  EXPECT_EQ(s.get("ab"), nullptr);
+  EXPECT_EQ(s.get("ab/c"), ab_c);
+  // A relist with a repeated key keeps the last one.
+  auto first = make_object("ns", "x", "1");
+  auto last = make_object("ns", "x", "2");
+  s.replace({first, last}, "9");
+  EXPECT_EQ(s.size(), 1u);
+  EXPECT_EQ(s.get("ns/x"), last);
+}
+
 TEST(StoreTest, ReplaceReportsAddsUpdatesAndDeletesWithLastState) {
   Store s;
   s.upsert(make_object("ns", "keep", "1"));

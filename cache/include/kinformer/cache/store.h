@@ -91,8 +91,26 @@ class Store {
   void set_resource_version(std::string resource_version);
 
  private:
-  using Items = std::unordered_map<std::string, client::ObjectPtr>;
-  using Item = Items::value_type;
+  // One entry per object, found by its key without storing it: hash and equality read the
+  // object's namespace and name, and a key string is looked up as is (heterogeneous lookup).
+  // The object is replaced in place on an update (same key, so the same hash and bucket).
+  struct Item {
+    mutable client::ObjectPtr object;
+  };
+  struct ItemHash {
+    using is_transparent = void;
+    std::size_t operator()(const Item& item) const noexcept;
+    std::size_t operator()(std::string_view key) const noexcept;
+  };
+  struct ItemEq {
+    using is_transparent = void;
+    bool operator()(const Item& a, const Item& b) const noexcept;
+    bool operator()(std::string_view key, const Item& item) const noexcept;
+    bool operator()(const Item& item, std::string_view key) const noexcept {
+      return (*this)(key, item);
+    }
+  };
+  using Items = std::unordered_set<Item, ItemHash, ItemEq>;
   struct Index {
     IndexFunc fn;
     // Index value -> the items_ entries that have it. Entries of a node-based map keep their
