@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
     std::condition_variable cv;
     int events = 0;
     auto print = [&](const char* what, const client::Secret& s) {
-      const std::string* cert = client::find_value(s.data, "tls.crt");
+      const auto cert = s.data.find("tls.crt");
       std::printf("%s %s (cert %zu bytes)\n", what, s.metadata.name.c_str(),
                   cert ? cert->size() : 0);
       std::fflush(stdout);

@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
       for (const auto& [name, slice] : by_name) {
         for (const auto& e : slice->endpoints) {
           for (const auto& p : slice->ports) {
-            out += "  " + (e.addresses.empty() ? "?" : e.addresses[0]) +
+            out += "  " + std::string(e.addresses.empty() ? "?" : e.addresses.front()) +
                    " ready=" + (e.ready.value_or(true) ? "true" : "false") +
                    " port=" + (p.port ? std::to_string(*p.port) : "all") + "\n";
           }

@@ -1,9 +1,70 @@
 #include "kinformer/client/endpoint_slice.h"
 
+#include <ostream>
+
 #include "detail/fields.h"
 #include "detail/typed_codec.h"
 
 namespace kinformer::client {
+
+void AddressList::iterator::read() noexcept {
+  // A varint length, then the address; a malformed tail (never built by push_back) ends the walk.
+  std::size_t len = 0;
+  std::size_t at = at_;
+  for (int shift = 0; at < packed_.size() && shift < 64; shift += 7) {
+    const auto byte = static_cast<unsigned char>(packed_[at++]);
+    len |= static_cast<std::size_t>(byte & 0x7f) << shift;
+    if ((byte & 0x80) == 0) {
+      if (len <= packed_.size() - at) {
+        current_ = packed_.substr(at, len);
+        next_ = at + len;
+        return;
+      }
+      break;
+    }
+  }
+  at_ = next_ = packed_.size();
+  current_ = {};
+}
+
+void AddressList::push_back(std::string_view address) {
+  std::size_t len = address.size();
+  do {
+    const auto low = static_cast<char>(len & 0x7f);
+    len >>= 7;
+    packed_.push_back(static_cast<char>(len ? (low | 0x80) : low));
+  } while (len);
+  packed_.append(address);
+}
+
+std::size_t AddressList::size() const noexcept {
+  std::size_t n = 0;
+  for (auto it = begin(); it != end(); ++it) ++n;
+  return n;
+}
+
+std::string_view AddressList::operator[](std::size_t i) const noexcept {
+  auto it = begin();
+  while (i-- > 0) ++it;
+  return *it;
+}
+
+std::vector<std::string> AddressList::to_vector() const {
+  std::vector<std::string> out;
+  for (auto a : *this) out.emplace_back(a);
+  return out;
+}
+
+std::ostream& operator<<(std::ostream& os, const AddressList& addresses) {
+  os << '[';
+  bool first = true;
+  for (auto a : addresses) {
+    os << (first ? "" : ", ") << a;
+    first = false;
+  }
+  return os << ']';
+}
+
 namespace {
 
 using detail::FieldPath;
@@ -22,11 +83,10 @@ void optional_boolean(FieldReader& r, const JsonValue& v, const FieldPath& at, c
 void decode_endpoint(FieldReader& r, const JsonValue& e, const FieldPath& at, SliceEndpoint& ep) {
   if (const JsonValue* addresses = r.array(e, at, "addresses")) {
     const FieldPath addresses_at = at.child("addresses");
-    ep.addresses.reserve(addresses->Size());
     std::size_t i = 0;
     for (const auto& a : addresses->GetArray()) {
       if (!r.expect_string(a, addresses_at.element(i++))) break;
-      ep.addresses.emplace_back(detail::view(a));
+      ep.addresses.push_back(detail::view(a));
     }
   }
   if (const JsonValue* c = r.object(e, at, "conditions")) {
@@ -113,7 +173,7 @@ void encode(detail::JsonWriter& w, const EndpointSlice& s) {
       detail::key_string(w, "kind", e.target_ref->kind);
       detail::key_string(w, "namespace", e.target_ref->namespace_);
       detail::key_string(w, "name", e.target_ref->name);
-      detail::key_string(w, "uid", e.target_ref->uid);
+      detail::key_string(w, "uid", e.target_ref->uid.str());
       w.EndObject();
     }
     w.EndObject();

@@ -86,7 +86,7 @@ void encode_addresses(detail::JsonWriter& w, const char* key,
       detail::key_string(w, "kind", a.target_ref->kind);
       detail::key_string(w, "namespace", a.target_ref->namespace_);
       detail::key_string(w, "name", a.target_ref->name);
-      detail::key_string(w, "uid", a.target_ref->uid);
+      detail::key_string(w, "uid", a.target_ref->uid.str());
       w.EndObject();
     }
     w.EndObject();

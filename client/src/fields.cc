@@ -64,12 +64,21 @@ void FieldReader::string(const JsonValue& v, const FieldPath& at, const char* na
   out.assign(m->GetString(), m->GetStringLength());
 }
 
-void FieldReader::string(const JsonValue& v, const FieldPath& at, const char* name,
-                         InternedString& out) {
+template <typename T>
+void FieldReader::string_as(const JsonValue& v, const FieldPath& at, const char* name, T& out) {
   const JsonValue* m = find(v, name);
   if (!m) return;
   if (!m->IsString()) return fail(at, name, "a string", *m);
-  out = InternedString(std::string_view(m->GetString(), m->GetStringLength()));
+  out = T(std::string_view(m->GetString(), m->GetStringLength()));
+}
+
+void FieldReader::string(const JsonValue& v, const FieldPath& at, const char* name,
+                         InternedString& out) {
+  string_as(v, at, name, out);
+}
+
+void FieldReader::string(const JsonValue& v, const FieldPath& at, const char* name, Uid& out) {
+  string_as(v, at, name, out);
 }
 
 void FieldReader::boolean(const JsonValue& v, const FieldPath& at, const char* name, bool& out) {

@@ -128,13 +128,23 @@ Status decode_meta(const JsonValue& object, ObjectMeta& meta) {
       if (s.IsString()) meta.finalizers.emplace_back(view(s));
     }
   }
-  meta.creation_timestamp = get_string(md, "creationTimestamp");
-  if (const JsonValue* d = member(md, "deletionTimestamp"); d && d->IsString()) {
-    meta.deletion_timestamp = std::string(view(*d));
-  } else {
-    meta.deletion_timestamp.reset();
-  }
-  return Ok{};
+  // A time that is not RFC 3339 fails the object, as it does in Go (metav1.Time); "" and null
+  // read as unset.
+  auto time = [&](const char* name, std::optional<Timestamp>& out) -> Status {
+    out.reset();
+    const JsonValue* t = member(md, name);
+    if (!t || !t->IsString() || t->GetStringLength() == 0) return Ok{};
+    out = Timestamp::parse(view(*t));
+    if (!out) {
+      return decode_error(std::string("metadata.") + name +
+                          ": not an RFC 3339 time in the years 0-9999");
+    }
+    return Ok{};
+  };
+  std::optional<Timestamp> created;
+  if (auto st = time("creationTimestamp", created); !st) return st;
+  meta.creation_timestamp = created.value_or(Timestamp{});
+  return time("deletionTimestamp", meta.deletion_timestamp);
 }
 
 void write_string(JsonWriter& w, std::string_view s) {
@@ -164,16 +174,16 @@ void write_meta(JsonWriter& w, const ObjectMeta& meta) {
   write_opt(w, "name", meta.name);
   write_opt(w, "namespace", meta.namespace_);
   write_opt(w, "generateName", meta.generate_name);
-  write_opt(w, "uid", meta.uid);
+  write_opt(w, "uid", meta.uid.str());
   write_opt(w, "resourceVersion", meta.resource_version);
   if (meta.generation != 0) {
     w.Key("generation");
     w.Int64(meta.generation);
   }
-  write_opt(w, "creationTimestamp", meta.creation_timestamp);
+  write_opt(w, "creationTimestamp", meta.creation_timestamp.to_string());
   if (meta.deletion_timestamp) {
     w.Key("deletionTimestamp");
-    write_string(w, *meta.deletion_timestamp);
+    write_string(w, meta.deletion_timestamp->to_string());
   }
   write_map(w, "labels", meta.labels);
   write_map(w, "annotations", meta.annotations);
@@ -185,7 +195,7 @@ void write_meta(JsonWriter& w, const ObjectMeta& meta) {
       write_opt(w, "apiVersion", r.api_version);
       write_opt(w, "kind", r.kind);
       write_opt(w, "name", r.name);
-      write_opt(w, "uid", r.uid);
+      write_opt(w, "uid", r.uid.str());
       if (r.controller) {
         w.Key("controller");
         w.Bool(true);

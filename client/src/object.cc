@@ -21,10 +21,6 @@ const std::string* find_value(const StringMap& map, std::string_view key) noexce
   return v ? &v->str() : nullptr;
 }
 
-const std::string* find_value(const ByteMap& map, std::string_view key) noexcept {
-  return find_in(map, key);
-}
-
 std::string make_key(std::string_view namespace_, std::string_view name) {
   if (namespace_.empty()) return std::string(name);
   std::string key;

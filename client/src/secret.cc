@@ -1,6 +1,8 @@
 #include "kinformer/client/secret.h"
 
-#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "detail/base64.h"
 #include "detail/fields.h"
@@ -19,7 +21,8 @@ Status decode(const JsonValue& v, Secret& s) {
   const JsonValue* data = r.object(v, root, "data");
   if (!data || r.failed()) return std::move(r).status();
   const FieldPath data_at = root.child("data");
-  s.data.reserve(data->MemberCount());
+  std::vector<std::pair<std::string, std::string>> entries;
+  entries.reserve(data->MemberCount());
   for (auto it = data->MemberBegin(); it != data->MemberEnd(); ++it) {
     const FieldPath key_at = data_at.child(it->name.GetString());
     std::string_view encoded;  // null reads as an empty value
@@ -33,9 +36,9 @@ Status decode(const JsonValue& v, Secret& s) {
       return detail::decode_error("Secret " + s.key() + ": " + key_at.to_string() +
                                   ": not valid base64");
     }
-    s.data.emplace_back(std::string(detail::view(it->name)), std::move(*bytes));
+    entries.emplace_back(std::string(detail::view(it->name)), std::move(*bytes));
   }
-  std::sort(s.data.begin(), s.data.end());
+  s.data = ByteMap(std::move(entries));
   return Ok{};
 }
 

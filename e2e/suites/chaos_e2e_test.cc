@@ -96,7 +96,7 @@ struct Version {
 using View = std::map<std::string, Version>;
 
 Version version_of(const client::Object& o) {
-  return {o.metadata.uid, o.metadata.resource_version};
+  return {o.metadata.uid.str(), o.metadata.resource_version};
 }
 
 View view_of(const std::vector<client::ObjectPtr>& objects) {

@@ -158,7 +158,7 @@ TEST_F(KwatchE2E, CacheDumpAfterChurnEqualsTheServerAndHidesSecretValues) {
   auto listed = client_.list_all(secrets(), ns);
   ASSERT_TRUE(listed) << listed.error().to_string();
   std::map<std::string, std::string> server;
-  for (const auto& o : listed->items) server[o->metadata.uid] = o->metadata.resource_version;
+  for (const auto& o : listed->items) server[o->metadata.uid.str()] = o->metadata.resource_version;
   ASSERT_EQ(server.size(), 9u);
 
   const std::string file = "/tmp/kwatch-e2e-dump-" + std::to_string(getpid()) + ".jsonl";

@@ -70,7 +70,7 @@ TEST(Secret, DecodesBase64DataAndRoundTrips) {
   const auto& s = dynamic_cast<const Secret&>(*r.value());
   EXPECT_EQ(s.type, "kubernetes.io/tls");
   ASSERT_EQ(s.data.size(), 2u);
-  EXPECT_EQ(*find_value(s.data, "tls.key"), "key-bytes");
+  EXPECT_EQ(*s.data.find("tls.key"), "key-bytes");
   std::string encoded = ResourceTraits<Secret>::type().codec->encode(s);
   auto again = decode<Secret>(encoded);
   ASSERT_TRUE(again);
@@ -225,8 +225,8 @@ TEST(Secret, NullDataAndNullValueAreEmpty) {
   ASSERT_TRUE(r) << r.error().to_string();
   const auto& s = dynamic_cast<const Secret&>(*r.value());
   ASSERT_EQ(s.data.size(), 2u);
-  EXPECT_EQ(*find_value(s.data, "empty"), "");
-  EXPECT_EQ(*find_value(s.data, "also"), "");
+  EXPECT_EQ(*s.data.find("empty"), "");
+  EXPECT_EQ(*s.data.find("also"), "");
 }
 
 TEST(Secret, NoErrorMessageCarriesASecretValue) {

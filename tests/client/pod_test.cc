@@ -275,8 +275,9 @@ TEST(Pod, EncodeKeepsGenerationAndTimestamps) {
   ASSERT_TRUE(again) << again.error().to_string();
   const ObjectMeta& meta = again.value()->metadata;
   EXPECT_EQ(meta.generation, 7);
-  EXPECT_EQ(meta.creation_timestamp, "2024-05-02T09:14:07Z");
-  EXPECT_EQ(meta.deletion_timestamp, std::optional<std::string>("2024-05-03T00:00:00Z"));
+  EXPECT_EQ(meta.creation_timestamp.to_string(), "2024-05-02T09:14:07Z");
+  ASSERT_TRUE(meta.deletion_timestamp);
+  EXPECT_EQ(meta.deletion_timestamp->to_string(), "2024-05-03T00:00:00Z");
   EXPECT_EQ(meta, r.value()->metadata);
 }
 

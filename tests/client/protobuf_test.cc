@@ -59,7 +59,7 @@ TEST(ProtobufPod, SameAsJson) {
   ASSERT_TRUE(json && proto);
   expect_same(*proto, *json);
   // Spot checks that the comparison compared something.
-  EXPECT_EQ(proto->metadata.creation_timestamp, "2024-02-29T23:59:58Z");
+  EXPECT_EQ(proto->metadata.creation_timestamp.to_string(), "2024-02-29T23:59:58Z");
   EXPECT_EQ(proto->metadata.labels, (StringMap{{"app", "web"}, {"tier", "front"}}));
   ASSERT_EQ(proto->containers.size(), 2u);
   EXPECT_EQ(proto->containers[0].ports[1].protocol, "TCP");
@@ -80,20 +80,21 @@ TEST(ProtobufMeta, Timestamps) {
   // The zero time is an empty message (metav1.Time's Marshal writes nothing), as JSON's null.
   auto zero = meta(Msg().str(1, "p").msg(8, Msg()).msg(9, Msg()));
   ASSERT_TRUE(zero);
-  EXPECT_EQ(zero->metadata.creation_timestamp, "");
+  EXPECT_EQ(zero->metadata.creation_timestamp.to_string(), "");
   EXPECT_FALSE(zero->metadata.deletion_timestamp);
   auto deleting = meta(Msg().str(1, "p").msg(9, Msg().int64(1, 1709251205)));
   ASSERT_TRUE(deleting);
-  EXPECT_EQ(deleting->metadata.deletion_timestamp, "2024-03-01T00:00:05Z");
+  ASSERT_TRUE(deleting->metadata.deletion_timestamp);
+  EXPECT_EQ(deleting->metadata.deletion_timestamp->to_string(), "2024-03-01T00:00:05Z");
   auto epoch = meta(Msg().msg(8, Msg().int64(1, 0)));
   ASSERT_TRUE(epoch);
-  EXPECT_EQ(epoch->metadata.creation_timestamp, "1970-01-01T00:00:00Z");
+  EXPECT_EQ(epoch->metadata.creation_timestamp.to_string(), "1970-01-01T00:00:00Z");
   auto first = meta(Msg().msg(8, Msg().int64(1, -62135596800)));
   ASSERT_TRUE(first);
-  EXPECT_EQ(first->metadata.creation_timestamp, "0001-01-01T00:00:00Z");
+  EXPECT_EQ(first->metadata.creation_timestamp.to_string(), "0001-01-01T00:00:00Z");
   auto last = meta(Msg().msg(8, Msg().int64(1, 253402300799)));
   ASSERT_TRUE(last);
-  EXPECT_EQ(last->metadata.creation_timestamp, "9999-12-31T23:59:59Z");
+  EXPECT_EQ(last->metadata.creation_timestamp.to_string(), "9999-12-31T23:59:59Z");
   std::string e = decode_error(decode_proto<Pod>(
       Msg().msg(1, Msg().str(1, "p").str(3, "ns").msg(8, Msg().int64(1, 253402300800)))));
   EXPECT_NE(e.find("Pod ns/p: metadata.creationTimestamp: a time outside the years 0-9999"),
@@ -133,7 +134,7 @@ TEST(ProtobufSecret, SameAsJsonWithRawBytes) {
   auto proto = decoded<Secret>(m);
   ASSERT_TRUE(json && proto);
   expect_same(*proto, *json);
-  EXPECT_EQ(*find_value(proto->data, "tls.key"), std::string("key\0bytes\xff", 10));
+  EXPECT_EQ(*proto->data.find("tls.key"), std::string("key\0bytes\xff", 10));
 }
 
 TEST(ProtobufSecret, WrongWireTypeNamesTheFieldNeverTheValue) {

@@ -259,9 +259,7 @@ int main(int argc, char** argv) {
       auto inf = track.operator()<client::Secret>(r, opt.secrets);
       secret_data_bytes = [inf] {
         std::uint64_t n = 0;
-        for (const auto& s : inf.store().list()) {
-          for (const auto& kv : s->data) n += kv.second.size();
-        }
+        for (const auto& s : inf.store().list()) n += s->data.value_bytes();
         return n;
       };
     } else {

@@ -79,7 +79,7 @@ std::string metadata_only(const client::Object& o) {
   w.Key("name");
   str(o.metadata.name);
   w.Key("uid");
-  str(o.metadata.uid);
+  str(o.metadata.uid.str());
   w.Key("resourceVersion");
   str(o.metadata.resource_version);
   w.EndObject();

@@ -37,6 +37,7 @@ class FieldReader {
   /// String member `name` of `v` (at `at`) into `out`; absent/null leaves `out` unchanged.
   void string(const JsonValue& v, const FieldPath& at, const char* name, std::string& out);
   void string(const JsonValue& v, const FieldPath& at, const char* name, InternedString& out);
+  void string(const JsonValue& v, const FieldPath& at, const char* name, Uid& out);
   /// Boolean member; absent/null leaves `out` unchanged.
   void boolean(const JsonValue& v, const FieldPath& at, const char* name, bool& out);
   /// 32-bit integer member; absent/null leaves `out` unchanged.
@@ -55,6 +56,8 @@ class FieldReader {
   [[nodiscard]] Status status() &&;
 
  private:
+  template <typename T>
+  void string_as(const JsonValue& v, const FieldPath& at, const char* name, T& out);
   // Returns the member, or nullptr when absent or null.
   static const JsonValue* find(const JsonValue& v, const char* name) {
     const JsonValue* m = member(v, name);

@@ -1,8 +1,6 @@
 // meta.v1 messages: ObjectMeta, OwnerReference, Time, ListMeta, Status.
 // Field numbers: k8s.io/apimachinery pkg/apis/meta/v1/generated.proto (read at commit
 // eed236ceee2c19c2753a3d93ac0631dc20750454); Time's encoding: pkg/apis/meta/v1/time_proto.go.
-#include <chrono>
-#include <cstdio>
 
 #include "kinformer/client/api_error.h"
 #include "kinformer/client/protobuf.h"
@@ -11,12 +9,11 @@
 namespace kinformer::client::detail::pb {
 namespace {
 
-// meta.v1.Time {seconds = 1 int64, nanos = 2 int32}, as the JSON decoder keeps it: RFC 3339 in
-// UTC with whole seconds ("2024-05-01T10:00:00Z", what metav1.Time marshals to JSON; its
-// protobuf form drops nanos too). The zero time is an empty message (time_proto.go) and reads
-// as "" (JSON null). Years outside 0-9999 cannot be written in RFC 3339 (Go's JSON marshalling
-// refuses them too): an error.
-bool decode_time(Message& parent, const char* name, std::optional<std::string>& out) {
+// meta.v1.Time {seconds = 1 int64, nanos = 2 int32}, kept as the JSON decoder keeps it: whole
+// seconds (metav1.Time's JSON form has no fraction; its protobuf form drops nanos too). The zero
+// time is an empty message (time_proto.go) and reads as unset (JSON null). Years outside 0-9999
+// cannot be written in RFC 3339 (Go's JSON marshalling refuses them too): an error.
+bool decode_time(Message& parent, const char* name, std::optional<Timestamp>& out) {
   std::string_view bytes;
   if (!parent.message(name, bytes)) return false;
   if (bytes.empty()) {
@@ -36,24 +33,11 @@ bool decode_time(Message& parent, const char* name, std::optional<std::string>& 
     }
   }
   if (parent.decoder().failed()) return false;
-  // 0000-01-01T00:00:00Z and 9999-12-31T23:59:59Z.
-  constexpr std::int64_t kMin = -62167219200;
-  constexpr std::int64_t kMax = 253402300799;
-  if (secs < kMin || secs > kMax) {
+  out = Timestamp::from_unix_seconds(secs);
+  if (!out) {
     parent.decoder().fail(parent.at(), name, "a time outside the years 0-9999");
     return false;
   }
-  using namespace std::chrono;
-  const sys_seconds t{std::chrono::seconds(secs)};
-  const sys_days day = floor<days>(t);
-  const year_month_day ymd{day};
-  const hh_mm_ss hms{t - day};
-  char text[32];
-  std::snprintf(text, sizeof text, "%04d-%02u-%02uT%02d:%02d:%02dZ", static_cast<int>(ymd.year()),
-                static_cast<unsigned>(ymd.month()), static_cast<unsigned>(ymd.day()),
-                static_cast<int>(hms.hours().count()), static_cast<int>(hms.minutes().count()),
-                static_cast<int>(hms.seconds().count()));
-  out = text;
   return true;
 }
 
@@ -115,9 +99,9 @@ void decode_object_meta(Message& m, ObjectMeta& meta) {
         m.int64("generation", meta.generation);
         break;
       case 8: {
-        std::optional<std::string> created;
+        std::optional<Timestamp> created;
         if (decode_time(m, "creationTimestamp", created)) {
-          meta.creation_timestamp = created.value_or("");
+          meta.creation_timestamp = created.value_or(Timestamp{});
         }
         break;
       }

@@ -242,9 +242,11 @@ void decode_endpoint_conditions(Message& m, SliceEndpoint& e) {
 void decode_slice_endpoint(Message& m, SliceEndpoint& e) {
   while (m.next()) {
     switch (m.tag()) {
-      case 1:
-        m.string("addresses", e.addresses.emplace_back());
+      case 1: {
+        std::string_view address;
+        if (m.bytes("addresses", address, "a string")) e.addresses.push_back(address);
         break;
+      }
       case 2:
         nested(m, "conditions", [&](Message& c) { decode_endpoint_conditions(c, e); });
         break;
@@ -314,10 +316,11 @@ void decode_pod(Message& m, Pod& pod) {
 // Secret {metadata = 1, data = 2 (map<string, bytes>: the bytes themselves, no base64),
 // type = 3, stringData = 4 (write-only; not kept, as in JSON), immutable = 5}.
 void decode_secret(Message& m, Secret& secret) {
+  ByteEntries data;
   while (m.next()) {
     switch (m.tag()) {
       case 2:
-        map_entry(m, "data", secret.data);
+        map_entry(m, "data", data);
         break;
       case 3:
         m.string("type", secret.type);
@@ -326,7 +329,7 @@ void decode_secret(Message& m, Secret& secret) {
         m.skip();
     }
   }
-  finish_map(secret.data);
+  secret.data = ByteMap(std::move(data));  // sorted, the last of equal keys kept
 }
 
 // Endpoints {metadata = 1, subsets = 2}.

@@ -103,12 +103,16 @@ bool Message::string(const char* name, std::string& out) {
   return true;
 }
 
-bool Message::string(const char* name, InternedString& out) {
+template <typename T>
+bool Message::string_as(const char* name, T& out) {
   std::string_view v;
   if (!bytes(name, v, "a string")) return false;
-  out = InternedString(v);
+  out = T(v);
   return true;
 }
+
+bool Message::string(const char* name, InternedString& out) { return string_as(name, out); }
+bool Message::string(const char* name, Uid& out) { return string_as(name, out); }
 
 bool Message::varint(const char* name, const char* expected, std::uint64_t& out) {
   if (r_.wire_type() != protozero::pbf_wire_type::varint) {
@@ -209,9 +213,10 @@ void finish_map_of(Map& map) {
 bool map_entry(Message& m, const char* name, StringMap& out) {
   return map_entry_into(m, name, out);
 }
-bool map_entry(Message& m, const char* name, ByteMap& out) { return map_entry_into(m, name, out); }
+bool map_entry(Message& m, const char* name, ByteEntries& out) {
+  return map_entry_into(m, name, out);
+}
 void finish_map(StringMap& map) { finish_map_of(map); }
-void finish_map(ByteMap& map) { finish_map_of(map); }
 
 Result<Envelope> parse_envelope(std::string_view bytes, std::string_view what) {
   auto fail = [&](std::string_view why) {

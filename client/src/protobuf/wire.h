@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "detail/fields.h"
@@ -63,6 +64,7 @@ class Message {
   /// A string field (wire type 2) into `out`.
   bool string(const char* name, std::string& out);
   bool string(const char* name, InternedString& out);
+  bool string(const char* name, Uid& out);
   /// A bytes, string or embedded message field (wire type 2) as a view into the input.
   bool bytes(const char* name, std::string_view& out, const char* expected = "bytes");
   /// A nested message field: its bytes, to read with a Message at at().child(name).
@@ -75,6 +77,8 @@ class Message {
   bool int64(const char* name, std::int64_t& out);
 
  private:
+  template <typename T>
+  bool string_as(const char* name, T& out);
   bool varint(const char* name, const char* expected, std::uint64_t& out);
   void wrong_wire_type(const char* name, const char* expected);
   void malformed(const char* what, const char* name = nullptr);
@@ -107,13 +111,14 @@ void repeated(Message& m, const char* name, std::vector<T>& out, F&& decode) {
 }
 
 /// A map<string, string> / map<string, bytes> entry message {key = 1, value = 2} at
-/// at().child(name); appended to `out`. Call finish_map() when the parent message ends.
+/// at().child(name); appended to `out`. For a StringMap, call finish_map() when the parent
+/// message ends; ByteEntries become a ByteMap, which sorts them the same way.
+using ByteEntries = std::vector<std::pair<std::string, std::string>>;
 bool map_entry(Message& m, const char* name, StringMap& out);
-bool map_entry(Message& m, const char* name, ByteMap& out);
+bool map_entry(Message& m, const char* name, ByteEntries& out);
 /// Sorts a map read with map_entry() by key; of duplicate keys the last one wins (protobuf's
 /// rule for maps, and Go's unmarshalling).
 void finish_map(StringMap& map);
-void finish_map(ByteMap& map);
 
 /// The parts of a runtime.Unknown (k8s.io/apimachinery pkg/runtime/generated.proto:
 /// Unknown{typeMeta = 1 TypeMeta{apiVersion = 1, kind = 2}, raw = 2, contentEncoding = 3,

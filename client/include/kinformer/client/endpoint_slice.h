@@ -2,9 +2,14 @@
 // discovery.k8s.io/v1 EndpointSlice: the primary endpoint source (core/v1 Endpoints is
 // deprecated since Kubernetes 1.33).
 
+#include <cstddef>
 #include <cstdint>
+#include <initializer_list>
+#include <iosfwd>
+#include <iterator>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kinformer/client/object.h"
@@ -12,10 +17,79 @@
 
 namespace kinformer::client {
 
+/// An endpoint's addresses in one std::string: each address after its length (a LEB128
+/// varint). The API allows 1-100 addresses and consumers use the first; one IPv4 address fits
+/// in the string's own 15 bytes, so the usual endpoint needs no heap block for its address (a
+/// std::vector<std::string> needs 72 bytes). Reads as a range of std::string_view.
+/// Thread-safety: as a std::string.
+class AddressList {
+ public:
+  class iterator {
+   public:
+    using iterator_category = std::input_iterator_tag;
+    using iterator_concept = std::forward_iterator_tag;
+    using value_type = std::string_view;
+    using difference_type = std::ptrdiff_t;
+    using reference = std::string_view;
+    using pointer = void;
+
+    iterator() noexcept = default;
+    std::string_view operator*() const noexcept { return current_; }
+    iterator& operator++() noexcept {
+      at_ = next_;
+      read();
+      return *this;
+    }
+    iterator operator++(int) noexcept {
+      iterator old = *this;
+      ++*this;
+      return old;
+    }
+    friend bool operator==(const iterator& a, const iterator& b) noexcept { return a.at_ == b.at_; }
+
+   private:
+    friend class AddressList;
+    iterator(std::string_view packed, std::size_t at) noexcept : packed_(packed), at_(at) {
+      read();
+    }
+    void read() noexcept;
+    std::string_view packed_;
+    std::size_t at_ = 0;
+    std::size_t next_ = 0;
+    std::string_view current_;
+  };
+  using const_iterator = iterator;
+
+  AddressList() noexcept = default;
+  AddressList(std::initializer_list<std::string_view> addresses) {
+    for (auto a : addresses) push_back(a);
+  }
+  void push_back(std::string_view address);
+  void clear() noexcept { packed_.clear(); }
+  void shrink_to_fit() { packed_.shrink_to_fit(); }
+
+  [[nodiscard]] bool empty() const noexcept { return packed_.empty(); }
+  [[nodiscard]] std::size_t size() const noexcept;
+  /// The i-th address; i < size() (a walk over the ones before it).
+  std::string_view operator[](std::size_t i) const noexcept;
+  /// The first address; !empty().
+  [[nodiscard]] std::string_view front() const noexcept { return *begin(); }
+  [[nodiscard]] iterator begin() const noexcept { return {packed_, 0}; }
+  [[nodiscard]] iterator end() const noexcept { return {packed_, packed_.size()}; }
+  [[nodiscard]] std::vector<std::string> to_vector() const;
+
+  friend bool operator==(const AddressList& a, const AddressList& b) noexcept = default;
+
+ private:
+  std::string packed_;
+};
+
+std::ostream& operator<<(std::ostream& os, const AddressList& addresses);
+
 /// One endpoint of a slice. Unset conditions mean "unknown" (the API treats unknown ready as
 /// ready).
 struct SliceEndpoint {
-  std::vector<std::string> addresses;
+  AddressList addresses;
   std::optional<bool> ready;
   std::optional<bool> serving;
   std::optional<bool> terminating;

@@ -14,7 +14,10 @@
 #include <utility>
 #include <vector>
 
+#include "kinformer/client/byte_map.h"
 #include "kinformer/client/interned_string.h"
+#include "kinformer/client/timestamp.h"
+#include "kinformer/client/uid.h"
 
 namespace kinformer::client {
 
@@ -23,14 +26,9 @@ namespace kinformer::client {
 /// interned: the same labels repeat across the Pods of a workload.
 using StringMap = std::vector<std::pair<InternedString, InternedString>>;
 
-/// Bytes by key, sorted by key, not interned (Secret data: unique per object, and secret).
-using ByteMap = std::vector<std::pair<std::string, std::string>>;
-
 /// Looks up `key` in a sorted StringMap; nullptr when absent. The value lives as long as the map
 /// holds it.
 const std::string* find_value(const StringMap& map, std::string_view key) noexcept;
-/// Looks up `key` in a sorted ByteMap; nullptr when absent.
-const std::string* find_value(const ByteMap& map, std::string_view key) noexcept;
 
 /// metadata.ownerReferences[i].
 /// Interned: the Pods of one ReplicaSet share the same owner.
@@ -50,7 +48,7 @@ struct ObjectReference {
   InternedString kind;
   InternedString namespace_;
   std::string name;
-  std::string uid;
+  Uid uid;
   bool operator==(const ObjectReference&) const = default;
 };
 
@@ -58,7 +56,7 @@ struct ObjectReference {
 struct ObjectMeta {
   std::string name;
   InternedString namespace_;  ///< empty for cluster-scoped objects
-  std::string uid;
+  Uid uid;
   std::string resource_version;
   InternedString generate_name;
   std::int64_t generation = 0;
@@ -66,8 +64,8 @@ struct ObjectMeta {
   StringMap annotations;
   std::vector<OwnerReference> owner_references;
   std::vector<InternedString> finalizers;
-  std::string creation_timestamp;                 ///< RFC 3339, as sent by the server
-  std::optional<std::string> deletion_timestamp;  ///< set while the object is being deleted
+  Timestamp creation_timestamp;                 ///< empty when the server sent none
+  std::optional<Timestamp> deletion_timestamp;  ///< set while the object is being deleted
   bool operator==(const ObjectMeta&) const = default;
 };
 

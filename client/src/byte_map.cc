@@ -1,0 +1,163 @@
+#include "kinformer/client/byte_map.h"
+
+#include <openssl/crypto.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <ostream>
+#include <stdexcept>
+
+namespace kinformer::client {
+
+namespace {
+
+constexpr std::size_t kMaxBytes = std::numeric_limits<std::uint32_t>::max();
+
+std::size_t words_for(std::size_t count, std::size_t bytes) {
+  return 1 + 2 * count + (bytes + 3) / 4;
+}
+
+// One block for `entries` (sorted, keys unique), or nullptr when there is none.
+template <typename Entries>
+std::uint32_t* build(const Entries& entries) {
+  if (entries.empty()) return nullptr;
+  std::size_t bytes = 0;
+  for (const auto& [k, v] : entries) bytes += k.size() + v.size();
+  if (bytes > kMaxBytes || entries.size() > kMaxBytes) {
+    throw std::length_error("ByteMap: keys and values beyond 4 GiB");
+  }
+  const std::size_t words = words_for(entries.size(), bytes);
+  auto* block = new std::uint32_t[words];
+  block[words - 1] = 0;  // the tail's padding, so that equal maps are equal blocks
+  block[0] = static_cast<std::uint32_t>(entries.size());
+  char* out = reinterpret_cast<char*>(block + 1 + 2 * entries.size());
+  std::size_t at = 0;
+  std::size_t i = 0;
+  for (const auto& [k, v] : entries) {
+    std::memcpy(out + at, k.data(), k.size());
+    at += k.size();
+    block[1 + 2 * i] = static_cast<std::uint32_t>(at);
+    std::memcpy(out + at, v.data(), v.size());
+    at += v.size();
+    block[2 + 2 * i] = static_cast<std::uint32_t>(at);
+    ++i;
+  }
+  return block;
+}
+
+// Sorts by key and keeps the last of each run of equal keys.
+template <typename Entries>
+void sort_unique(Entries& entries) {
+  std::stable_sort(entries.begin(), entries.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  auto out = entries.begin();
+  for (auto it = entries.begin(); it != entries.end(); ++it) {
+    auto next = it + 1;
+    if (next != entries.end() && next->first == it->first) continue;
+    if (out != it) std::swap(*out, *it);
+    ++out;
+  }
+  entries.erase(out, entries.end());
+}
+
+void wipe(std::string& s) {
+  if (!s.empty()) OPENSSL_cleanse(s.data(), s.size());
+}
+
+}  // namespace
+
+ByteMap::ByteMap(std::vector<std::pair<std::string, std::string>> entries) {
+  try {
+    sort_unique(entries);
+    block_ = build(entries);
+  } catch (...) {
+    for (auto& e : entries) wipe(e.second);
+    throw;
+  }
+  for (auto& e : entries) wipe(e.second);
+}
+
+ByteMap::ByteMap(std::initializer_list<Entry> entries) {
+  std::vector<Entry> sorted(entries);
+  sort_unique(sorted);
+  block_ = build(sorted);
+}
+
+ByteMap::ByteMap(const ByteMap& other) {
+  if (other.block_ == nullptr) return;
+  const std::size_t words = other.block_bytes() / 4;
+  block_ = new std::uint32_t[words];
+  std::memcpy(block_, other.block_, words * 4);
+}
+
+ByteMap& ByteMap::operator=(const ByteMap& other) {
+  if (this != &other) *this = ByteMap(other);
+  return *this;
+}
+
+ByteMap& ByteMap::operator=(ByteMap&& other) noexcept {
+  if (this != &other) {
+    release();
+    block_ = other.block_;
+    other.block_ = nullptr;
+  }
+  return *this;
+}
+
+void ByteMap::release() noexcept {
+  if (block_ == nullptr) return;
+  OPENSSL_cleanse(block_, block_bytes());
+  delete[] block_;
+  block_ = nullptr;
+}
+
+ByteMap::Entry ByteMap::operator[](std::size_t i) const noexcept {
+  const char* b = bytes();
+  const std::uint32_t start = i == 0 ? 0 : block_[2 * i];
+  const std::uint32_t key_end = block_[1 + 2 * i];
+  const std::uint32_t value_end = block_[2 + 2 * i];
+  return {std::string_view(b + start, key_end - start),
+          std::string_view(b + key_end, value_end - key_end)};
+}
+
+std::optional<std::string_view> ByteMap::find(std::string_view key) const noexcept {
+  auto it = std::lower_bound(begin(), end(), key,
+                             [](const Entry& e, std::string_view k) { return e.first < k; });
+  if (it == end()) return std::nullopt;
+  const Entry e = *it;
+  if (e.first != key) return std::nullopt;
+  return e.second;
+}
+
+std::size_t ByteMap::value_bytes() const noexcept {
+  std::size_t n = 0;
+  for (const auto& [k, v] : *this) n += v.size();
+  return n;
+}
+
+std::size_t ByteMap::block_bytes() const noexcept {
+  if (block_ == nullptr) return 0;
+  const std::size_t count = block_[0];
+  return words_for(count, block_[2 * count]) * 4;
+}
+
+bool operator==(const ByteMap& a, const ByteMap& b) noexcept {
+  const std::size_t n = a.block_bytes();
+  if (n != b.block_bytes()) return false;
+  return n == 0 || std::memcmp(a.block_, b.block_, n) == 0;
+}
+
+std::ostream& operator<<(std::ostream& os, const ByteMap& map) {
+  os << '{';
+  bool first = true;
+  for (const auto& [k, v] : map) {
+    os << (first ? "" : ", ") << k;
+    first = false;
+  }
+  return os << '}';
+}
+
+void PrintTo(const ByteMap& map, std::ostream* os) { *os << map; }
+
+}  // namespace kinformer::client
