@@ -43,6 +43,32 @@ std::uint64_t fnv(std::uint64_t h, std::string_view bytes) noexcept {
   return h;
 }
 
+// Whether two (namespace, name) pairs make the same key. Equal namespace lengths settle it
+// directly; otherwise only a '/' inside a name (which the API server refuses) can make the keys
+// equal, and they are compared character by character, so entry-entry equality always agrees
+// with key lookup.
+bool same_key(std::string_view ns1, std::string_view name1, std::string_view ns2,
+              std::string_view name2) noexcept {
+  if (ns1.size() == ns2.size()) return ns1 == ns2 && name1 == name2;
+  auto length = [](std::string_view ns, std::string_view name) {
+    return (ns.empty() ? 0 : ns.size() + 1) + name.size();
+  };
+  auto at = [](std::string_view ns, std::string_view name, std::size_t i) {
+    if (!ns.empty()) {
+      if (i < ns.size()) return ns[i];
+      if (i == ns.size()) return '/';
+      i -= ns.size() + 1;
+    }
+    return name[i];
+  };
+  const std::size_t n = length(ns1, name1);
+  if (n != length(ns2, name2)) return false;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (at(ns1, name1, i) != at(ns2, name2, i)) return false;
+  }
+  return true;
+}
+
 bool key_is(std::string_view key, std::string_view ns, std::string_view name) noexcept {
   if (ns.empty()) return key == name;
   return key.size() == ns.size() + 1 + name.size() && key.starts_with(ns) &&
@@ -65,7 +91,7 @@ std::size_t Store::ItemHash::operator()(std::string_view key) const noexcept {
 bool Store::ItemEq::operator()(const Item& a, const Item& b) const noexcept {
   const client::ObjectMeta& x = a.object->metadata;
   const client::ObjectMeta& y = b.object->metadata;
-  return x.namespace_ == y.namespace_ && x.name == y.name;
+  return same_key(x.namespace_, x.name, y.namespace_, y.name);
 }
 
 bool Store::ItemEq::operator()(std::string_view key, const Item& item) const noexcept {

@@ -46,7 +46,12 @@ std::uint32_t* build(const Entries& entries) {
   return block;
 }
 
-// Sorts by key and keeps the last of each run of equal keys.
+void wipe(std::string& s) noexcept {
+  if (!s.empty()) OPENSSL_cleanse(s.data(), s.size());
+}
+void wipe(std::string_view /*unowned*/) noexcept {}
+
+// Sorts by key and keeps the last of each run of equal keys (the others' values wiped).
 template <typename Entries>
 void sort_unique(Entries& entries) {
   std::stable_sort(entries.begin(), entries.end(),
@@ -54,28 +59,31 @@ void sort_unique(Entries& entries) {
   auto out = entries.begin();
   for (auto it = entries.begin(); it != entries.end(); ++it) {
     auto next = it + 1;
-    if (next != entries.end() && next->first == it->first) continue;
+    if (next != entries.end() && next->first == it->first) {
+      wipe(it->second);
+      continue;
+    }
     if (out != it) std::swap(*out, *it);
     ++out;
   }
   entries.erase(out, entries.end());
 }
 
-void wipe(std::string& s) {
-  if (!s.empty()) OPENSSL_cleanse(s.data(), s.size());
-}
-
 }  // namespace
+
+void wipe_values(std::vector<std::pair<std::string, std::string>>& entries) noexcept {
+  for (auto& e : entries) wipe(e.second);
+}
 
 ByteMap::ByteMap(std::vector<std::pair<std::string, std::string>> entries) {
   try {
     sort_unique(entries);
     block_ = build(entries);
   } catch (...) {
-    for (auto& e : entries) wipe(e.second);
+    wipe_values(entries);
     throw;
   }
-  for (auto& e : entries) wipe(e.second);
+  wipe_values(entries);
 }
 
 ByteMap::ByteMap(std::initializer_list<Entry> entries) {
@@ -122,10 +130,18 @@ ByteMap::Entry ByteMap::operator[](std::size_t i) const noexcept {
 }
 
 std::optional<std::string_view> ByteMap::find(std::string_view key) const noexcept {
-  auto it = std::lower_bound(begin(), end(), key,
-                             [](const Entry& e, std::string_view k) { return e.first < k; });
-  if (it == end()) return std::nullopt;
-  const Entry e = *it;
+  std::size_t lo = 0;
+  std::size_t hi = size();
+  while (lo < hi) {  // the first entry whose key is not less than `key`
+    const std::size_t mid = lo + (hi - lo) / 2;
+    if ((*this)[mid].first < key) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  if (lo == size()) return std::nullopt;
+  const Entry e = (*this)[lo];
   if (e.first != key) return std::nullopt;
   return e.second;
 }

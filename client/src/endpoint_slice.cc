@@ -1,5 +1,6 @@
 #include "kinformer/client/endpoint_slice.h"
 
+#include <cstring>
 #include <ostream>
 
 #include "detail/fields.h"
@@ -27,14 +28,74 @@ void AddressList::iterator::read() noexcept {
   current_ = {};
 }
 
+AddressList::AddressList(std::initializer_list<std::string_view> addresses) {
+  for (auto a : addresses) push_back(a);
+}
+
+AddressList::AddressList(AddressList&& other) noexcept {
+  std::memcpy(buf_, other.buf_, sizeof buf_);
+  std::memset(other.buf_, 0, sizeof other.buf_);
+}
+
+AddressList& AddressList::operator=(const AddressList& other) {
+  if (this != &other) *this = AddressList(other);
+  return *this;
+}
+
+AddressList& AddressList::operator=(AddressList&& other) noexcept {
+  if (this != &other) {
+    clear();
+    std::memcpy(buf_, other.buf_, sizeof buf_);
+    std::memset(other.buf_, 0, sizeof other.buf_);
+  }
+  return *this;
+}
+
+void AddressList::clear() noexcept {
+  if (buf_[kInline] == kOnHeap) {
+    char* block = nullptr;
+    std::memcpy(&block, buf_, sizeof block);
+    delete[] block;
+  }
+  std::memset(buf_, 0, sizeof buf_);
+}
+
+std::string_view AddressList::packed() const noexcept {
+  if (buf_[kInline] != kOnHeap) {
+    return {reinterpret_cast<const char*>(buf_), buf_[kInline]};
+  }
+  const char* block = nullptr;
+  std::size_t size = 0;
+  std::memcpy(&block, buf_, sizeof block);
+  std::memcpy(&size, buf_ + sizeof block, sizeof size);
+  return {block, size};
+}
+
+void AddressList::assign(std::string_view packed) {
+  if (packed.size() <= kInline) {
+    std::memcpy(buf_, packed.data(), packed.size());
+    buf_[kInline] = static_cast<unsigned char>(packed.size());
+    return;
+  }
+  char* block = new char[packed.size()];
+  std::memcpy(block, packed.data(), packed.size());
+  const std::size_t size = packed.size();
+  std::memcpy(buf_, &block, sizeof block);
+  std::memcpy(buf_ + sizeof block, &size, sizeof size);
+  buf_[kInline] = kOnHeap;
+}
+
 void AddressList::push_back(std::string_view address) {
+  std::string next(packed());
   std::size_t len = address.size();
   do {
     const auto low = static_cast<char>(len & 0x7f);
     len >>= 7;
-    packed_.push_back(static_cast<char>(len ? (low | 0x80) : low));
+    next.push_back(static_cast<char>(len ? (low | 0x80) : low));
   } while (len);
-  packed_.append(address);
+  next.append(address);
+  clear();
+  assign(next);
 }
 
 std::size_t AddressList::size() const noexcept {

@@ -136,7 +136,7 @@ Status decode_meta(const JsonValue& object, ObjectMeta& meta) {
     if (!t || !t->IsString() || t->GetStringLength() == 0) return Ok{};
     out = Timestamp::parse(view(*t));
     if (!out) {
-      return decode_error(std::string("metadata.") + name +
+      return decode_error(make_key(meta.namespace_, meta.name) + ": metadata." + name +
                           ": not an RFC 3339 time in the years 0-9999");
     }
     return Ok{};

@@ -23,6 +23,10 @@ Status decode(const JsonValue& v, Secret& s) {
   const FieldPath data_at = root.child("data");
   std::vector<std::pair<std::string, std::string>> entries;
   entries.reserve(data->MemberCount());
+  struct Wipe {  // the values decoded so far, when a later key fails
+    std::vector<std::pair<std::string, std::string>>& entries;
+    ~Wipe() { wipe_values(entries); }
+  } wipe{entries};
   for (auto it = data->MemberBegin(); it != data->MemberEnd(); ++it) {
     const FieldPath key_at = data_at.child(it->name.GetString());
     std::string_view encoded;  // null reads as an empty value

@@ -1,6 +1,9 @@
 #include "kinformer/client/uid.h"
 
+#include <cstring>
+#include <limits>
 #include <ostream>
+#include <stdexcept>
 
 namespace kinformer::client {
 
@@ -16,43 +19,102 @@ int hex_value(char c) noexcept {
 
 bool is_dash_at(std::size_t i) noexcept { return i == 8 || i == 13 || i == 18 || i == 23; }
 
+// The 16 bytes of a canonical lower-case UUID text, or false.
+bool parse_uuid(std::string_view text, std::uint64_t& hi, std::uint64_t& lo) noexcept {
+  if (text.size() != 36) return false;
+  std::uint64_t half[2] = {0, 0};
+  int nibbles = 0;
+  for (std::size_t i = 0; i < 36; ++i) {
+    if (is_dash_at(i)) {
+      if (text[i] != '-') return false;
+      continue;
+    }
+    const int v = hex_value(text[i]);
+    if (v < 0) return false;
+    std::uint64_t& h = half[nibbles / 16];
+    h = h << 4 | static_cast<std::uint64_t>(v);
+    ++nibbles;
+  }
+  hi = half[0];
+  lo = half[1];
+  return true;
+}
+
+char* make_block(std::string_view text) {
+  if (text.size() > std::numeric_limits<std::uint32_t>::max()) {
+    throw std::length_error("Uid: text beyond 4 GiB");
+  }
+  const auto n = static_cast<std::uint32_t>(text.size());
+  char* block = new char[sizeof n + text.size()];
+  std::memcpy(block, &n, sizeof n);
+  std::memcpy(block + sizeof n, text.data(), text.size());
+  return block;
+}
+
 }  // namespace
 
 Uid::Uid(std::string_view text) {
   if (text.empty()) return;
-  if (text.size() == 36) {
-    Bytes b{};
-    std::size_t out = 0;
-    bool ok = true;
-    for (std::size_t i = 0; i < 36 && ok; ++i) {
-      if (is_dash_at(i)) {
-        ok = text[i] == '-';
-        continue;
-      }
-      const int hi = hex_value(text[i]);
-      const int lo = i + 1 < 36 ? hex_value(text[i + 1]) : -1;
-      ok = hi >= 0 && lo >= 0;
-      if (ok) b[out++] = static_cast<std::uint8_t>(hi << 4 | lo);
-      ++i;
-    }
-    if (ok && out == 16 && b != Bytes{}) {
-      bytes_ = b;
-      return;
-    }
+  std::uint64_t hi = 0;
+  std::uint64_t lo = 0;
+  // The RFC 4122 variant (10 in the top bits of byte 8) never reads as kText or empty.
+  if (parse_uuid(text, hi, lo) && (lo >> 62) == 2) {
+    hi_ = hi;
+    lo_ = lo;
+    return;
   }
-  text_ = InternedString::unpooled(text);
+  hi_ = reinterpret_cast<std::uintptr_t>(make_block(text));
+  lo_ = kText;
+}
+
+Uid::Uid(const Uid& other) : hi_(other.hi_), lo_(other.lo_) {
+  if (other.is_text()) hi_ = reinterpret_cast<std::uintptr_t>(make_block(other.text()));
+}
+
+Uid& Uid::operator=(const Uid& other) {
+  if (this != &other) *this = Uid(other);
+  return *this;
+}
+
+Uid& Uid::operator=(Uid&& other) noexcept {
+  if (this != &other) {
+    release();
+    hi_ = other.hi_;
+    lo_ = other.lo_;
+    other.hi_ = other.lo_ = 0;
+  }
+  return *this;
+}
+
+void Uid::release() noexcept {
+  if (is_text()) delete[] reinterpret_cast<char*>(static_cast<std::uintptr_t>(hi_));
+  hi_ = lo_ = 0;
+}
+
+std::string_view Uid::text() const noexcept {
+  const char* block = reinterpret_cast<const char*>(static_cast<std::uintptr_t>(hi_));
+  std::uint32_t n = 0;
+  std::memcpy(&n, block, sizeof n);
+  return {block + sizeof n, n};
 }
 
 std::string Uid::str() const {
-  if (!text_.empty() || bytes_ == Bytes{}) return text_.str();
+  if (empty()) return {};
+  if (is_text()) return std::string(text());
   std::string out;
   out.reserve(36);
-  for (std::size_t i = 0; i < 16; ++i) {
-    if (i == 4 || i == 6 || i == 8 || i == 10) out.push_back('-');
-    out.push_back(kHex[bytes_[i] >> 4]);
-    out.push_back(kHex[bytes_[i] & 15]);
+  for (int i = 0; i < 32; ++i) {
+    if (i == 8 || i == 12 || i == 16 || i == 20) out.push_back('-');
+    const std::uint64_t half = i < 16 ? hi_ : lo_;
+    out.push_back(kHex[(half >> (60 - 4 * (i % 16))) & 15]);
   }
   return out;
+}
+
+bool operator==(const Uid& a, const Uid& b) noexcept {
+  if (a.is_text() != b.is_text()) return false;
+  if (a.is_text()) return a.text() == b.text();
+  return a.hi_ == b.hi_ && a.lo_ == b.lo_;
 }
 
 std::ostream& operator<<(std::ostream& os, const Uid& uid) { return os << uid.str(); }

@@ -68,6 +68,14 @@ TEST(StoreTest, KeysAreMatchedAgainstNamespaceAndNameWithoutBuildingThem) {
   EXPECT_TRUE(s.remove("ab"));
   EXPECT_EQ(s.get("ab"), nullptr);
   EXPECT_EQ(s.get("ab/c"), ab_c);
+  // Names with a '/' (refused by the API server) still give one entry per key, as a key string
+  // would: the last object under "x/y/z" replaces the others.
+  Store odd;
+  odd.upsert(make_object("x", "y/z", "1"));
+  EXPECT_EQ(odd.upsert(make_object("x/y", "z", "2")).type, Type::updated);
+  EXPECT_EQ(odd.upsert(make_object("", "x/y/z", "3")).type, Type::updated);
+  EXPECT_EQ(odd.size(), 1u);
+  EXPECT_EQ(odd.get("x/y/z")->metadata.resource_version, "3");
   // A relist with a repeated key keeps the last one.
   auto first = make_object("ns", "x", "1");
   auto last = make_object("ns", "x", "2");

@@ -98,12 +98,11 @@ TEST(Timestamp, ReadsRfc3339AndWritesItBackInUtc) {
 }
 
 TEST(Timestamp, RefusesWhatIsNotATime) {
-  for (const char* bad :
-       {"", "2024-05-02", "2024-05-02T09:14:07", "2024-05-02 09:14:07Z", "2024-13-01T00:00:00Z",
-        "2023-02-29T00:00:00Z", "2024-05-02T24:00:00Z", "2024-05-02T09:60:00Z",
-        "2024-05-02T09:14:60Z", "2024-05-02T09:14:07.Z", "2024-05-02T09:14:07+0200",
-        "2024-05-02T09:14:07Zjunk", "9999-12-31T23:59:59-00:01", "0000-01-01T00:00:00+00:01",
-        "yesterday"}) {
+  for (const char* bad : {"", "2024-05-02", "2024-05-02T09:14:07", "2024-05-02 09:14:07Z",
+                          "2024-13-01T00:00:00Z", "2023-02-29T00:00:00Z", "2024-05-02T24:00:00Z",
+                          "2024-05-02T09:60:00Z", "2024-05-02T09:14:60Z", "2024-05-02T09:14:07.Z",
+                          "2024-05-02T09:14:07+0200", "2024-05-02T09:14:07Zjunk",
+                          "9999-12-31T23:59:59-00:01", "0000-01-01T00:00:00+00:01", "yesterday"}) {
     EXPECT_FALSE(Timestamp::parse(bad)) << bad;
   }
   EXPECT_FALSE(Timestamp::from_unix_seconds(Timestamp::kMaxSeconds + 1));
@@ -126,7 +125,7 @@ TEST(Timestamp, AJsonTimeThatIsNotRfc3339FailsTheObjectNamingTheField) {
 }
 
 TEST(Uid, ACanonicalUuidIsHeldAsBytesAndReadsBackAsSent) {
-  static_assert(sizeof(Uid) <= 24, "a Uid is 16 bytes and an (empty) text");
+  static_assert(sizeof(Uid) == 16, "a Uid is its 16 bytes");
   const std::string text = "0b6a3c1e-8f2d-4e7a-9c55-1d2e3f4a5b6c";
   Uid u(text);
   EXPECT_FALSE(u.empty());
@@ -150,6 +149,30 @@ TEST(Uid, AnyOtherTextIsKeptAsSent) {
   EXPECT_TRUE(Uid().empty());
   EXPECT_TRUE(Uid("").empty());
   EXPECT_EQ(Uid().str(), "");
+  // Not the RFC 4122 variant (10 in the top bits of byte 8): kept as text, read back as sent.
+  EXPECT_EQ(Uid("0b6a3c1e-8f2d-4e7a-1c55-1d2e3f4a5b6c").str(),
+            "0b6a3c1e-8f2d-4e7a-1c55-1d2e3f4a5b6c");
+}
+
+TEST(Uid, CopiesAndMovesKeepTheText) {
+  Uid text("uid-1");
+  Uid bytes("0b6a3c1e-8f2d-4e7a-9c55-1d2e3f4a5b6c");
+  Uid a = text;
+  Uid b = bytes;
+  EXPECT_EQ(a, text);
+  EXPECT_EQ(b, bytes);
+  EXPECT_NE(a, b);
+  a = b;
+  EXPECT_EQ(a.str(), bytes.str());
+  b = text;
+  EXPECT_EQ(b.str(), "uid-1");
+  Uid c = std::move(b);
+  EXPECT_TRUE(b.empty());  // NOLINT(bugprone-use-after-move): moved-from is empty
+  EXPECT_EQ(c.str(), "uid-1");
+  c = std::move(a);
+  EXPECT_EQ(c.str(), bytes.str());
+  c = c;  // NOLINT: self-assignment keeps the value
+  EXPECT_EQ(c.str(), bytes.str());
 }
 
 TEST(AddressList, ReadsBackEveryAddressInOrder) {
@@ -174,6 +197,30 @@ TEST(AddressList, ReadsBackEveryAddressInOrder) {
   EXPECT_EQ(os.str(), "[10.0.0.1, 10.0.0.2]");
 }
 
+TEST(AddressList, OneShortAddressLivesInTheListAndCopiesAreIndependent) {
+  static_assert(sizeof(AddressList) == 24);
+  AddressList v4{"255.255.255.255"};
+  AddressList v6{"2001:db8:85a3::8a2e:370:7334", "10.0.0.1"};  // past 23 bytes: a heap block
+  AddressList copy4 = v4;
+  AddressList copy6 = v6;
+  EXPECT_EQ(copy4, v4);
+  EXPECT_EQ(copy6, v6);
+  EXPECT_NE(copy6.front().data(), v6.front().data()) << "a copy owns its own block";
+  copy4 = v6;
+  EXPECT_EQ(copy4.to_vector(), v6.to_vector());
+  copy6 = v4;
+  EXPECT_EQ(copy6.to_vector(), (std::vector<std::string>{"255.255.255.255"}));
+  AddressList moved = std::move(copy4);
+  EXPECT_TRUE(copy4.empty());  // NOLINT(bugprone-use-after-move): moved-from is empty
+  EXPECT_EQ(moved.size(), 2u);
+  moved.push_back("10.0.0.2");
+  EXPECT_EQ(moved[2], "10.0.0.2");
+  moved = std::move(copy6);
+  EXPECT_EQ(moved.front(), "255.255.255.255");
+  moved.clear();
+  EXPECT_TRUE(moved.empty());
+}
+
 TEST(AddressList, SlicesFromJsonKeepEveryAddress) {
   auto r = decode<EndpointSlice>(
       R"({"metadata":{"name":"e","namespace":"ns"},"addressType":"IPv4",
@@ -186,8 +233,7 @@ TEST(AddressList, SlicesFromJsonKeepEveryAddress) {
             (std::vector<std::string>{"10.0.0.1", "10.0.0.9"}));
   ASSERT_TRUE(s.endpoints[0].target_ref);
   EXPECT_EQ(s.endpoints[0].target_ref->uid.str(), "0b6a3c1e-8f2d-4e7a-9c55-1d2e3f4a5b6c");
-  auto again =
-      decode<EndpointSlice>(ResourceTraits<EndpointSlice>::type().codec->encode(s));
+  auto again = decode<EndpointSlice>(ResourceTraits<EndpointSlice>::type().codec->encode(s));
   ASSERT_TRUE(again) << again.error().to_string();
   EXPECT_EQ(dynamic_cast<const EndpointSlice&>(*again.value()).endpoints, s.endpoints);
 }

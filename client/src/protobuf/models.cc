@@ -317,6 +317,11 @@ void decode_pod(Message& m, Pod& pod) {
 // type = 3, stringData = 4 (write-only; not kept, as in JSON), immutable = 5}.
 void decode_secret(Message& m, Secret& secret) {
   ByteEntries data;
+  data.reserve(4);  // fewer reallocations that free copies of short (inline) values
+  struct Wipe {     // the values decoded so far, when the message fails half-way
+    ByteEntries& data;
+    ~Wipe() { wipe_values(data); }
+  } wipe{data};
   while (m.next()) {
     switch (m.tag()) {
       case 2:

@@ -5,7 +5,8 @@
 // std::string pairs it costs a 64-byte pair per key, the vector's own block, and a block per
 // value with its allocator overhead: about 250 bytes per Secret beyond the bytes themselves.
 // A ByteMap is one pointer to one block (the keys' and values' end offsets, then their bytes),
-// and the block is wiped before it is freed.
+// and the block is wiped before it is freed (best effort for the copies on the way: the decoders
+// wipe their intermediate values, not the HTTP and JSON buffers the bytes came in).
 
 #include <compare>
 #include <cstddef>
@@ -79,8 +80,8 @@ class ByteMap {
 
   ByteMap() noexcept = default;
   /// Sorts by key; of equal keys the last one wins (as Go reads a JSON object or a protobuf map
-  /// that repeats a key). The given strings are wiped once copied. Throws std::length_error
-  /// when the keys and values together exceed 4 GiB.
+  /// that repeats a key). The given values are wiped once copied (those of the vector passed:
+  /// move it in). Throws std::length_error when the keys and values together exceed 4 GiB.
   explicit ByteMap(std::vector<std::pair<std::string, std::string>> entries);
   ByteMap(std::initializer_list<Entry> entries);
   ByteMap(const ByteMap& other);
@@ -113,6 +114,11 @@ class ByteMap {
   // key order; ends are offsets into the bytes. nullptr when there is no entry.
   std::uint32_t* block_ = nullptr;
 };
+
+/// Wipes the values of `entries`: decoded Secret bytes that are not, or not yet, in a ByteMap
+/// (a decode that failed half-way). The decoders do; the network buffers the bytes were read
+/// from are not wiped.
+void wipe_values(std::vector<std::pair<std::string, std::string>>& entries) noexcept;
 
 /// Prints the keys only, never a value: "{tls.crt, tls.key}" (Secret data is never logged).
 std::ostream& operator<<(std::ostream& os, const ByteMap& map);

@@ -17,11 +17,11 @@
 
 namespace kinformer::client {
 
-/// An endpoint's addresses in one std::string: each address after its length (a LEB128
-/// varint). The API allows 1-100 addresses and consumers use the first; one IPv4 address fits
-/// in the string's own 15 bytes, so the usual endpoint needs no heap block for its address (a
-/// std::vector<std::string> needs 72 bytes). Reads as a range of std::string_view.
-/// Thread-safety: as a std::string.
+/// An endpoint's addresses in 24 bytes: each address after its length (a LEB128 varint), kept
+/// in the object itself up to 23 bytes (one IPv4 or a short IPv6 address), else in one heap
+/// block. The API allows 1-100 addresses and consumers use the first; a
+/// std::vector<std::string> of one address is 24 bytes plus a 48-byte heap block. Reads as a
+/// range of std::string_view. Thread-safety: as a std::string.
 class AddressList {
  public:
   class iterator {
@@ -61,27 +61,39 @@ class AddressList {
   using const_iterator = iterator;
 
   AddressList() noexcept = default;
-  AddressList(std::initializer_list<std::string_view> addresses) {
-    for (auto a : addresses) push_back(a);
-  }
-  void push_back(std::string_view address);
-  void clear() noexcept { packed_.clear(); }
-  void shrink_to_fit() { packed_.shrink_to_fit(); }
+  AddressList(std::initializer_list<std::string_view> addresses);
+  AddressList(const AddressList& other) { assign(other.packed()); }
+  AddressList(AddressList&& other) noexcept;
+  AddressList& operator=(const AddressList& other);
+  AddressList& operator=(AddressList&& other) noexcept;
+  ~AddressList() { clear(); }
 
-  [[nodiscard]] bool empty() const noexcept { return packed_.empty(); }
+  void push_back(std::string_view address);
+  void clear() noexcept;
+
+  [[nodiscard]] bool empty() const noexcept { return packed().empty(); }
   [[nodiscard]] std::size_t size() const noexcept;
   /// The i-th address; i < size() (a walk over the ones before it).
   std::string_view operator[](std::size_t i) const noexcept;
   /// The first address; !empty().
   [[nodiscard]] std::string_view front() const noexcept { return *begin(); }
-  [[nodiscard]] iterator begin() const noexcept { return {packed_, 0}; }
-  [[nodiscard]] iterator end() const noexcept { return {packed_, packed_.size()}; }
+  [[nodiscard]] iterator begin() const noexcept { return {packed(), 0}; }
+  [[nodiscard]] iterator end() const noexcept { return {packed(), packed().size()}; }
   [[nodiscard]] std::vector<std::string> to_vector() const;
 
-  friend bool operator==(const AddressList& a, const AddressList& b) noexcept = default;
+  friend bool operator==(const AddressList& a, const AddressList& b) noexcept {
+    return a.packed() == b.packed();
+  }
 
  private:
-  std::string packed_;
+  // Up to kInline packed bytes live in buf_, their count in buf_[kInline]; more live in a heap
+  // block whose address and size are in buf_, and buf_[kInline] is kOnHeap.
+  static constexpr std::size_t kInline = 23;
+  static constexpr unsigned char kOnHeap = 0xff;
+  [[nodiscard]] std::string_view packed() const noexcept;
+  void assign(std::string_view packed);  // after clear()
+
+  alignas(8) unsigned char buf_[kInline + 1] = {};
 };
 
 std::ostream& operator<<(std::ostream& os, const AddressList& addresses);

@@ -34,6 +34,7 @@ class Timestamp {
   [[nodiscard]] constexpr bool empty() const noexcept { return seconds_ == kUnset; }
   /// Seconds since the Unix epoch; only when !empty().
   [[nodiscard]] constexpr std::int64_t unix_seconds() const noexcept { return seconds_; }
+  /// As a std::chrono time; only when !empty().
   [[nodiscard]] std::chrono::sys_seconds time_point() const noexcept {
     return std::chrono::sys_seconds(std::chrono::seconds(seconds_));
   }

@@ -1,21 +1,20 @@
 #pragma once
-// Uid: an object's metadata.uid in 24 bytes and no heap block.
+// Uid: an object's metadata.uid in 16 bytes and no heap block.
 
-#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
 #include <string>
 #include <string_view>
 
-#include "kinformer/client/interned_string.h"
-
 namespace kinformer::client {
 
-/// A UID as the API server assigns it: a UUID in its canonical lowercase text
+/// A UID as the API server assigns it: a random (RFC 4122) UUID in its canonical lower-case text
 /// ("0b6a3c1e-8f2d-4e7a-9c55-1d2e3f4a5b6c"), held as its 16 bytes. Any other text (a scripted
-/// server's "uid-1", upper case) is kept as it was sent, so reading a Uid always gives back the
-/// text the server sent. Thread-safety: a value type.
+/// server's "uid-1", upper case, another UUID variant) is kept as it was sent, in a heap block of
+/// its own: reading a Uid always gives back the text the server sent.
+/// Thread-safety: a value type.
 class Uid {
  public:
   Uid() noexcept = default;
@@ -23,23 +22,30 @@ class Uid {
   Uid(const std::string& text) : Uid(std::string_view(text)) {}  // NOLINT: as above
   Uid(const char* text) : Uid(std::string_view(text)) {}         // NOLINT: as above
   Uid(std::nullptr_t) = delete;
+  Uid(const Uid& other);
+  Uid(Uid&& other) noexcept : hi_(other.hi_), lo_(other.lo_) { other.hi_ = other.lo_ = 0; }
+  Uid& operator=(const Uid& other);
+  Uid& operator=(Uid&& other) noexcept;
+  ~Uid() { release(); }
 
-  [[nodiscard]] bool empty() const noexcept { return text_.empty() && bytes_ == Bytes{}; }
+  [[nodiscard]] bool empty() const noexcept { return hi_ == 0 && lo_ == 0; }
   /// The text the server sent.
   [[nodiscard]] std::string str() const;
 
   /// Equal when the texts are equal (a string compares as the Uid it reads as).
-  friend bool operator==(const Uid& a, const Uid& b) noexcept {
-    return a.bytes_ == b.bytes_ && a.text_ == b.text_;
-  }
+  friend bool operator==(const Uid& a, const Uid& b) noexcept;
 
  private:
-  using Bytes = std::array<std::uint8_t, 16>;
-  // A canonical UUID other than the nil one: its bytes, and text_ empty. Any other text
-  // (the nil UUID too, so that all-zero bytes mean empty): text_, unpooled (UIDs are unique per
-  // object, sharing would save nothing).
-  Bytes bytes_{};
-  InternedString text_;
+  // A UUID: hi_ and lo_ are its bytes 0-7 and 8-15, big-endian; the RFC 4122 variant puts 10 in
+  // the top bits of lo_. Other text: lo_ == kText and hi_ is the address of a heap block (the
+  // length as a std::uint32_t, then the characters). Empty: both 0.
+  static constexpr std::uint64_t kText = 1;
+  [[nodiscard]] bool is_text() const noexcept { return lo_ == kText; }
+  [[nodiscard]] std::string_view text() const noexcept;
+  void release() noexcept;
+
+  std::uint64_t hi_ = 0;
+  std::uint64_t lo_ = 0;
 };
 
 std::ostream& operator<<(std::ostream& os, const Uid& uid);
