@@ -6,6 +6,8 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <exception>
+#include <string>
 #include <string_view>
 
 #include <boost/asio/steady_timer.hpp>
@@ -31,16 +33,45 @@ awaitable<error_code> write_read(Stream& stream, beast::flat_buffer& buffer,
   co_return rec;
 }
 
+// An exception from the sink (a codec's bug, bad_alloc while decoding) is a failure to decode
+// this body, not of the network: Errc::decode naming the request, where in the body it was and
+// the exception; it ends the exchange like an error the sink returns, so the connection, with
+// the rest of the body unread, is closed.
+Error sink_threw(const std::string& what, const std::string& where, const std::exception& e) {
+  return Error::make(Errc::decode,
+                     what + ": decoding the response body threw " + where + ": " + e.what());
+}
+
+bool sink_accept(const BodySink& sink, const HttpResponse& head, const std::string& what,
+                 std::optional<Error>& sink_error) {
+  try {
+    return sink.accept(head);
+  } catch (const std::exception& e) {
+    sink_error = sink_threw(what, "on the response head", e);
+    return false;
+  }
+}
+
+void sink_piece(const BodySink& sink, std::string_view piece, std::uint64_t at,
+                const std::string& what, std::optional<Error>& sink_error) {
+  try {
+    if (auto s = sink.piece(piece); !s) sink_error = std::move(s).error();
+  } catch (const std::exception& e) {
+    sink_error = sink_threw(
+        what, "in body bytes " + std::to_string(at) + "-" + std::to_string(at + piece.size()), e);
+  }
+}
+
 // The exchange with a BodySink: the head first; then the body of a 2xx response the sink
 // accepts goes to it piece by piece as it arrives (the parser's body limit bounds the total),
 // any other body into `out.body`. `delivered` counts the bytes handed to the sink; a sink's
-// error ends the exchange at once (in `sink_error`, with no error_code).
+// error or exception ends the exchange at once (in `sink_error`, with no error_code).
 template <class Stream>
 awaitable<error_code> write_read_streaming(Stream& stream, beast::flat_buffer& buffer,
                                            http::request<http::string_body>& req,
                                            http::response_parser<http::buffer_body>& parser,
-                                           const BodySink& sink, HttpResponse& out,
-                                           std::uint64_t& delivered,
+                                           const BodySink& sink, const std::string& what,
+                                           HttpResponse& out, std::uint64_t& delivered,
                                            std::optional<Error>& sink_error) {
   auto [wec, wn] = co_await http::async_write(stream, req, kTuple);
   if (wec) co_return wec;
@@ -48,7 +79,9 @@ awaitable<error_code> write_read_streaming(Stream& stream, beast::flat_buffer& b
   if (hec) co_return hec;
   out.status = static_cast<int>(parser.get().result_int());
   out.headers = copy_headers(parser.get().base());
-  out.body_streamed = out.status >= 200 && out.status < 300 && sink.accept && sink.accept(out);
+  out.body_streamed = out.status >= 200 && out.status < 300 && sink.accept &&
+                      sink_accept(sink, out, what, sink_error);
+  if (sink_error) co_return error_code{};
   // The bounded read buffer: what a piece can be at most (beside the connection's own buffer).
   std::vector<char> chunk(std::size_t{64} * 1024);
   while (!parser.is_done()) {
@@ -59,11 +92,9 @@ awaitable<error_code> write_read_streaming(Stream& stream, beast::flat_buffer& b
     const std::size_t got = chunk.size() - parser.get().body().size;
     if (got > 0) {
       if (out.body_streamed) {
+        sink_piece(sink, std::string_view(chunk.data(), got), delivered, what, sink_error);
         delivered += got;
-        if (auto s = sink.piece(std::string_view(chunk.data(), got)); !s) {
-          sink_error = std::move(s).error();
-          co_return error_code{};
-        }
+        if (sink_error) co_return error_code{};
       } else {
         out.body.append(chunk.data(), got);
       }
@@ -226,7 +257,7 @@ awaitable<Result<HttpResponse>> ConnectionPool::request(
       http::response_parser<http::buffer_body> parser;
       parser.body_limit(max_response_bytes_);
       ec = co_await conn->with_stream([&](auto& s) {
-        return write_read_streaming(s, conn->buffer, req, parser, *sink, out, delivered,
+        return write_read_streaming(s, conn->buffer, req, parser, *sink, what, out, delivered,
                                     sink_error);
       });
       got_some = parser.got_some();
@@ -246,8 +277,8 @@ awaitable<Result<HttpResponse>> ConnectionPool::request(
       }
     }
     if (sink_error) {
-      // The sink refused the body (a decode error, a limit): the rest of it is unread, so the
-      // connection cannot carry another request.
+      // The sink refused the body (a decode error, a limit, an exception): the rest of it is
+      // unread, so the connection cannot carry another request.
       conn->close();
       co_return std::move(*sink_error);
     }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <deque>
+#include <exception>
 #include <optional>
 #include <set>
 #include <stop_token>
@@ -281,7 +282,17 @@ struct RestClient::Impl {
     sink.piece = [&](std::string_view piece) { return pb ? pb->feed(piece) : json->feed(piece); };
     auto r = send(req, type.gvr.to_string(), true, options.stop, &sink);
     if (!r) return std::move(r).error();
-    if (r->body_streamed) return pb ? pb->finish() : json->finish();
+    if (r->body_streamed) {
+      // finish() can still decode an item (a number that ends the body): an exception there is
+      // a decode error too, as one from the sink during the body (detail::BodySink).
+      try {
+        return pb ? pb->finish() : json->finish();
+      } catch (const std::exception& e) {
+        return Error::make(
+            Errc::decode,
+            type.gvr.to_string() + ": decoding the list response threw at its end: " + e.what());
+      }
+    }
     if (protobuf) {
       return error_from_protobuf_response(r->status, r->body,
                                           find_header(r->headers, "Retry-After"));

@@ -50,6 +50,8 @@ struct BodySink {
   /// One piece of the body, in order (the total is bounded by max_response_bytes). An error
   /// aborts the request: the connection is closed (never reused) and request() returns the
   /// error as it is. The body's end is request() returning the response (body_streamed set).
+  /// A std::exception thrown by `accept` or `piece` aborts it the same way, as an Errc::decode
+  /// error naming the request, where in the body it was thrown and the exception's what().
   std::function<Status(std::string_view piece)> piece;
 };
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <stdexcept>
 
 #include "fake_apiserver.h"
 #include "kinformer/client/dynamic_object.h"
@@ -318,6 +319,55 @@ TEST(ProtobufRestClient, ListDecodeErrorMidBodyAbortsAndTheNextRequestWorks) {
     ASSERT_EQ(requests.size(), 2u);
     EXPECT_NE(requests[0].connection, requests[1].connection);
   }
+}
+
+// A codec that throws, as a codec's bug (or bad_alloc while decoding) would, inside a list body.
+class ThrowingCodec : public Codec {
+ public:
+  Result<std::shared_ptr<Object>> decode(const JsonValue& /*value*/) const override {
+    throw std::runtime_error("codec bug");
+  }
+  std::string encode(const Object& /*object*/) const override { return "{}"; }
+};
+
+TEST(ProtobufRestClient, ListCodecThatThrowsMidBodyIsADecodeErrorOnAClosedConnection) {
+  const ResourceType throwing{pods().gvr, std::make_shared<ThrowingCodec>()};
+  FakeApiServer server;
+  auto stream = std::make_shared<ScriptedStream>();
+  server.on("GET", "/api/v1/namespaces/ns/pods", [&](const Request&) {
+    stream->send(R"({"items":[{"kind":"Pod"},)");  // and never end()
+    return stream_reply(stream, false);
+  });
+  RestClient client(server.cluster_config(), unlimited());
+  auto r = client.list(throwing, "ns");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, Errc::decode) << r.error().to_string();
+  EXPECT_TRUE(r.error().message.starts_with(
+      "GET /api/v1/namespaces/ns/pods: decoding the response body threw in body bytes 0-"))
+      << r.error().message;
+  EXPECT_TRUE(r.error().message.ends_with(": codec bug")) << r.error().message;
+  EXPECT_TRUE(stream->wait_client_closed(5s)) << "the half-read connection was kept";
+  server.on("GET", "/api/v1/namespaces/ns/pods",
+            [&](const Request&) { return Reply::json(pod_list_json()); });
+  auto again = client.list(pods(), "ns");
+  ASSERT_TRUE(again) << again.error().to_string();
+  EXPECT_EQ(again->items.size(), 2u);
+  auto requests = server.requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_NE(requests[0].connection, requests[1].connection);
+}
+
+TEST(ProtobufRestClient, ListCodecThatThrowsAtTheBodysEndIsADecodeError) {
+  // A number that ends the body completes an item only in finish(), after the exchange.
+  const ResourceType throwing{pods().gvr, std::make_shared<ThrowingCodec>()};
+  FakeApiServer server;
+  server.on("GET", "/api/v1/namespaces/ns/pods",
+            [](const Request&) { return Reply::json(R"({"items":[1)"); });
+  RestClient client(server.cluster_config(), unlimited());
+  auto r = client.list(throwing, "ns");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, Errc::decode) << r.error().to_string();
+  EXPECT_EQ(r.error().message, "pods: decoding the list response threw at its end: codec bug");
 }
 
 TEST(ProtobufRestClient, ListErrorStatusesAreMappedAsBefore) {
