@@ -35,10 +35,10 @@ std::uint32_t* build(const Entries& entries) {
   std::size_t at = 0;
   std::size_t i = 0;
   for (const auto& [k, v] : entries) {
-    std::memcpy(out + at, k.data(), k.size());
+    std::copy_n(k.data(), k.size(), out + at);
     at += k.size();
     block[1 + 2 * i] = static_cast<std::uint32_t>(at);
-    std::memcpy(out + at, v.data(), v.size());
+    std::copy_n(v.data(), v.size(), out + at);
     at += v.size();
     block[2 + 2 * i] = static_cast<std::uint32_t>(at);
     ++i;

@@ -77,8 +77,8 @@ std::optional<Timestamp> Timestamp::parse(std::string_view text) noexcept {
   const year_month_day ymd{year(y), month(static_cast<unsigned>(mo)),
                            day(static_cast<unsigned>(d))};
   if (!ymd.ok() || h > 23 || mi > 59 || s > 59) return std::nullopt;  // no leap seconds, as Go
-  const std::int64_t local =
-      sys_days(ymd).time_since_epoch().count() * std::int64_t{86400} + h * 3600 + mi * 60 + s;
+  const std::int64_t local = sys_days(ymd).time_since_epoch().count() * std::int64_t{86400} +
+                             std::int64_t{h} * 3600 + std::int64_t{mi} * 60 + s;
   return from_unix_seconds(local - offset_s);
 }
 

@@ -63,12 +63,27 @@ Uid::Uid(std::string_view text) {
     lo_ = lo;
     return;
   }
-  hi_ = reinterpret_cast<std::uintptr_t>(make_block(text));
+  block_ = make_block(text);
   lo_ = kText;
 }
 
-Uid::Uid(const Uid& other) : hi_(other.hi_), lo_(other.lo_) {
-  if (other.is_text()) hi_ = reinterpret_cast<std::uintptr_t>(make_block(other.text()));
+Uid::Uid(const Uid& other) : lo_(other.lo_) {
+  if (other.is_text()) {
+    block_ = make_block(other.text());
+  } else {
+    hi_ = other.hi_;
+  }
+}
+
+void Uid::take(Uid& other) noexcept {
+  if (other.is_text()) {
+    block_ = other.block_;
+  } else {
+    hi_ = other.hi_;
+  }
+  lo_ = other.lo_;
+  other.hi_ = 0;
+  other.lo_ = 0;
 }
 
 Uid& Uid::operator=(const Uid& other) {
@@ -79,23 +94,21 @@ Uid& Uid::operator=(const Uid& other) {
 Uid& Uid::operator=(Uid&& other) noexcept {
   if (this != &other) {
     release();
-    hi_ = other.hi_;
-    lo_ = other.lo_;
-    other.hi_ = other.lo_ = 0;
+    take(other);
   }
   return *this;
 }
 
 void Uid::release() noexcept {
-  if (is_text()) delete[] reinterpret_cast<char*>(static_cast<std::uintptr_t>(hi_));
-  hi_ = lo_ = 0;
+  if (is_text()) delete[] block_;
+  hi_ = 0;
+  lo_ = 0;
 }
 
 std::string_view Uid::text() const noexcept {
-  const char* block = reinterpret_cast<const char*>(static_cast<std::uintptr_t>(hi_));
   std::uint32_t n = 0;
-  std::memcpy(&n, block, sizeof n);
-  return {block + sizeof n, n};
+  std::memcpy(&n, block_, sizeof n);
+  return {block_ + sizeof n, n};
 }
 
 std::string Uid::str() const {

@@ -23,12 +23,12 @@ class Uid {
   Uid(const char* text) : Uid(std::string_view(text)) {}         // NOLINT: as above
   Uid(std::nullptr_t) = delete;
   Uid(const Uid& other);
-  Uid(Uid&& other) noexcept : hi_(other.hi_), lo_(other.lo_) { other.hi_ = other.lo_ = 0; }
+  Uid(Uid&& other) noexcept { take(other); }
   Uid& operator=(const Uid& other);
   Uid& operator=(Uid&& other) noexcept;
   ~Uid() { release(); }
 
-  [[nodiscard]] bool empty() const noexcept { return hi_ == 0 && lo_ == 0; }
+  [[nodiscard]] bool empty() const noexcept { return lo_ == 0 && hi_ == 0; }  // hi_ is active
   /// The text the server sent.
   [[nodiscard]] std::string str() const;
 
@@ -37,14 +37,18 @@ class Uid {
 
  private:
   // A UUID: hi_ and lo_ are its bytes 0-7 and 8-15, big-endian; the RFC 4122 variant puts 10 in
-  // the top bits of lo_. Other text: lo_ == kText and hi_ is the address of a heap block (the
-  // length as a std::uint32_t, then the characters). Empty: both 0.
+  // the top bits of lo_. Other text: lo_ == kText and block_ (in hi_'s place) is a heap block:
+  // the length as a std::uint32_t, then the characters. Empty: hi_ and lo_ 0.
   static constexpr std::uint64_t kText = 1;
   [[nodiscard]] bool is_text() const noexcept { return lo_ == kText; }
   [[nodiscard]] std::string_view text() const noexcept;
+  void take(Uid& other) noexcept;  // moves other's value here; other becomes empty
   void release() noexcept;
 
-  std::uint64_t hi_ = 0;
+  union {
+    std::uint64_t hi_ = 0;  // the active member unless is_text()
+    char* block_;           // the active member when is_text()
+  };
   std::uint64_t lo_ = 0;
 };
 
