@@ -35,8 +35,8 @@
 # of /proc/PID/stat before and after the run, minus its idle rate measured before the runs times
 # the run's wall time). Before the rounds: each configuration once on the empty namespace
 # sync-empty (the zero-object RSS: memory per object = (steady - zero) / objects). In every
-# round: each side (protobuf, WatchList) once per resource alone, for memory per object per
-# resource. Then one markdown table of medians, with kinformer/client-go ratios and the issue's
+# round: each side (protobuf, WatchList and LIST) once per resource alone, for memory per object
+# per resource in both list modes. Then one markdown table of medians, with kinformer/client-go ratios and the issue's
 # targets.
 #
 # --plot: loads each Pod count in turn (Secrets and slices as given), runs the four protobuf
@@ -302,9 +302,11 @@ rounds_loop() {  # rounds kind
       local sides=(kinformer client-go)
       ((r % 2 == 0)) && sides=(client-go kinformer)
       for res in pods secrets endpointslices; do
-        for side in "${sides[@]}"; do
-          log "round $r/$n: $side protobuf watchlist, $res alone"
-          run_one "$side" protobuf watchlist "$res" "" "single" "$r"
+        for mode in watchlist list; do
+          for side in "${sides[@]}"; do
+            log "round $r/$n: $side protobuf $mode, $res alone"
+            run_one "$side" protobuf "$mode" "$res" "" "single" "$r"
+          done
         done
       done
     fi
@@ -323,7 +325,9 @@ if [[ -z "$plot" ]]; then
   done
   if [[ $per_resource == 1 ]]; then
     for res in pods secrets endpointslices; do
-      for side in kinformer client-go; do run_one "$side" protobuf watchlist "$res" sync-empty zero 0; done
+      for mode in watchlist list; do
+        for side in kinformer client-go; do run_one "$side" protobuf "$mode" "$res" sync-empty zero 0; done
+      done
     done
   fi
   rounds_loop "$rounds" sync

@@ -135,26 +135,29 @@ for mode, label in (("watchlist", "WatchList"), ("list", "LIST")):
     P(f"| client-go response bodies after gzip decoding, MB | {label} | " + " | ".join(cells) + " |")
 
 single = [r for r in rows if r["kind"] == "single" and r["synced"]]
-per_res = {}
+per_res = {}  # (resource, list mode) -> (kinformer, client-go) B/object
 if single:
     P("")
-    P("Memory per object by resource: one informer alone, protobuf, WatchList; (steady RSS - the same program's")
-    P("zero-object RSS) / objects. Secrets beyond data: minus the decoded data bytes per Secret.")
+    P("Memory per object by resource: one informer alone, protobuf, each list mode; (steady RSS - the same")
+    P("program's zero-object RSS) / objects. Secrets beyond data: minus the decoded data bytes per Secret.")
     P("")
-    P("| resource | objects | kinformer B/object | client-go B/object | ratio | target |")
-    P("|---|---:|---:|---:|---:|---|")
+    P("| resource | list mode | objects | kinformer B/object | client-go B/object | ratio | target |")
+    P("|---|---|---:|---:|---:|---:|---|")
     for res in ("pods", "secrets", "endpointslices"):
-        k = m("single", "kinformer", "protobuf", "watchlist", "per_object_b", res)
-        c = m("single", "client-go", "protobuf", "watchlist", "per_object_b", res)
-        n = objs.get(res, 0)
-        per_res[res] = (k, c)
-        P(f"| {res} | {n:,} | {f(k)} | {f(c)} | {f(ratio(k, c), 2)}x | {'<= 0.3x' if res != 'secrets' else '(see next row)'} |")
-        if res == "secrets":
-            data = med([r["secret_data_bytes"] / max(1, r["per_resource"]["secrets"]["objects"])
-                        for r in single if r["resources"] == "secrets"])
-            k2, c2 = k - data, c - data
-            per_res["secrets_beyond_data"] = (k2, c2)
-            P(f"| secrets beyond their data ({f(data)} B each) | {n:,} | {f(k2)} | {f(c2)} | {f(ratio(k2, c2), 2)}x | <= 0.3x |")
+        for mode, label in (("watchlist", "WatchList"), ("list", "LIST")):
+            if not pick("single", "kinformer", "protobuf", mode, res):
+                continue  # a run from before per-resource LIST runs, or --no-per-resource
+            k = m("single", "kinformer", "protobuf", mode, "per_object_b", res)
+            c = m("single", "client-go", "protobuf", mode, "per_object_b", res)
+            n = objs.get(res, 0)
+            per_res[(res, mode)] = (k, c)
+            P(f"| {res} | {label} | {n:,} | {f(k)} | {f(c)} | {f(ratio(k, c), 2)}x | {'<= 0.3x' if res != 'secrets' else '(see next row)'} |")
+            if res == "secrets":
+                data = med([r["secret_data_bytes"] / max(1, r["per_resource"]["secrets"]["objects"])
+                            for r in single if r["resources"] == "secrets" and r["list_mode"] == mode])
+                k2, c2 = k - data, c - data
+                per_res[("secrets_beyond_data", mode)] = (k2, c2)
+                P(f"| secrets beyond their data ({f(data)} B each) | {label} | {n:,} | {f(k2)} | {f(c2)} | {f(ratio(k2, c2), 2)}x | <= 0.3x |")
 
 P("")
 P("Issue 12 targets (kinformer protobuf against client-go protobuf)")
@@ -176,10 +179,12 @@ for mode, label in (("watchlist", "WatchList"), ("list", "LIST")):
     rt = ratio(k, c)
     target(f"API-server CPU per sync <= 0.8x ({label})", rt <= 0.8 if rt == rt else None, f"{f(k, 2)} s vs {f(c, 2)} s = {f(rt, 2)}x")
 for res in ("pods", "secrets_beyond_data", "endpointslices"):
-    if res in per_res:
-        k, c = per_res[res]
-        rt = ratio(k, c)
-        target(f"RSS per object <= 0.3x ({res})", rt <= 0.3 if rt == rt else None, f"{f(k)} B vs {f(c)} B = {f(rt, 2)}x")
+    for mode, label in (("watchlist", "WatchList"), ("list", "LIST")):
+        if (res, mode) in per_res:
+            k, c = per_res[(res, mode)]
+            rt = ratio(k, c)
+            target(f"RSS per object <= 0.3x ({res}, {label})", rt <= 0.3 if rt == rt else None,
+                   f"{f(k)} B vs {f(c)} B = {f(rt, 2)}x")
 for enc in ("protobuf", "json"):
     for mode, label in (("watchlist", "WatchList"), ("list", "LIST")):
         p = m("sync", "kinformer", enc, mode, "peak_over_steady")
