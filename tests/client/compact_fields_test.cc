@@ -9,18 +9,12 @@
 #include <string>
 #include <vector>
 
+#include "json_decode.h"
 #include "kinformer/client/endpoint_slice.h"
 #include "kinformer/client/secret.h"
 
 namespace kinformer::client {
 namespace {
-
-template <typename T>
-Result<std::shared_ptr<Object>> decode(const std::string& json) {
-  rapidjson::Document doc;
-  doc.Parse(json.c_str());
-  return ResourceTraits<T>::type().codec->decode(doc);
-}
 
 TEST(ByteMap, SortsByKeyAndTheLastOfEqualKeysWins) {
   ByteMap m(std::vector<std::pair<std::string, std::string>>{

@@ -3,19 +3,13 @@
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
 
+#include "json_decode.h"
 #include "kinformer/client/dynamic_object.h"
 #include "kinformer/client/endpoint_slice.h"
 #include "kinformer/client/secret.h"
 
 namespace kinformer::client {
 namespace {
-
-template <typename T>
-Result<std::shared_ptr<Object>> decode(const std::string& json) {
-  rapidjson::Document doc;
-  doc.Parse(json.c_str());
-  return ResourceTraits<T>::type().codec->decode(doc);
-}
 
 // {"kind":"Pod","spec":[[...]]} nested `depth` levels in all, built by hand: a value that never
 // went through the client's depth-limited parser.
