@@ -73,12 +73,14 @@ std::string_view AddressList::packed() const noexcept {
 
 void AddressList::assign(std::string_view packed) {
   if (packed.size() <= kInline) {
+    clear();
     std::memcpy(buf_, packed.data(), packed.size());
     buf_[kInline] = static_cast<unsigned char>(packed.size());
     return;
   }
-  char* block = new char[packed.size()];
+  char* block = new char[packed.size()];  // before clear(): a failed allocation changes nothing
   std::memcpy(block, packed.data(), packed.size());
+  clear();
   const std::size_t size = packed.size();
   std::memcpy(buf_, &block, sizeof block);
   std::memcpy(buf_ + sizeof block, &size, sizeof size);
@@ -94,7 +96,6 @@ void AddressList::push_back(std::string_view address) {
     next.push_back(static_cast<char>(len ? (low | 0x80) : low));
   } while (len);
   next.append(address);
-  clear();
   assign(next);
 }
 

@@ -91,7 +91,9 @@ class AddressList {
   static constexpr std::size_t kInline = 23;
   static constexpr unsigned char kOnHeap = 0xff;
   [[nodiscard]] std::string_view packed() const noexcept;
-  void assign(std::string_view packed);  // after clear()
+  // Replaces the bytes with `packed` (which must not point into this list); unchanged if the
+  // allocation throws.
+  void assign(std::string_view packed);
 
   alignas(8) unsigned char buf_[kInline + 1] = {};
 };
