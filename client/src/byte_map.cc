@@ -46,24 +46,16 @@ std::uint32_t* build(const Entries& entries) {
   return block;
 }
 
-void wipe(std::string& s) noexcept {
-  if (!s.empty()) OPENSSL_cleanse(s.data(), s.size());
-}
-void wipe(std::string_view /*unowned*/) noexcept {}
-
-// Sorts by key and keeps the last of each run of equal keys (the others' values wiped).
-template <typename Entries>
-void sort_unique(Entries& entries) {
+// Sorts views of the entries by key and keeps the last of each run of equal keys. Only views
+// move: the bytes they point at are never copied on the way (a sort's buffer would keep them).
+void sort_unique(std::vector<ByteMap::Entry>& entries) {
   std::stable_sort(entries.begin(), entries.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   auto out = entries.begin();
   for (auto it = entries.begin(); it != entries.end(); ++it) {
     auto next = it + 1;
-    if (next != entries.end() && next->first == it->first) {
-      wipe(it->second);
-      continue;
-    }
-    if (out != it) std::swap(*out, *it);
+    if (next != entries.end() && next->first == it->first) continue;
+    if (out != it) *out = *it;
     ++out;
   }
   entries.erase(out, entries.end());
@@ -72,18 +64,21 @@ void sort_unique(Entries& entries) {
 }  // namespace
 
 void wipe_values(std::vector<std::pair<std::string, std::string>>& entries) noexcept {
-  for (auto& e : entries) wipe(e.second);
+  for (auto& [k, v] : entries) {
+    if (!v.empty()) OPENSSL_cleanse(v.data(), v.size());
+  }
 }
 
 ByteMap::ByteMap(std::vector<std::pair<std::string, std::string>> entries) {
   try {
-    sort_unique(entries);
-    block_ = build(entries);
+    std::vector<Entry> views(entries.begin(), entries.end());
+    sort_unique(views);
+    block_ = build(views);
   } catch (...) {
     wipe_values(entries);
     throw;
   }
-  wipe_values(entries);
+  wipe_values(entries);  // every value, the repeated keys' too
 }
 
 ByteMap::ByteMap(std::initializer_list<Entry> entries) {

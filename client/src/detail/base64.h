@@ -1,6 +1,8 @@
 #pragma once
 // Private: strict standard base64 decoding (whitespace ignored, padding optional).
 
+#include <openssl/crypto.h>
+
 #include <optional>
 #include <string>
 #include <string_view>
@@ -17,7 +19,15 @@ inline std::optional<std::string> base64_decode(std::string_view in) {
     return -1;
   };
   std::string out;
-  out.reserve(in.size() * 3 / 4);
+  out.reserve(in.size() * 3 / 4);  // the most it can be: out never moves while it grows
+  // The input may be Secret data or a private key: what was decoded before a failure is wiped.
+  struct WipeUnlessKept {
+    std::string& out;
+    bool keep = false;
+    ~WipeUnlessKept() {
+      if (!keep && !out.empty()) OPENSSL_cleanse(out.data(), out.size());
+    }
+  } guard{out};
   unsigned buffer = 0;
   int bits = 0;
   std::size_t padding = 0;
@@ -41,6 +51,7 @@ inline std::optional<std::string> base64_decode(std::string_view in) {
   if (bits > 0 && (buffer & ((1u << bits) - 1)) != 0) {
     return std::nullopt;  // non-canonical tail bits
   }
+  guard.keep = true;
   return out;
 }
 

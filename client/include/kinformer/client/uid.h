@@ -1,5 +1,5 @@
 #pragma once
-// Uid: an object's metadata.uid in 16 bytes and no heap block.
+// Uid: an object's metadata.uid in 16 bytes (no heap block for the UUIDs the API server assigns).
 
 #include <cstddef>
 #include <cstdint>
