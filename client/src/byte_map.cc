@@ -8,6 +8,8 @@
 #include <ostream>
 #include <stdexcept>
 
+#include "detail/sort_keep_last.h"
+
 namespace kinformer::client {
 
 namespace {
@@ -46,21 +48,6 @@ std::uint32_t* build(const Entries& entries) {
   return block;
 }
 
-// Sorts views of the entries by key and keeps the last of each run of equal keys. Only views
-// move: the bytes they point at are never copied on the way (a sort's buffer would keep them).
-void sort_unique(std::vector<ByteMap::Entry>& entries) {
-  std::stable_sort(entries.begin(), entries.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
-  auto out = entries.begin();
-  for (auto it = entries.begin(); it != entries.end(); ++it) {
-    auto next = it + 1;
-    if (next != entries.end() && next->first == it->first) continue;
-    if (out != it) *out = *it;
-    ++out;
-  }
-  entries.erase(out, entries.end());
-}
-
 }  // namespace
 
 void wipe_values(std::vector<std::pair<std::string, std::string>>& entries) noexcept {
@@ -72,7 +59,7 @@ void wipe_values(std::vector<std::pair<std::string, std::string>>& entries) noex
 ByteMap::ByteMap(std::vector<std::pair<std::string, std::string>> entries) {
   try {
     std::vector<Entry> views(entries.begin(), entries.end());
-    sort_unique(views);
+    detail::sort_keep_last(views);  // only views move: the bytes are never copied on the way
     block_ = build(views);
   } catch (...) {
     wipe_values(entries);
@@ -83,7 +70,7 @@ ByteMap::ByteMap(std::vector<std::pair<std::string, std::string>> entries) {
 
 ByteMap::ByteMap(std::initializer_list<Entry> entries) {
   std::vector<Entry> sorted(entries);
-  sort_unique(sorted);
+  detail::sort_keep_last(sorted);
   block_ = build(sorted);
 }
 

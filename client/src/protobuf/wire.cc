@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "detail/json.h"
+#include "detail/sort_keep_last.h"
 #include "kinformer/client/protobuf.h"
 
 namespace kinformer::client::detail::pb {
@@ -190,21 +191,7 @@ bool map_entry_into(Message& m, const char* name, Map& out) {
 
 template <typename Map>
 void finish_map_of(Map& map) {
-  if (map.size() < 2) {
-    map.shrink_to_fit();
-    return;
-  }
-  std::stable_sort(map.begin(), map.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
-  // Keep the last of each run of equal keys.
-  auto out = map.begin();
-  for (auto it = map.begin(); it != map.end(); ++it) {
-    auto next = it + 1;
-    if (next != map.end() && next->first == it->first) continue;
-    if (out != it) *out = std::move(*it);
-    ++out;
-  }
-  map.erase(out, map.end());
+  if (map.size() > 1) detail::sort_keep_last(map);
   map.shrink_to_fit();  // grown by doubling while read; kept for as long as the object is cached
 }
 
