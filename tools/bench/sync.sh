@@ -8,15 +8,16 @@
 #   tools/bench/sync.sh --quick          # smoke run: 2,000 Pods, 200 Secrets, 100 slices, 1 round
 #   tools/bench/sync.sh --plot "5000 20000 50000"   # protobuf only, at each Pod count: docs/bench/sync.png
 #
-# Wall time on 2 shared cores (load average ~6): the default run ~5.5 min once the objects are
-# loaded, ~8 min from an empty server (loading 23,000 objects takes ~100 s; so does deleting
+# Wall time on 2 shared cores (load average ~6): the default run ~7 min once the objects are
+# loaded (on a quiet machine: 3.6 min of rounds + ~1 min of CPU blocks), ~8 min from an empty server (loading 23,000 objects takes ~100 s; so does deleting
 # 15,000 Pods when --pods shrinks); --quick ~1.5 min with its own --dir; --plot "5000 20000" ~5 min
 # from a server holding 20,000 Pods (two loads and 8 runs).
 #
 # Options: --pods N (default 20000), --secrets N (2000), --slices N (1000), --namespaces N (4),
 # --rounds N (3), --out FILE (default <build>/tools/bench/sync-results.md; raw JSON lines in
 # sync-results.jsonl beside it), --dir DIR (launcher state; default /tmp/kinformer-sync-e2e),
-# --settle-ms MS (1000), --no-per-resource (skip the single-informer memory runs),
+# --settle-ms MS (1000), --no-per-resource (skip the single-informer memory runs), --cpu-runs N
+# (6; 0 skips them: the back-to-back runs per protobuf configuration for API-server CPU, below),
 # --plot "COUNTS", --plot-rounds N (1), --plot-out FILE (default docs/bench/sync.png), --replot (with
 # --plot: no runs, table and plot again from the JSON lines of the last --plot run).
 # Build dir: ${KINFORMER_BUILD_DIR:-build}. C++ builds take ${KINFORMER_BUILD_LOCK:-/tmp/kinformer-build.lock}
@@ -36,7 +37,8 @@
 # the run's wall time). Before the rounds: each configuration once on the empty namespace
 # sync-empty (the zero-object RSS: memory per object = (steady - zero) / objects). In every
 # round: each side (protobuf, WatchList and LIST) once per resource alone, for memory per object
-# per resource in both list modes. Then one markdown table of medians, with kinformer/client-go ratios and the issue's
+# per resource in both list modes. After the rounds: API-server CPU in blocks of back-to-back runs
+# per protobuf configuration (cpu_blocks, below). Then one markdown table of medians, with kinformer/client-go ratios and the issue's
 # targets.
 #
 # --plot: loads each Pod count in turn (Secrets and slices as given), runs the four protobuf
@@ -48,7 +50,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="${KINFORMER_BUILD_DIR:-build}"
 case "$build" in /*) ;; *) build="$root/$build" ;; esac
 
-pods=20000 secrets=2000 slices=1000 namespaces=4 rounds=3 out="" dir="" settle_ms=1000
+pods=20000 secrets=2000 slices=1000 namespaces=4 rounds=3 out="" dir="" settle_ms=1000 cpu_runs=6
 per_resource=1 plot="" plot_rounds=1 replot=0 plot_out="$root/docs/bench/sync.png"
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -61,18 +63,19 @@ while [[ $# -gt 0 ]]; do
     --dir) dir="$2"; shift 2 ;;
     --settle-ms) settle_ms="$2"; shift 2 ;;
     --no-per-resource) per_resource=0; shift ;;
+    --cpu-runs) cpu_runs="$2"; shift 2 ;;
     --plot) plot="$2"; shift 2 ;;
     --plot-rounds) plot_rounds="$2"; shift 2 ;;
     --plot-out) plot_out="$2"; shift 2 ;;
     --replot) replot=1; shift ;;
-    --quick) pods=2000 secrets=200 slices=100 rounds=1; shift ;;
-    -h|--help) sed -n 2,44p "$0"; exit 0 ;;
+    --quick) pods=2000 secrets=200 slices=100 rounds=1 cpu_runs=2; shift ;;
+    -h|--help) sed -n 2,46p "$0"; exit 0 ;;
     *) echo "sync.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
 num() { [[ "$2" =~ ^[0-9]+$ && "$2" -ge "$3" && "$2" -le "$4" ]] || { echo "sync.sh: $1 in [$3, $4]" >&2; exit 2; }; }
 num --pods "$pods" 1 200000; num --secrets "$secrets" 0 100000; num --slices "$slices" 0 100000
-num --namespaces "$namespaces" 1 100; num --rounds "$rounds" 1 20; num --plot-rounds "$plot_rounds" 1 20
+num --namespaces "$namespaces" 1 100; num --rounds "$rounds" 1 20; num --cpu-runs "$cpu_runs" 0 50; num --plot-rounds "$plot_rounds" 1 20
 for n in $plot; do num "--plot count" "$n" 1 200000; done
 
 bench_dir="$build/tools/bench"
@@ -285,6 +288,25 @@ for enc in protobuf json; do
 done
 if [[ -n "$plot" ]]; then configs=(kinformer:protobuf:watchlist client-go:protobuf:watchlist kinformer:protobuf:list client-go:protobuf:list); fi
 
+# API-server CPU per sync, measured in blocks: kube-apiserver is a Go program, and its GC runs when
+# its heap has grown enough, about once per one to three syncs of these objects, so the CPU that a
+# single run's window sees depends on where the previous runs left the GC cycle (seen here: the
+# same configuration alternating 0.6 / 1.1 CPU-s from one run to the next, and interleaved
+# medians that charged one side's GC to the other). Per protobuf configuration: one warm-up run
+# (it absorbs what the previous configuration left; kind cpu-warm), then --cpu-runs back-to-back
+# runs (kind cpu) whose mean is the table's "API-server CPU per sync".
+cpu_blocks() {
+  ((cpu_runs > 0)) || return 0
+  local c side enc mode i
+  for c in "${configs[@]}"; do
+    IFS=: read -r side enc mode <<<"$c"
+    [[ $enc == protobuf ]] || continue
+    log "CPU block: $side $enc $mode, 1 warm-up + $cpu_runs runs"
+    run_one "$side" "$enc" "$mode" "$all_resources" "" cpu-warm 0
+    for ((i = 1; i <= cpu_runs; i++)); do run_one "$side" "$enc" "$mode" "$all_resources" "" cpu "$i"; done
+  done
+}
+
 rounds_loop() {  # rounds kind
   local n="$1" kind="$2" r c side enc mode ordered
   for ((r = 1; r <= n; r++)); do
@@ -331,6 +353,7 @@ if [[ -z "$plot" ]]; then
     done
   fi
   rounds_loop "$rounds" sync
+  cpu_blocks
 else
   for c in "${configs[@]}"; do
     IFS=: read -r side enc mode <<<"$c"

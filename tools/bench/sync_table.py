@@ -64,6 +64,24 @@ def m(kind, side, enc, mode, field, resources=ALL):
     return med([r[field] for r in pick(kind, side, enc, mode, resources)])
 
 
+def block_cpu(side, enc, mode):
+    """Mean API-server CPU per sync over the back-to-back runs of sync.sh's CPU block (a mean, not
+    a median: the server's GC cycles come every one to three syncs, and the mean spreads them)."""
+    values = [r["apiserver_cpu_s"] for r in pick("cpu", side, enc, mode)]
+    values = [v for v in values if v == v]
+    return statistics.fmean(values) if values else NAN
+
+
+def server_cpu(side, mode):
+    """API-server CPU per protobuf sync: the block mean when sync.sh ran the CPU blocks, else the
+    median of the interleaved rounds (GC-phase dependent; older JSON lines)."""
+    b = block_cpu(side, "protobuf", mode)
+    return b if b == b else m("sync", side, "protobuf", mode, "apiserver_cpu_s")
+
+
+cpu_runs = len(pick("cpu", "kinformer", "protobuf", "watchlist"))
+
+
 lines = []
 P = lines.append
 loads = [r["loadavg1"] for r in rows]
@@ -106,7 +124,7 @@ P("| metric | list mode | kinformer protobuf | client-go protobuf | ratio | kinf
 P("|---|---|---:|---:|---:|---:|---:|---:|")
 metrics = [
     ("time to sync, s", "sync_s", 3, 2),
-    ("API-server CPU per sync, s", "apiserver_cpu_s", 2, 2),
+    ("API-server CPU in the interleaved runs (median; GC-phase dependent), s", "apiserver_cpu_s", 2, 2),
     ("peak RSS during sync (VmHWM), MB", "peak_mb", 1, 2),
     ("steady RSS after sync (VmRSS), MB", "steady_mb", 1, 2),
     ("zero-object RSS, MB", "zero_mb", 1, 2),
@@ -129,6 +147,10 @@ for mode, label in (("watchlist", "WatchList"), ("list", "LIST")):
                               for res in ("pods", "secrets", "endpointslices"))
         cells += [per("kinformer"), per("client-go"), ""]
     P(f"| sync per informer (Pods / Secrets / slices), s | {label} | " + " | ".join(cells) + " |")
+    if cpu_runs:
+        k, c = block_cpu("kinformer", "protobuf", mode), block_cpu("client-go", "protobuf", mode)
+        P(f"| API-server CPU per sync (mean of {cpu_runs} back-to-back runs), s | {label} | {f(k, 2)} | {f(c, 2)} | "
+          f"{f(ratio(k, c), 2)}x |  |  |  |")
     cells = []
     for enc in ("protobuf", "json"):
         cells += ["", f(m("sync", "client-go", enc, mode, "body_mb"), 1), ""]
@@ -175,9 +197,10 @@ for mode, label in (("watchlist", "WatchList"), ("list", "LIST")):
     rt = ratio(k, c)
     target(f"time to sync <= 0.7x ({label})", rt <= 0.7 if rt == rt else None, f"{f(k, 3)} s vs {f(c, 3)} s = {f(rt, 2)}x")
 for mode, label in (("watchlist", "WatchList"), ("list", "LIST")):
-    k, c = m("sync", "kinformer", "protobuf", mode, "apiserver_cpu_s"), m("sync", "client-go", "protobuf", mode, "apiserver_cpu_s")
+    k, c = server_cpu("kinformer", mode), server_cpu("client-go", mode)
     rt = ratio(k, c)
-    target(f"API-server CPU per sync <= 0.8x ({label})", rt <= 0.8 if rt == rt else None, f"{f(k, 2)} s vs {f(c, 2)} s = {f(rt, 2)}x")
+    how = f"mean of {cpu_runs} back-to-back runs" if cpu_runs else "median of the interleaved runs"
+    target(f"API-server CPU per sync <= 0.8x ({label}, {how})", rt <= 0.8 if rt == rt else None, f"{f(k, 2)} s vs {f(c, 2)} s = {f(rt, 2)}x")
 for res in ("pods", "secrets_beyond_data", "endpointslices"):
     for mode, label in (("watchlist", "WatchList"), ("list", "LIST")):
         if (res, mode) in per_res:
