@@ -259,6 +259,11 @@ Result<std::optional<WatchEvent>> WatchStreamImpl::next() {
   return std::optional<WatchEvent>();
 }
 
+std::size_t WatchStreamImpl::buffered() const {
+  std::lock_guard lock(state_->mu);
+  return state_->phase == Phase::cancelled ? 0 : state_->events.size();
+}
+
 void WatchStreamImpl::cancel() {
   {
     std::lock_guard lock(state_->mu);

@@ -81,6 +81,7 @@ class WatchStreamImpl final : public WatchStream {
 
   Result<std::optional<WatchEvent>> next() override;
   void cancel() override;
+  [[nodiscard]] std::size_t buffered() const override;
 
  private:
   std::shared_ptr<const void> keep_alive_;  // destroyed after state_

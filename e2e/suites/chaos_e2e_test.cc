@@ -233,6 +233,7 @@ class TracedWatch final : public client::WatchStream {
     return r;
   }
   void cancel() override { inner_->cancel(); }
+  [[nodiscard]] std::size_t buffered() const override { return inner_->buffered(); }
 
  private:
   client::WatchStreamPtr inner_;

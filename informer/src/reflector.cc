@@ -349,9 +349,26 @@ Reflector::WatchOutcome Reflector::watch(const client::ListOptions& opts, Phase 
   }
   auto opened_at = options_.clock->now();
   bool delivered = false;
+  // Steady-phase events the stream had already received go to the sink together (one store
+  // update and one hand-off to the handlers per batch); the RV follows the last one handed over.
+  std::vector<client::WatchEvent> pending;
+  std::string pending_rv;
+  auto flush = [&] {
+    if (pending.empty()) return;
+    sink_.on_events(pending);
+    pending.clear();
+    set_rv(pending_rv);
+    pending_rv.clear();
+  };
   for (;;) {
+    // Before anything that can block: hand over what is held once the stream has nothing more
+    // (every path through the loop, `continue` included, comes back here).
+    if (!pending.empty() && (pending.size() >= kMaxEventBatch || stream->buffered() == 0)) {
+      flush();
+    }
     auto next = stream->next();
     if (!next || !next.value().has_value()) {
+      flush();  // usually empty: held only while the stream had more buffered (then cancelled)
       bool timer_fired = timer && timer->fired();
       if (stop.stop_requested()) {
         out.end = WatchRestartReason::shutdown;
@@ -404,11 +421,13 @@ Reflector::WatchOutcome Reflector::watch(const client::ListOptions& opts, Phase 
       continue;
     }
     if (ev.type == client::EventType::bookmark) {
+      flush();
       sink_.on_resource_version(ev_rv);
-    } else {
-      sink_.on_event(ev.type, std::move(ev.object));
+      set_rv(ev_rv);
+      continue;
     }
-    set_rv(ev_rv);
+    pending.push_back(std::move(ev));
+    if (!ev_rv.empty()) pending_rv = std::move(ev_rv);  // as set_rv: an empty RV changes nothing
   }
 }
 

@@ -99,6 +99,7 @@ void SharedInformer::fan_out(const ListenerList& to, std::span<const detail::Del
   // A large batch (a list) goes out in chunks, each to every handler in turn: all handlers start
   // on it at once, and a chunk's objects are still in the cache for the next handler.
   constexpr std::size_t kChunk = 256;
+  static_assert(kChunk >= Reflector::kMaxEventBatch, "a batch of watch events is one chunk");
   auto now = config_.reflector.clock->now();
   std::vector<HandlerExecutor::Strand*>& wake = wake_;  // fanout_mu_ held: reused
   wake.clear();  // after an exception in an earlier call, it may hold stale pointers
@@ -241,43 +242,57 @@ void SharedInformer::on_replace(std::vector<client::ObjectPtr> items, const std:
 }
 
 void SharedInformer::on_event(client::EventType type, client::ObjectPtr object) {
+  client::WatchEvent event{type, std::move(object)};
+  on_events(std::span<client::WatchEvent>(&event, 1));
+}
+
+void SharedInformer::on_events(std::span<client::WatchEvent> events) {
   using K = detail::Notification::Kind;
-  std::string key = object->key();
-  if (type != client::EventType::deleted) object = apply_transform(std::move(object));
-  detail::Delta d;
-  bool changed = false;
+  // Keys, and the transforms of added and modified objects, before the locks (a null result
+  // drops the object, and its key is the one it had); a deleted object's final state is
+  // transformed under the lock, only when it was in the store, as before batching.
+  std::vector<std::string> keys;
+  keys.reserve(events.size());
+  for (auto& e : events) {
+    keys.push_back(e.object->key());
+    if (e.type != client::EventType::deleted) e.object = apply_transform(std::move(e.object));
+  }
+  std::vector<detail::Delta> batch;
+  batch.reserve(events.size());
   std::shared_ptr<const ListenerList> to;
   std::lock_guard fanout(fanout_mu_);
   {
     std::lock_guard lock(dist_mu_);
-    if (type == client::EventType::deleted || !object) {
-      // A transform returning null drops the object: treat it as absent.
-      auto removed = store_->remove(key);
-      if (removed) {
-        client::ObjectPtr final_state = object ? object : removed->object;
-        if (type == client::EventType::deleted && object) final_state = apply_transform(object);
-        if (!final_state) final_state = removed->object;
-        d = {K::del, nullptr, std::move(final_state), false, 0};
-        changed = true;
-      }
-    } else {
-      auto ch = store_->upsert(object);
-      if (ch.type == cache::StoreChange::Type::added) {
-        d = {K::add, nullptr, ch.object, false, 0};
+    for (std::size_t i = 0; i < events.size(); ++i) {
+      const client::EventType type = events[i].type;
+      client::ObjectPtr& object = events[i].object;
+      if (type == client::EventType::deleted || !object) {
+        // A transform returning null drops the object: treat it as absent.
+        auto removed = store_->remove(keys[i]);
+        if (removed) {
+          client::ObjectPtr final_state = object ? object : removed->object;
+          if (type == client::EventType::deleted && object) final_state = apply_transform(object);
+          if (!final_state) final_state = removed->object;
+          batch.push_back(detail::Delta{K::del, nullptr, std::move(final_state), false, 0});
+        }
       } else {
-        d = {K::update, ch.old_object, ch.object, false, 0};
+        auto ch = store_->upsert(object);
+        if (ch.type == cache::StoreChange::Type::added) {
+          batch.push_back(detail::Delta{K::add, nullptr, ch.object, false, 0});
+        } else {
+          batch.push_back(detail::Delta{K::update, ch.old_object, ch.object, false, 0});
+        }
       }
-      changed = true;
-    }
-    if (object && !object->metadata.resource_version.empty()) {
-      store_->set_resource_version(object->metadata.resource_version);
+      if (object && !object->metadata.resource_version.empty()) {
+        store_->set_resource_version(object->metadata.resource_version);
+      }
     }
     to = listeners_;
     config_.metrics->objects.Set(static_cast<double>(store_->size()));
   }
-  if (changed) {
-    d.hash = detail::key_hash(d.object->metadata);
-    fan_out(*to, std::span<const detail::Delta>(&d, 1), false);
+  if (!batch.empty()) {
+    for (auto& d : batch) d.hash = detail::key_hash(d.object->metadata);  // once for all handlers
+    fan_out(*to, batch, false);
   }
   touch_sync_time();
 }

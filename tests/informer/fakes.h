@@ -131,6 +131,16 @@ class WatchScript {
     cancelled_ = true;
     cv_.notify_all();
   }
+  /// The events next() returns without blocking (the leading events of the script).
+  std::size_t buffered() {
+    std::lock_guard lock(mu_);
+    if (cancelled_) return 0;
+    std::size_t n = 0;  // bounded: a hint, and the reflector takes at most 256 at once
+    while (n < items_.size() && n < 1024 && std::holds_alternative<client::WatchEvent>(items_[n])) {
+      ++n;
+    }
+    return n;
+  }
   /// True only once cancel() was called (WatchStream::cancel), not when the stream was merely
   /// destroyed: tests of cancellation must see the cancel itself.
   bool cancelled() {
@@ -180,6 +190,9 @@ class FakeWatchStream : public client::WatchStream {
     return std::optional<client::WatchEvent>();
   }
   void cancel() override { script_->cancel(); }
+  [[nodiscard]] std::size_t buffered() const override {
+    return finished_ ? 0 : script_->buffered();
+  }
 
  private:
   std::shared_ptr<WatchScript> script_;

@@ -2,6 +2,10 @@
 // FakeListerWatcher.
 #include "kinformer/informer/reflector.h"
 
+#include <algorithm>
+#include <map>
+#include <sstream>
+
 #include <gtest/gtest.h>
 
 #include "log_capture.h"
@@ -848,6 +852,141 @@ TEST(ReflectorTest, InitialListTooLargeAtRvZeroFallsBackToAPaginatedConsistentLi
   EXPECT_EQ(lists[2].continue_token, "c1");
   EXPECT_EQ(inf.store().size(), 2u);
   EXPECT_EQ(inf.last_sync_resource_version(), "10");
+}
+
+// A sink that records, in order, what it is told, one line per call.
+class BatchRecordingSink : public ReflectorSink {
+ public:
+  void on_replace(std::vector<client::ObjectPtr> items, const std::string& rv) override {
+    record("replace " + std::to_string(items.size()) + " @" + rv);
+  }
+  void on_event(client::EventType, client::ObjectPtr o) override { record("event " + o->key()); }
+  void on_events(std::span<client::WatchEvent> events) override {
+    std::string line = "events";
+    for (const auto& e : events) line += " " + e.object->key();
+    record(std::move(line));
+  }
+  void on_resource_version(const std::string& rv) override { record("rv " + rv); }
+  std::vector<std::string> calls() {
+    std::lock_guard lock(mu_);
+    return calls_;
+  }
+  bool wait_for_calls(std::size_t n) {
+    std::unique_lock lock(mu_);
+    return testing::wait_until(lock, cv_, [&] { return calls_.size() >= n; });
+  }
+
+ private:
+  void record(std::string line) {
+    std::lock_guard lock(mu_);
+    calls_.push_back(std::move(line));
+    cv_.notify_all();
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::string> calls_;
+};
+
+// Events the stream has already received go to the sink together (one store update and one
+// hand-off per batch); a bookmark ends a batch, and so does the stream running dry. The
+// resourceVersion is the last handed-over event's.
+TEST(ReflectorTest, BufferedWatchEventsReachTheSinkAsOneBatchUntilABookmarkOrTheStreamRunsDry) {
+  auto fake = std::make_shared<testing::FakeListerWatcher>();
+  fake->add_list({make_object("ns", "a", "5")}, "10");
+  auto w = fake->add_watch();
+  w->push(event(EventType::added, make_object("ns", "b", "11")))
+      .push(event(EventType::added, make_object("ns", "c", "12")))
+      .push(event(EventType::modified, make_object("ns", "a", "13")))
+      .push(bookmark("14"))
+      .push(event(EventType::deleted, make_object("ns", "b", "15")));
+  BatchRecordingSink sink;
+  Reflector reflector(*fake, sink, standalone_options(std::make_shared<testing::ManualClock>()));
+  std::jthread run([&](std::stop_token stop) { reflector.run(stop); });
+  ASSERT_TRUE(sink.wait_for_calls(4));
+  EXPECT_EQ(sink.calls(), (std::vector<std::string>{"replace 1 @10", "events ns/b ns/c ns/a",
+                                                    "rv 14", "events ns/b"}));
+  EXPECT_TRUE(testing::eventually([&] { return reflector.last_sync_resource_version() == "15"; }));
+  // A later event alone (the stream had nothing else): a batch of one.
+  ASSERT_TRUE(w->wait_reader_blocked());
+  w->push(event(EventType::added, make_object("ns", "d", "16")));
+  ASSERT_TRUE(sink.wait_for_calls(5));
+  EXPECT_EQ(sink.calls().back(), "events ns/d");
+  EXPECT_TRUE(testing::eventually([&] { return reflector.last_sync_resource_version() == "16"; }));
+}
+
+// A batch is bounded: a longer run of buffered events goes out in batches of kMaxEventBatch.
+TEST(ReflectorTest, ALongRunOfBufferedEventsIsSplitIntoBoundedBatches) {
+  auto fake = std::make_shared<testing::FakeListerWatcher>();
+  fake->add_list({}, "10");
+  auto w = fake->add_watch();
+  const std::size_t n = Reflector::kMaxEventBatch + 44;
+  for (std::size_t i = 0; i < n; ++i) {
+    w->push(event(EventType::added,
+                  make_object("ns", "o" + std::to_string(i), std::to_string(11 + i))));
+  }
+  BatchRecordingSink sink;
+  Reflector reflector(*fake, sink, standalone_options(std::make_shared<testing::ManualClock>()));
+  std::jthread run([&](std::stop_token stop) { reflector.run(stop); });
+  ASSERT_TRUE(sink.wait_for_calls(3));
+  auto calls = sink.calls();
+  auto count = [](const std::string& line) {
+    return static_cast<std::size_t>(std::count(line.begin(), line.end(), ' '));
+  };
+  ASSERT_EQ(calls.size(), 3u);
+  EXPECT_EQ(count(calls[1]), Reflector::kMaxEventBatch);
+  EXPECT_EQ(count(calls[2]), 44u);
+  EXPECT_TRUE(testing::eventually(
+      [&] { return reflector.last_sync_resource_version() == std::to_string(10 + n); }));
+}
+
+// The informer applies a batch in order, for the store and for every handler: all the events
+// below are buffered before the informer starts, so they arrive as one batch (the tests above
+// show the batching), and several changes of one key in it coalesce by the usual rules. The
+// handler's view (its callbacks applied in order) ends equal to the store, which ends at the
+// last state and resourceVersion.
+TEST(ReflectorTest, AnInformerAppliesABatchOfEventsInOrderToTheStoreAndItsHandlers) {
+  Env env;
+  env.fake->add_list({make_object("ns", "a", "5")}, "10");
+  env.fake->add_watch()
+      ->push(event(EventType::modified, make_object("ns", "a", "11")))
+      .push(event(EventType::added, make_object("ns", "b", "12")))
+      .push(event(EventType::modified, make_object("ns", "a", "13")))
+      .push(event(EventType::deleted, make_object("ns", "b", "14")))
+      .push(event(EventType::added, make_object("ns", "c", "15")));
+  auto& inf = env.factory->informer(testing::test_type());
+  auto h = std::make_shared<RecordingHandler>();
+  auto reg = inf.add_handler(h);
+  env.factory->start();
+  ASSERT_TRUE(testing::eventually([&] { return inf.store().resource_version() == "15"; }));
+  ASSERT_TRUE(h->wait_for("add ns/c 15")) << "the last change reaches the handler";
+  EXPECT_EQ(inf.store().size(), 2u);
+  ASSERT_NE(inf.store().get("ns/a"), nullptr);
+  EXPECT_EQ(inf.store().get("ns/a")->metadata.resource_version, "13");
+  EXPECT_EQ(inf.store().get("ns/b"), nullptr);
+  ASSERT_NE(inf.store().get("ns/c"), nullptr);
+  // Replay the handler's callbacks: "add K RV[ initial]", "update K OLD->NEW", "delete K RV".
+  std::map<std::string, std::string> view;
+  std::string all;
+  for (const auto& e : h->events()) {
+    all += e + "; ";
+    std::istringstream in(e);
+    std::string verb;
+    std::string key;
+    std::string rv;
+    in >> verb >> key >> rv;
+    if (verb == "delete") {
+      EXPECT_EQ(view.erase(key), 1u) << "a delete of an object the handler did not have: " << all;
+    } else if (verb == "update") {
+      auto arrow = rv.find("->");
+      ASSERT_NE(arrow, std::string::npos) << all;
+      EXPECT_EQ(view[key], rv.substr(0, arrow)) << "an update from a state not seen: " << all;
+      view[key] = rv.substr(arrow + 2);
+    } else {
+      EXPECT_EQ(view.count(key), 0u) << "a second add: " << all;
+      view[key] = rv;
+    }
+  }
+  EXPECT_EQ(view, (std::map<std::string, std::string>{{"ns/a", "13"}, {"ns/c", "15"}})) << all;
 }
 
 }  // namespace

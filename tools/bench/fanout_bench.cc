@@ -43,6 +43,7 @@
 #include <bit>
 #include <charconv>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
@@ -375,6 +376,16 @@ class SyntheticSource {
     cv_.notify_all();
   }
 
+  // The events already due (next() returns them without waiting), as a network stream reports
+  // the events it has received and decoded: the reflector batches them.
+  std::size_t buffered(const StreamState& s) const {
+    std::lock_guard lock(mu_);
+    if (s.cancelled || s.opened_after_run || !started_ || finished_ || pods_.empty()) return 0;
+    const double elapsed = std::chrono::duration<double>(SteadyClock::now() - t0_).count();
+    const double due = std::floor(elapsed * rate_) + 1 - static_cast<double>(next_);
+    return due > 0 ? static_cast<std::size_t>(due) : 0;
+  }
+
   kinformer::client::Result<std::optional<kinformer::client::WatchEvent>> next(StreamState& s) {
     namespace client = kinformer::client;
     auto cancelled = [] {
@@ -446,6 +457,7 @@ class SyntheticStream final : public kinformer::client::WatchStream {
     return src_->next(state_);
   }
   void cancel() override { src_->cancel(state_); }
+  [[nodiscard]] std::size_t buffered() const override { return src_->buffered(state_); }
 
  private:
   std::shared_ptr<SyntheticSource> src_;

@@ -2,6 +2,7 @@
 // The list/watch seam between client/ (which talks to the API server) and informer/ (which keeps
 // caches true). informer/ depends only on these interfaces, so its tests can drive a fake.
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -66,6 +67,11 @@ class WatchStream {
   virtual Result<std::optional<WatchEvent>> next() = 0;
   /// Makes a blocked or later next() return Errc::cancelled promptly. Idempotent.
   virtual void cancel() = 0;
+  /// How many events next() would return now without blocking: already received and decoded.
+  /// A hint for batching (the reflector hands consecutive buffered events to the informer
+  /// together); 0, the default, means "unknown", and every event then goes on alone. From the
+  /// thread that calls next().
+  [[nodiscard]] virtual std::size_t buffered() const { return 0; }
 };
 
 using WatchStreamPtr = std::unique_ptr<WatchStream>;

@@ -2,10 +2,12 @@
 // Reflector: keeps a sink true to the API server with list + watch (client-go's Reflector).
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <stop_token>
 #include <string>
 #include <vector>
@@ -28,6 +30,13 @@ class ReflectorSink {
                           const std::string& resource_version) = 0;
   /// One watch event (never a bookmark).
   virtual void on_event(client::EventType type, client::ObjectPtr object) = 0;
+  /// Consecutive watch events (never bookmarks; at least one, at most
+  /// Reflector::kMaxEventBatch), in the stream's order: read while the stream had more already
+  /// received (client::WatchStream::buffered), until it had none, a bookmark came or the bound
+  /// was reached. The sink may take their objects. The default hands them to on_event one by one.
+  virtual void on_events(std::span<client::WatchEvent> events) {
+    for (auto& e : events) on_event(e.type, std::move(e.object));
+  }
   /// The resourceVersion advanced without a change (bookmark).
   virtual void on_resource_version(const std::string& resource_version) = 0;
 };
@@ -133,6 +142,9 @@ class Reflector {
   /// `lister_watcher` and `sink` must outlive the reflector. Throws client::ConfigError without
   /// a clock or random source, or if options.make_backoff returns null.
   Reflector(client::ListerWatcher& lister_watcher, ReflectorSink& sink, ReflectorOptions options);
+  /// At most this many buffered watch events go to ReflectorSink::on_events at once (no more
+  /// than the informer's chunk for handing a list to its handlers, so a batch is one chunk).
+  static constexpr std::size_t kMaxEventBatch = 256;
   Reflector(const Reflector&) = delete;
   Reflector& operator=(const Reflector&) = delete;
 

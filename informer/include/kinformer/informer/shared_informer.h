@@ -142,6 +142,8 @@ class SharedInformer : public std::enable_shared_from_this<SharedInformer>, priv
   void on_replace(std::vector<client::ObjectPtr> items,
                   const std::string& resource_version) override;
   void on_event(client::EventType type, client::ObjectPtr object) override;
+  // One store update (under dist_mu_) and one hand-off to the listeners for all of `events`.
+  void on_events(std::span<client::WatchEvent> events) override;
   void on_resource_version(const std::string& resource_version) override;
   client::ObjectPtr apply_transform(client::ObjectPtr object) const;
   void resync_loop(const std::stop_token& stop);
