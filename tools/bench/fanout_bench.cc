@@ -148,6 +148,7 @@ struct Options {
   std::size_t pool_threads = 0;
   bool synthetic = false;  // --source synthetic
   double rate = 5000;      // --rate: synthetic events/s
+  bool batch_hint = true;  // --batch-hint 0: the synthetic stream reports nothing buffered
 };
 
 [[noreturn]] void usage(const std::string& why) {
@@ -158,7 +159,7 @@ struct Options {
          "       [--stuck 0|1] [--warmup-seconds S] [--window-seconds S] [--ready-file PATH]\n"
          "       [--sync-timeout S] [--events-timeout S] [--no-events] [--watch-list] "
          "[--pool-threads N]\n"
-         "       [--source server|synthetic] [--rate EVENTS_PER_S]\n";
+         "       [--source server|synthetic] [--rate EVENTS_PER_S] [--batch-hint 0|1]\n";
   std::exit(2);
 }
 
@@ -199,6 +200,8 @@ Options parse(int argc, char** argv) {
         o.pool_threads = std::stoul(value());
       else if (a == "--rate")
         o.rate = std::stod(value());
+      else if (a == "--batch-hint")
+        o.batch_hint = value() != "0";
       else if (a == "--source") {
         std::string v = value();
         if (v != "server" && v != "synthetic") usage("--source must be server or synthetic");
@@ -310,7 +313,9 @@ std::uint64_t parse_rv(const std::string& rv) {
 // opens: the schedule (event i at start + i/rate) runs across re-watches.
 class SyntheticSource {
  public:
-  explicit SyntheticSource(double rate) : rate_(rate) {}
+  // batch_hint false: buffered() reports nothing, so the reflector hands over one event at a
+  // time (the library before the watch-path batching), for an A/B on the same build.
+  SyntheticSource(double rate, bool batch_hint) : rate_(rate), batch_hint_(batch_hint) {}
 
   // Called with every page the real list returned: the listed Pods are the events' templates.
   void on_list_page(const kinformer::client::ListOptions& opts,
@@ -380,7 +385,10 @@ class SyntheticSource {
   // the events it has received and decoded: the reflector batches them.
   std::size_t buffered(const StreamState& s) const {
     std::lock_guard lock(mu_);
-    if (s.cancelled || s.opened_after_run || !started_ || finished_ || pods_.empty()) return 0;
+    if (!batch_hint_ || s.cancelled || s.opened_after_run || !started_ || finished_ ||
+        pods_.empty()) {
+      return 0;
+    }
     const double elapsed = std::chrono::duration<double>(SteadyClock::now() - t0_).count();
     const double due = std::floor(elapsed * rate_) + 1 - static_cast<double>(next_);
     return due > 0 ? static_cast<std::size_t>(due) : 0;
@@ -432,6 +440,7 @@ class SyntheticSource {
 
  private:
   const double rate_;
+  const bool batch_hint_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::shared_ptr<const Pod>> paging_;  // guarded by mu_
@@ -511,7 +520,7 @@ int main(int argc, char** argv) {
   factory_options.handler_stop_timeout = 2000ms;
   factory_options.executor.threads = opt.pool_threads;
   std::shared_ptr<SyntheticSource> synthetic;
-  if (opt.synthetic) synthetic = std::make_shared<SyntheticSource>(opt.rate);
+  if (opt.synthetic) synthetic = std::make_shared<SyntheticSource>(opt.rate, opt.batch_hint);
   informer::InformerFactory factory(
       [&rest, synthetic](const client::ResourceType& t,
                          const std::string& ns) -> client::ListerWatcherPtr {
