@@ -9,9 +9,10 @@
 #   tools/bench/sync.sh --plot "5000 20000 50000"   # protobuf only, at each Pod count: docs/bench/sync.png
 #
 # Wall time on 2 shared cores (load average ~6): the default run ~7 min once the objects are
-# loaded (on a quiet machine: 3.6 min of rounds + ~1 min of CPU blocks), ~8 min from an empty server (loading 23,000 objects takes ~100 s; so does deleting
-# 15,000 Pods when --pods shrinks); --quick ~1.5 min with its own --dir; --plot "5000 20000" ~5 min
-# from a server holding 20,000 Pods (two loads and 8 runs).
+# loaded (on a quiet machine: 3.6 min of rounds + ~1 min of CPU blocks), ~9 min from an empty
+# server (loading 23,000 objects takes ~100 s; so does deleting 15,000 Pods when --pods shrinks);
+# --quick ~1.5 min with its own --dir; --plot "5000 20000" ~5 min from a server holding 20,000
+# Pods (two loads and 8 runs).
 #
 # Options: --pods N (default 20000), --secrets N (2000), --slices N (1000), --namespaces N (4),
 # --rounds N (3), --out FILE (default <build>/tools/bench/sync-results.md; raw JSON lines in
@@ -69,7 +70,7 @@ while [[ $# -gt 0 ]]; do
     --plot-out) plot_out="$2"; shift 2 ;;
     --replot) replot=1; shift ;;
     --quick) pods=2000 secrets=200 slices=100 rounds=1 cpu_runs=2; shift ;;
-    -h|--help) sed -n 2,46p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,47p "$0"; exit 0 ;;
     *) echo "sync.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
