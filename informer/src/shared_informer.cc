@@ -251,18 +251,19 @@ void SharedInformer::on_events(std::span<client::WatchEvent> events) {
   // Keys, and the transforms of added and modified objects, before the locks (a null result
   // drops the object, and its key is the one it had); a deleted object's final state is
   // transformed under the lock, only when it was in the store, as before batching.
-  std::vector<std::string> keys;
-  keys.reserve(events.size());
+  std::vector<std::string>& keys = event_keys_;
+  std::vector<detail::Delta>& batch = event_batch_;
+  keys.clear();
+  batch.clear();
   for (auto& e : events) {
     keys.push_back(e.object->key());
     if (e.type != client::EventType::deleted) e.object = apply_transform(std::move(e.object));
   }
-  std::vector<detail::Delta> batch;
-  batch.reserve(events.size());
   std::shared_ptr<const ListenerList> to;
   std::lock_guard fanout(fanout_mu_);
   {
     std::lock_guard lock(dist_mu_);
+    const std::string* rv = nullptr;  // the last event's with one: set once, after the changes
     for (std::size_t i = 0; i < events.size(); ++i) {
       const client::EventType type = events[i].type;
       client::ObjectPtr& object = events[i].object;
@@ -284,9 +285,10 @@ void SharedInformer::on_events(std::span<client::WatchEvent> events) {
         }
       }
       if (object && !object->metadata.resource_version.empty()) {
-        store_->set_resource_version(object->metadata.resource_version);
+        rv = &object->metadata.resource_version;
       }
     }
+    if (rv != nullptr) store_->set_resource_version(*rv);
     to = listeners_;
     config_.metrics->objects.Set(static_cast<double>(store_->size()));
   }
@@ -294,6 +296,8 @@ void SharedInformer::on_events(std::span<client::WatchEvent> events) {
     for (auto& d : batch) d.hash = detail::key_hash(d.object->metadata);  // once for all handlers
     fan_out(*to, batch, false);
   }
+  batch.clear();
+  keys.clear();
   touch_sync_time();
 }
 

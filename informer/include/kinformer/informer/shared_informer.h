@@ -171,6 +171,10 @@ class SharedInformer : public std::enable_shared_from_this<SharedInformer>, priv
   // between a change and its notification (it would absorb the add or the update).
   std::mutex fanout_mu_;
   std::vector<HandlerExecutor::Strand*> wake_;  // guarded by fanout_mu_: fan_out's scratch
+  // on_events' scratch, reflector thread only (kept between batches for their capacity; emptied
+  // after each, so that they hold no object).
+  std::vector<std::string> event_keys_;
+  std::vector<detail::Delta> event_batch_;
   std::shared_ptr<const ListenerList> listeners_ =
       std::make_shared<ListenerList>();  // guarded by dist_mu_ (copy on write)
   std::atomic<bool> synced_{false};      // written under dist_mu_
