@@ -72,6 +72,7 @@ Registration SharedInformer::add_handler(ResourceEventHandlerPtr handler, Handle
   auto next = std::make_shared<ListenerList>(*listeners_);
   next->push_back(listener);
   listeners_ = std::move(next);
+  handler_count_.store(listeners_->size());
   config_.metrics->handlers.Set(static_cast<double>(listeners_->size()));
   listener->start();
   return Registration(weak_from_this(), std::move(listener));
@@ -85,6 +86,7 @@ void SharedInformer::remove_listener(const std::shared_ptr<detail::Listener>& li
       auto next = std::make_shared<ListenerList>(*listeners_);
       next->erase(next->begin() + (it - listeners_->begin()));
       listeners_ = std::move(next);
+      handler_count_.store(listeners_->size());
       config_.metrics->handlers.Set(static_cast<double>(listeners_->size()));
     }
   }
@@ -182,6 +184,7 @@ void SharedInformer::stop() {
         std::lock_guard lock(dist_mu_);
         stopping_ = *listeners_;
         listeners_ = std::make_shared<ListenerList>();
+        handler_count_.store(0);
         config_.metrics->handlers.Set(0);
       }
       for (auto& l : stopping_) l->request_stop();
@@ -247,6 +250,18 @@ void SharedInformer::on_event(client::EventType type, client::ObjectPtr object) 
 }
 
 void SharedInformer::on_events(std::span<client::WatchEvent> events) {
+  // In parts of at most kMaxHandOff notifications (events x handlers): the first event of a part
+  // waits for the part's hand-off to every handler, so a long batch (a stream catching up) must
+  // not add its whole length to that wait. With one handler a part is the whole batch; with
+  // kMaxHandOff handlers or more, every event is handed off on its own.
+  const std::size_t handlers = std::max<std::size_t>(1, handler_count_.load());
+  const std::size_t part = std::max<std::size_t>(1, kMaxHandOff / handlers);
+  for (std::size_t at = 0; at < events.size(); at += part) {
+    apply_events(events.subspan(at, std::min(part, events.size() - at)));
+  }
+}
+
+void SharedInformer::apply_events(std::span<client::WatchEvent> events) {
   using K = detail::Notification::Kind;
   // Keys, and the transforms of added and modified objects, before the locks (a null result
   // drops the object, and its key is the one it had); a deleted object's final state is

@@ -3,7 +3,9 @@
 #include "kinformer/informer/reflector.h"
 
 #include <algorithm>
+#include <future>
 #include <map>
+#include <mutex>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -987,6 +989,77 @@ TEST(ReflectorTest, AnInformerAppliesABatchOfEventsInOrderToTheStoreAndItsHandle
     }
   }
   EXPECT_EQ(view, (std::map<std::string, std::string>{{"ns/a", "13"}, {"ns/c", "15"}})) << all;
+}
+
+// With many handlers a batch of buffered events is applied in parts of at most
+// SharedInformer::kMaxHandOff notifications, each part handed to every handler before the next is
+// taken, so the first event of a long batch does not wait for the hand-off of the whole batch.
+// Observed from the transform (called per event, before its part's store update): when it sees
+// the first event of a part, the previous parts are already in a (blocked) handler's queue.
+TEST(ReflectorTest, ABatchForManyHandlersIsHandedOffInBoundedParts) {
+  constexpr std::size_t kHandlers = 1024;
+  constexpr std::size_t kPart = SharedInformer::kMaxHandOff / kHandlers;
+  static_assert(kPart >= 2 && 3 * kPart < Reflector::kMaxEventBatch);
+  constexpr std::size_t kEvents = 3 * kPart;  // one batch of the reflector, three parts
+  // Declared before the factory, which may call the transform until it is destroyed.
+  std::mutex mu;
+  std::vector<std::size_t> depth_seen;  // guarded by mu: handler 0's queue at each transform
+  std::atomic<Registration*> probe{nullptr};
+  Env env;
+  env.fake->add_list({}, "10");
+  auto w = env.fake->add_watch();
+  for (std::size_t i = 0; i < kEvents; ++i) {
+    w->push(event(EventType::added,
+                  make_object("ns", "o" + std::to_string(i), std::to_string(11 + i))));
+  }
+  InformerOptions opts;
+  opts.transform = cache::Transform{"probe", [&](client::ObjectPtr o) -> client::ObjectPtr {
+                                      Registration* r = probe.load();
+                                      std::lock_guard lock(mu);
+                                      depth_seen.push_back(r != nullptr ? r->queue_depth() : 0);
+                                      return o;
+                                    }};
+  auto& inf = env.factory->informer(testing::test_type(), opts);
+  // Handler 0 blocks in its first callback, so what it was handed stays in its queue.
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  auto blocked = std::make_shared<RecordingHandler>();
+  blocked->hook = [released](const std::string&) { released.wait(); };
+  std::vector<Registration> regs;
+  regs.reserve(kHandlers);
+  regs.push_back(inf.add_handler(blocked));
+  std::vector<std::shared_ptr<RecordingHandler>> others;
+  for (std::size_t i = 1; i < kHandlers; ++i) {
+    others.push_back(std::make_shared<RecordingHandler>());
+    regs.push_back(inf.add_handler(others.back()));
+  }
+  probe.store(&regs.front());
+  env.factory->start();
+  const std::string last =
+      "add ns/o" + std::to_string(kEvents - 1) + " " + std::to_string(11 + kEvents - 1);
+  bool all = testing::eventually([&] {
+    return std::all_of(others.begin(), others.end(),
+                       [&](const auto& h) { return h->events().size() == kEvents; });
+  });
+  std::vector<std::size_t> seen;
+  {
+    std::lock_guard lock(mu);
+    seen = depth_seen;
+  }
+  probe.store(nullptr);  // regs go before the factory
+  release.set_value();
+  ASSERT_TRUE(all) << "every other handler receives every event while handler 0 is blocked";
+  EXPECT_EQ(others.back()->events().back(), last);
+  ASSERT_EQ(seen.size(), kEvents);
+  std::string trace;
+  for (std::size_t d : seen) trace += std::to_string(d) + " ";
+  for (std::size_t part = 1; part < 3; ++part) {
+    // The part's events are queued, but for the one handler 0 may already be blocked in.
+    EXPECT_GE(seen[part * kPart], part * kPart - 1)
+        << "part " << part << " was transformed before the previous parts were handed off; "
+        << "queue depths at each transform: " << trace;
+  }
+  EXPECT_EQ(seen[0], 0u) << trace;
 }
 
 }  // namespace

@@ -363,6 +363,11 @@ class SyntheticSource {
     std::lock_guard lock(mu_);
     return pods_.size();
   }
+  // How late the reflector asked for its events (now - scheduled time), over the whole run.
+  [[nodiscard]] Histogram lateness() const {
+    std::lock_guard lock(mu_);
+    return lateness_;
+  }
 
   // One stream's state, guarded by mu_.
   struct StreamState {
@@ -425,6 +430,8 @@ class SyntheticSource {
       return std::optional<client::WatchEvent>{};
     }
     ++next_;
+    lateness_.add(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(SteadyClock::now() - due).count());
     std::shared_ptr<const Pod> tmpl = pods_[i % pods_.size()];
     const std::uint64_t rv = base_rv_ + i + 1;
     lock.unlock();
@@ -452,6 +459,7 @@ class SyntheticSource {
   SteadyClock::time_point t0_;                      // guarded by mu_
   SteadyClock::time_point end_;                     // guarded by mu_
   std::uint64_t next_ = 0;                          // guarded by mu_
+  Histogram lateness_;                              // guarded by mu_: now - due, per event
   std::atomic<std::uint64_t> emitted_{0};
 };
 
@@ -623,6 +631,7 @@ int main(int argc, char** argv) {
   double cpu_window_s = 0;
   std::uint64_t delivered = 0;
   std::uint64_t source_events = 0;
+  Histogram lateness;  // synthetic source: the whole run's
   if (synced && !opt.no_events) {
     const auto events_deadline =
         SteadyClock::now() + std::chrono::duration<double>(opt.events_timeout_s);
@@ -650,6 +659,7 @@ int main(int argc, char** argv) {
       }
       const std::uint64_t n1 = sum();
       source_events = synthetic ? synthetic->emitted() - e0 : 0;
+      if (synthetic) lateness = synthetic->lateness();
       cpu_window_s = cpu_seconds() - cpu0;
       window_s = std::chrono::duration<double>(SteadyClock::now() - w0).count();
       shared.recording.store(false, std::memory_order_release);
@@ -709,7 +719,10 @@ int main(int argc, char** argv) {
       << ",\"source_rate_asked\":" << (synthetic ? opt.rate : 0.0)
       << ",\"source_templates\":" << (synthetic ? synthetic->templates() : 0)
       << ",\"source_events\":" << source_events << ",\"source_events_per_s\":"
-      << (window_s > 0 ? static_cast<double>(source_events) / window_s : 0.0) << "}";
+      << (window_s > 0 ? static_cast<double>(source_events) / window_s : 0.0)
+      << ",\"source_lateness_p50_us\":" << static_cast<double>(lateness.quantile(0.50)) / 1e3
+      << ",\"source_lateness_p99_us\":" << static_cast<double>(lateness.quantile(0.99)) / 1e3
+      << ",\"source_lateness_max_us\":" << static_cast<double>(lateness.quantile(1.0)) / 1e3 << "}";
   std::cout << out.str() << std::endl;
   return synced ? 0 : 1;
 }

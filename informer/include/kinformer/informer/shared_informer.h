@@ -73,6 +73,11 @@ struct InformerConfig {
 /// inside a handler callback.
 class SharedInformer : public std::enable_shared_from_this<SharedInformer>, private ReflectorSink {
  public:
+  /// Most notifications (watch events x handlers) one hand-off of buffered watch events queues
+  /// before the handlers are woken: a batch of events from the stream is applied in parts of
+  /// max(1, kMaxHandOff / handlers) events, which bounds what batching adds to an event's latency.
+  static constexpr std::size_t kMaxHandOff = 4096;
+
   SharedInformer(InformerKey key, client::ResourceType type,
                  client::ListerWatcherPtr lister_watcher, InformerConfig config);
   ~SharedInformer() override;
@@ -142,8 +147,10 @@ class SharedInformer : public std::enable_shared_from_this<SharedInformer>, priv
   void on_replace(std::vector<client::ObjectPtr> items,
                   const std::string& resource_version) override;
   void on_event(client::EventType type, client::ObjectPtr object) override;
-  // One store update (under dist_mu_) and one hand-off to the listeners for all of `events`.
+  // apply_events() for `events`, in parts of at most kMaxHandOff notifications.
   void on_events(std::span<client::WatchEvent> events) override;
+  // One store update (under dist_mu_) and one hand-off to the listeners for all of `events`.
+  void apply_events(std::span<client::WatchEvent> events);
   void on_resource_version(const std::string& resource_version) override;
   client::ObjectPtr apply_transform(client::ObjectPtr object) const;
   void resync_loop(const std::stop_token& stop);
@@ -176,10 +183,11 @@ class SharedInformer : public std::enable_shared_from_this<SharedInformer>, priv
   std::vector<std::string> event_keys_;
   std::vector<detail::Delta> event_batch_;
   std::shared_ptr<const ListenerList> listeners_ =
-      std::make_shared<ListenerList>();  // guarded by dist_mu_ (copy on write)
-  std::atomic<bool> synced_{false};      // written under dist_mu_
-  bool started_ = false;                 // guarded by dist_mu_
-  bool stopped_ = false;                 // guarded by dist_mu_
+      std::make_shared<ListenerList>();        // guarded by dist_mu_ (copy on write)
+  std::atomic<std::size_t> handler_count_{0};  // listeners_->size(), written under dist_mu_
+  std::atomic<bool> synced_{false};            // written under dist_mu_
+  bool started_ = false;                       // guarded by dist_mu_
+  bool stopped_ = false;                       // guarded by dist_mu_
   mutable std::condition_variable sync_cv_;
 
   std::mutex thread_mu_;   // start/stop
