@@ -349,8 +349,9 @@ Reflector::WatchOutcome Reflector::watch(const client::ListOptions& opts, Phase 
   }
   auto opened_at = options_.clock->now();
   bool delivered = false;
-  // Steady-phase events the stream had already received go to the sink together (one store
-  // update and one hand-off to the handlers per batch); the RV follows the last one handed over.
+  // Steady-phase events the stream had already received go to the sink together (the informer
+  // applies them in parts bounded by its handler count: SharedInformer::kMaxHandOff); the RV
+  // follows the last one handed over.
   std::vector<client::WatchEvent> pending;
   std::string pending_rv;
   auto flush = [&] {

@@ -991,6 +991,75 @@ TEST(ReflectorTest, AnInformerAppliesABatchOfEventsInOrderToTheStoreAndItsHandle
   EXPECT_EQ(view, (std::map<std::string, std::string>{{"ns/a", "13"}, {"ns/c", "15"}})) << all;
 }
 
+// The same promise when the batch is applied in parts (1,024 handlers: parts of 4 events), with
+// an object added in the first part and deleted in the second: every handler's replayed view
+// ends equal to the store, and the store at the last state and resourceVersion.
+TEST(ReflectorTest, ABatchAppliedInPartsKeepsEveryHandlersViewEqualToTheStore) {
+  constexpr std::size_t kHandlers = 1024;
+  static_assert(SharedInformer::kMaxHandOff / kHandlers == 4, "the script below splits at 4");
+  Env env;
+  env.fake->add_list({make_object("ns", "a", "5")}, "10");
+  env.fake->add_watch()
+      ->push(event(EventType::modified, make_object("ns", "a", "11")))
+      .push(event(EventType::added, make_object("ns", "b", "12")))
+      .push(event(EventType::modified, make_object("ns", "a", "13")))
+      .push(event(EventType::added, make_object("ns", "d", "14")))
+      .push(event(EventType::deleted, make_object("ns", "b", "15")))  // the second part
+      .push(event(EventType::added, make_object("ns", "c", "16")))
+      .push(event(EventType::modified, make_object("ns", "d", "17")));
+  auto& inf = env.factory->informer(testing::test_type());
+  std::vector<std::shared_ptr<RecordingHandler>> handlers;
+  std::vector<Registration> regs;
+  for (std::size_t i = 0; i < kHandlers; ++i) {
+    handlers.push_back(std::make_shared<RecordingHandler>());
+    regs.push_back(inf.add_handler(handlers.back()));
+  }
+  env.factory->start();
+  ASSERT_TRUE(testing::eventually([&] { return inf.store().resource_version() == "17"; }));
+  // Each handler's last callback for ns/c and ns/d (coalescing may merge d's add and update).
+  for (const auto& h : handlers) {
+    ASSERT_TRUE(testing::eventually([&] {
+      auto ev = h->events();
+      auto has = [&](const std::string& e) {
+        return std::find(ev.begin(), ev.end(), e) != ev.end();
+      };
+      return has("add ns/c 16") && (has("update ns/d 14->17") || has("add ns/d 17"));
+    }));
+  }
+  EXPECT_EQ(inf.store().size(), 3u);
+  EXPECT_EQ(inf.store().get("ns/b"), nullptr);
+  const std::map<std::string, std::string> want{{"ns/a", "13"}, {"ns/c", "16"}, {"ns/d", "17"}};
+  for (const auto& [key, rv] : want) {
+    ASSERT_NE(inf.store().get(key), nullptr) << key;
+    EXPECT_EQ(inf.store().get(key)->metadata.resource_version, rv) << key;
+  }
+  for (std::size_t i = 0; i < kHandlers; ++i) {
+    std::map<std::string, std::string> view;
+    std::string all;
+    for (const auto& e : handlers[i]->events()) {
+      all += e + "; ";
+      std::istringstream in(e);
+      std::string verb;
+      std::string key;
+      std::string rv;
+      in >> verb >> key >> rv;
+      if (verb == "delete") {
+        ASSERT_EQ(view.erase(key), 1u)
+            << "handler " << i << ": a delete of an unseen object: " << all;
+      } else if (verb == "update") {
+        auto arrow = rv.find("->");
+        ASSERT_NE(arrow, std::string::npos) << all;
+        ASSERT_EQ(view[key], rv.substr(0, arrow)) << "handler " << i << ": " << all;
+        view[key] = rv.substr(arrow + 2);
+      } else {
+        ASSERT_EQ(view.count(key), 0u) << "handler " << i << ": a second add: " << all;
+        view[key] = rv;
+      }
+    }
+    ASSERT_EQ(view, want) << "handler " << i << ": " << all;
+  }
+}
+
 // With many handlers a batch of buffered events is applied in parts of at most
 // SharedInformer::kMaxHandOff notifications, each part handed to every handler before the next is
 // taken, so the first event of a long batch does not wait for the hand-off of the whole batch.

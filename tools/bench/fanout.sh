@@ -169,7 +169,7 @@ res["patch_failed"] = p.get("failed", 0)
 res["events_per_s"] = res["source_events_per_s"] if res["mode"] == "synthetic" else res["patch_rate"]
 print(json.dumps(res))
 PY
-  python3 -c 'import json,sys; r=json.loads(sys.stdin.readlines()[-1]); print("   %-9s %-9s n=%-4d stuck=%d sync=%.3fs threads=%d delivered/s=%.0f cpu_us/notif=%.3f p50=%.1fus p99=%.1fus events/s=%.0f load=%.2f" % (r["side"], r["mode"], r["handlers"], r["stuck"], r["sync_s"], r["threads_max"], r["delivered_per_s"], r["cpu_us_per_notification"], r["latency_p50_us"], r["latency_p99_us"], r["events_per_s"], r["loadavg1"]))' <"$raw" >&2
+  python3 -c 'import json,sys; r=json.loads(sys.stdin.readlines()[-1]); print("   %-9s %-9s n=%-4d stuck=%d sync=%.3fs threads=%d delivered/s=%.0f cpu_us/notif=%.3f p50=%.1fus p99=%.1fus events/s=%.0f load=%.2f steal=%.2fs" % (r["side"], r["mode"], r["handlers"], r["stuck"], r["sync_s"], r["threads_max"], r["delivered_per_s"], r["cpu_us_per_notification"], r["latency_p50_us"], r["latency_p99_us"], r["events_per_s"], r["loadavg1"], r.get("steal_window_s", float("nan"))))' <"$raw" >&2
 }
 
 configs=()  # mode:handlers:stuck

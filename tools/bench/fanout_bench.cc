@@ -36,6 +36,7 @@
 // (nullopt) when the run ends; a watch opened after that blocks until cancelled.
 
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -242,6 +243,17 @@ double cpu_seconds() {
     return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6;
   };
   return tv(ru.ru_utime) + tv(ru.ru_stime);
+}
+
+// The machine's steal time so far (all CPUs, /proc/stat's "cpu" line; USER_HZ ticks): time a
+// virtual machine's CPUs were ready but held by the hypervisor. It stalls any thread, and a
+// stalled reflector shows up as a late synthetic source and a high p99.
+double steal_seconds() {
+  std::ifstream in("/proc/stat");
+  std::string cpu;
+  double v[8] = {};
+  in >> cpu >> v[0] >> v[1] >> v[2] >> v[3] >> v[4] >> v[5] >> v[6] >> v[7];
+  return cpu == "cpu" ? v[7] / static_cast<double>(sysconf(_SC_CLK_TCK)) : 0.0;
 }
 
 std::optional<std::int64_t> annotation_ns(const kinformer::client::StringMap& annotations,
@@ -629,6 +641,7 @@ int main(int argc, char** argv) {
   bool events_seen = false;
   double window_s = 0;
   double cpu_window_s = 0;
+  double steal_window_s = 0;
   std::uint64_t delivered = 0;
   std::uint64_t source_events = 0;
   Histogram lateness;  // synthetic source: the whole run's
@@ -651,6 +664,7 @@ int main(int argc, char** argv) {
       const std::uint64_t n0 = sum();
       const std::uint64_t e0 = synthetic ? synthetic->emitted() : 0;
       const double cpu0 = cpu_seconds();
+      const double steal0 = steal_seconds();
       const auto w0 = SteadyClock::now();
       const auto w_end = w0 + std::chrono::duration<double>(opt.window_s);
       while (SteadyClock::now() < w_end) {
@@ -661,6 +675,7 @@ int main(int argc, char** argv) {
       source_events = synthetic ? synthetic->emitted() - e0 : 0;
       if (synthetic) lateness = synthetic->lateness();
       cpu_window_s = cpu_seconds() - cpu0;
+      steal_window_s = steal_seconds() - steal0;
       window_s = std::chrono::duration<double>(SteadyClock::now() - w0).count();
       shared.recording.store(false, std::memory_order_release);
       delivered = n1 - n0;
@@ -720,6 +735,7 @@ int main(int argc, char** argv) {
       << ",\"source_templates\":" << (synthetic ? synthetic->templates() : 0)
       << ",\"source_events\":" << source_events << ",\"source_events_per_s\":"
       << (window_s > 0 ? static_cast<double>(source_events) / window_s : 0.0)
+      << ",\"steal_window_s\":" << steal_window_s
       << ",\"source_lateness_p50_us\":" << static_cast<double>(lateness.quantile(0.50)) / 1e3
       << ",\"source_lateness_p99_us\":" << static_cast<double>(lateness.quantile(0.99)) / 1e3
       << ",\"source_lateness_max_us\":" << static_cast<double>(lateness.quantile(1.0)) / 1e3 << "}";

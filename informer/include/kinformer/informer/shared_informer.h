@@ -66,7 +66,8 @@ struct InformerConfig {
 /// Data flow: the reflector thread updates the store first, then records each change once (its
 /// key computed once) and hands the batch to every handler's bounded, coalescing queue, outside
 /// the distribution lock; each handler is a serial strand on the factory's HandlerExecutor (a
-/// bounded pool: threads are O(pool), not O(handlers)), woken once per batch. Handlers never
+/// bounded pool: threads are O(pool), not O(handlers)), woken once per batch (a list's chunk, a
+/// part of a batch of watch events: kMaxHandOff). Handlers never
 /// delay the reflector or each other (the pool compensates for a blocked worker).
 ///
 /// Thread-safety: thread-safe; every public method may be called from any thread, including from
@@ -75,7 +76,8 @@ class SharedInformer : public std::enable_shared_from_this<SharedInformer>, priv
  public:
   /// Most notifications (watch events x handlers) one hand-off of buffered watch events queues
   /// before the handlers are woken: a batch of events from the stream is applied in parts of
-  /// max(1, kMaxHandOff / handlers) events, which bounds what batching adds to an event's latency.
+  /// max(1, kMaxHandOff / handlers) events (one event, however many handlers, beyond
+  /// kMaxHandOff of them), which bounds what batching adds to the first event's latency.
   static constexpr std::size_t kMaxHandOff = 4096;
 
   SharedInformer(InformerKey key, client::ResourceType type,
@@ -147,7 +149,7 @@ class SharedInformer : public std::enable_shared_from_this<SharedInformer>, priv
   void on_replace(std::vector<client::ObjectPtr> items,
                   const std::string& resource_version) override;
   void on_event(client::EventType type, client::ObjectPtr object) override;
-  // apply_events() for `events`, in parts of at most kMaxHandOff notifications.
+  // apply_events() for `events`, in parts of max(1, kMaxHandOff / handlers) events.
   void on_events(std::span<client::WatchEvent> events) override;
   // One store update (under dist_mu_) and one hand-off to the listeners for all of `events`.
   void apply_events(std::span<client::WatchEvent> events);
@@ -178,7 +180,7 @@ class SharedInformer : public std::enable_shared_from_this<SharedInformer>, priv
   // between a change and its notification (it would absorb the add or the update).
   std::mutex fanout_mu_;
   std::vector<HandlerExecutor::Strand*> wake_;  // guarded by fanout_mu_: fan_out's scratch
-  // on_events' scratch, reflector thread only (kept between batches for their capacity; emptied
+  // apply_events' scratch, reflector thread only (kept between parts for their capacity; emptied
   // after each, so that they hold no object).
   std::vector<std::string> event_keys_;
   std::vector<detail::Delta> event_batch_;
