@@ -941,6 +941,41 @@ TEST(ReflectorTest, ALongRunOfBufferedEventsIsSplitIntoBoundedBatches) {
       [&] { return reflector.last_sync_resource_version() == std::to_string(10 + n); }));
 }
 
+// Replays a handler's callbacks ("add K RV[ initial]", "update K OLD->NEW", "delete K RV") into
+// the view they build. A callback that does not follow from the view so far (a delete or an
+// update of a state the handler did not have, a second add) is described in `error`.
+std::map<std::string, std::string> replay(const std::vector<std::string>& callbacks,
+                                          std::string& error) {
+  std::map<std::string, std::string> view;
+  std::string all;
+  for (const auto& e : callbacks) all += e + "; ";
+  for (const auto& e : callbacks) {
+    std::istringstream in(e);
+    std::string verb;
+    std::string key;
+    std::string rv;
+    in >> verb >> key >> rv;
+    if (verb == "delete") {
+      if (view.erase(key) != 1) error += "a delete of an object the handler did not have: ";
+    } else if (verb == "update") {
+      auto arrow = rv.find("->");
+      if (arrow == std::string::npos || view[key] != rv.substr(0, arrow)) {
+        error += "an update from a state not seen: ";
+      } else {
+        view[key] = rv.substr(arrow + 2);
+      }
+    } else {
+      if (view.count(key) != 0) error += "a second add: ";
+      view[key] = rv;
+    }
+    if (!error.empty()) {
+      error += e + " in " + all;
+      break;
+    }
+  }
+  return view;
+}
+
 // The informer applies a batch in order, for the store and for every handler: all the events
 // below are buffered before the informer starts, so they arrive as one batch (the tests above
 // show the batching), and several changes of one key in it coalesce by the usual rules. The
@@ -966,29 +1001,10 @@ TEST(ReflectorTest, AnInformerAppliesABatchOfEventsInOrderToTheStoreAndItsHandle
   EXPECT_EQ(inf.store().get("ns/a")->metadata.resource_version, "13");
   EXPECT_EQ(inf.store().get("ns/b"), nullptr);
   ASSERT_NE(inf.store().get("ns/c"), nullptr);
-  // Replay the handler's callbacks: "add K RV[ initial]", "update K OLD->NEW", "delete K RV".
-  std::map<std::string, std::string> view;
-  std::string all;
-  for (const auto& e : h->events()) {
-    all += e + "; ";
-    std::istringstream in(e);
-    std::string verb;
-    std::string key;
-    std::string rv;
-    in >> verb >> key >> rv;
-    if (verb == "delete") {
-      EXPECT_EQ(view.erase(key), 1u) << "a delete of an object the handler did not have: " << all;
-    } else if (verb == "update") {
-      auto arrow = rv.find("->");
-      ASSERT_NE(arrow, std::string::npos) << all;
-      EXPECT_EQ(view[key], rv.substr(0, arrow)) << "an update from a state not seen: " << all;
-      view[key] = rv.substr(arrow + 2);
-    } else {
-      EXPECT_EQ(view.count(key), 0u) << "a second add: " << all;
-      view[key] = rv;
-    }
-  }
-  EXPECT_EQ(view, (std::map<std::string, std::string>{{"ns/a", "13"}, {"ns/c", "15"}})) << all;
+  std::string error;
+  auto view = replay(h->events(), error);
+  EXPECT_EQ(error, "");
+  EXPECT_EQ(view, (std::map<std::string, std::string>{{"ns/a", "13"}, {"ns/c", "15"}}));
 }
 
 // The same promise when the batch is applied in parts (1,024 handlers: parts of 4 events), with
@@ -1034,29 +1050,10 @@ TEST(ReflectorTest, ABatchAppliedInPartsKeepsEveryHandlersViewEqualToTheStore) {
     EXPECT_EQ(inf.store().get(key)->metadata.resource_version, rv) << key;
   }
   for (std::size_t i = 0; i < kHandlers; ++i) {
-    std::map<std::string, std::string> view;
-    std::string all;
-    for (const auto& e : handlers[i]->events()) {
-      all += e + "; ";
-      std::istringstream in(e);
-      std::string verb;
-      std::string key;
-      std::string rv;
-      in >> verb >> key >> rv;
-      if (verb == "delete") {
-        ASSERT_EQ(view.erase(key), 1u)
-            << "handler " << i << ": a delete of an unseen object: " << all;
-      } else if (verb == "update") {
-        auto arrow = rv.find("->");
-        ASSERT_NE(arrow, std::string::npos) << all;
-        ASSERT_EQ(view[key], rv.substr(0, arrow)) << "handler " << i << ": " << all;
-        view[key] = rv.substr(arrow + 2);
-      } else {
-        ASSERT_EQ(view.count(key), 0u) << "handler " << i << ": a second add: " << all;
-        view[key] = rv;
-      }
-    }
-    ASSERT_EQ(view, want) << "handler " << i << ": " << all;
+    std::string error;
+    auto view = replay(handlers[i]->events(), error);
+    ASSERT_EQ(error, "") << "handler " << i;
+    ASSERT_EQ(view, want) << "handler " << i;
   }
 }
 
