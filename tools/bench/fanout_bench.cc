@@ -33,7 +33,10 @@
 // list RV + i + 1, label bench-seq = i and annotation bench.kinformer.dev/sent = wall clock, as
 // the patcher writes them. The receipt stamp is the transform's, unchanged. The events are made
 // in next(), i.e. on the reflector thread (the real stream decodes there too). The stream ends
-// (nullopt) when the run ends; a watch opened after that blocks until cancelled.
+// (nullopt) when the run ends; a watch opened after that blocks until cancelled. The output's
+// source_lateness_* is how late the reflector asked for event i (now - its scheduled time, over
+// the whole run): a stalled reflector shows there. steal_window_s is the machine's steal time in
+// the window (/proc/stat), for telling a VM's held CPUs from the library's own delays.
 
 #include <sys/resource.h>
 #include <unistd.h>
