@@ -71,11 +71,15 @@ Registration SharedInformer::add_handler(ResourceEventHandlerPtr handler, Handle
   if (synced_) listener->mark_sync_barrier();
   auto next = std::make_shared<ListenerList>(*listeners_);
   next->push_back(listener);
+  set_listeners_locked(std::move(next));
+  listener->start();
+  return Registration(weak_from_this(), std::move(listener));
+}
+
+void SharedInformer::set_listeners_locked(std::shared_ptr<const ListenerList> next) {
   listeners_ = std::move(next);
   handler_count_.store(listeners_->size());
   config_.metrics->handlers.Set(static_cast<double>(listeners_->size()));
-  listener->start();
-  return Registration(weak_from_this(), std::move(listener));
 }
 
 void SharedInformer::remove_listener(const std::shared_ptr<detail::Listener>& listener) {
@@ -85,9 +89,7 @@ void SharedInformer::remove_listener(const std::shared_ptr<detail::Listener>& li
     if (it != listeners_->end()) {
       auto next = std::make_shared<ListenerList>(*listeners_);
       next->erase(next->begin() + (it - listeners_->begin()));
-      listeners_ = std::move(next);
-      handler_count_.store(listeners_->size());
-      config_.metrics->handlers.Set(static_cast<double>(listeners_->size()));
+      set_listeners_locked(std::move(next));
     }
   }
   listener->request_stop();
@@ -183,9 +185,7 @@ void SharedInformer::stop() {
       {
         std::lock_guard lock(dist_mu_);
         stopping_ = *listeners_;
-        listeners_ = std::make_shared<ListenerList>();
-        handler_count_.store(0);
-        config_.metrics->handlers.Set(0);
+        set_listeners_locked(std::make_shared<ListenerList>());
       }
       for (auto& l : stopping_) l->request_stop();
     }

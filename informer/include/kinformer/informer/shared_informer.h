@@ -141,6 +141,8 @@ class SharedInformer : public std::enable_shared_from_this<SharedInformer>, priv
   friend class Registration;
   using ListenerList = std::vector<std::shared_ptr<detail::Listener>>;
   void remove_listener(const std::shared_ptr<detail::Listener>& listener);
+  // Replaces listeners_ and what mirrors it (handler_count_, the handlers gauge). dist_mu_ held.
+  void set_listeners_locked(std::shared_ptr<const ListenerList> next);
   // Hands one batch to every listener of `to` (outside dist_mu_), then marks their sync barrier.
   // fanout_mu_ held.
   void fan_out(const ListenerList& to, std::span<const detail::Delta> batch, bool barrier);
