@@ -22,6 +22,17 @@
 // With --stuck 1, handler 0 blocks in its first callback until the run ends (released just
 // before shutdown); it is left out of the sync time, the counts and the latency.
 //
+// With --stuck-phases 1, one process measures both sides of the stuck-handler comparison: the
+// window is cut into three equal phases, "before" (no handler stuck), "stuck" (handler 0 blocks
+// in its first callback after the phase starts, and stays blocked until it ends) and "after"
+// (released: it works off its coalesced backlog). Handler 0 is left out of the sync time, the
+// counts and the latency in every phase, so each phase measures the same 99 handlers; each
+// callback is counted in the phase it ran in. The output's phase_* arrays hold the three phases.
+// Runs of separate processes differ by more than a stuck handler does (memory layout, thread
+// placement, the machine's state), so a within-process comparison is the sharper one.
+// --stuck-phases 2 is its control: the same three phases, and handler 0 never blocks, so the
+// differences between phases that are not the stuck handler's show.
+//
 // With --source synthetic, the events come from this process instead of the server, so that the
 // fan-out path (store update -> handler queues -> callbacks) is measured at a rate the server on
 // a small machine cannot produce: the factory's ListerWatcher wraps the RestClient's; list() goes
@@ -142,6 +153,7 @@ struct Options {
   std::size_t pods = 5000;
   std::size_t handlers = 1;
   bool stuck = false;
+  int stuck_phases = 0;  // --stuck-phases: 0 off, 1 handler 0 stuck in phase 1, 2 control
   double warmup_s = 1.0;
   double window_s = 8.0;
   double sync_timeout_s = 180.0;
@@ -156,14 +168,14 @@ struct Options {
 };
 
 [[noreturn]] void usage(const std::string& why) {
-  std::cerr
-      << "kinformer_fanout_bench: " << why << "\n"
-      << "usage: kinformer_fanout_bench --pods N --handlers N [--namespace NS] [--kubeconfig "
-         "PATH]\n"
-         "       [--stuck 0|1] [--warmup-seconds S] [--window-seconds S] [--ready-file PATH]\n"
-         "       [--sync-timeout S] [--events-timeout S] [--no-events] [--watch-list] "
-         "[--pool-threads N]\n"
-         "       [--source server|synthetic] [--rate EVENTS_PER_S] [--batch-hint 0|1]\n";
+  std::cerr << "kinformer_fanout_bench: " << why << "\n"
+            << "usage: kinformer_fanout_bench --pods N --handlers N [--namespace NS] [--kubeconfig "
+               "PATH]\n"
+               "       [--stuck 0|1] [--stuck-phases 0|1|2] [--warmup-seconds S] [--window-seconds "
+               "S] [--ready-file PATH]\n"
+               "       [--sync-timeout S] [--events-timeout S] [--no-events] [--watch-list] "
+               "[--pool-threads N]\n"
+               "       [--source server|synthetic] [--rate EVENTS_PER_S] [--batch-hint 0|1]\n";
   std::exit(2);
 }
 
@@ -186,6 +198,8 @@ Options parse(int argc, char** argv) {
         o.handlers = std::stoul(value());
       else if (a == "--stuck")
         o.stuck = std::stoul(value()) != 0;
+      else if (a == "--stuck-phases")
+        o.stuck_phases = static_cast<int>(std::stoul(value()));
       else if (a == "--warmup-seconds")
         o.warmup_s = std::stod(value());
       else if (a == "--window-seconds")
@@ -218,6 +232,9 @@ Options parse(int argc, char** argv) {
   }
   if (o.handlers == 0 || o.handlers > 100000) usage("--handlers must be in [1, 100000]");
   if (o.stuck && o.handlers < 2) usage("--stuck needs at least 2 handlers");
+  if (o.stuck_phases < 0 || o.stuck_phases > 2) usage("--stuck-phases must be 0, 1 or 2");
+  if (o.stuck_phases != 0 && o.handlers < 2) usage("--stuck-phases needs at least 2 handlers");
+  if (o.stuck && o.stuck_phases != 0) usage("--stuck and --stuck-phases exclude each other");
   if (o.window_s <= 0 || o.window_s > 600) usage("--window-seconds must be in (0, 600]");
   if (!(o.rate > 0 && o.rate <= 1e6)) usage("--rate must be in (0, 1000000]");
   if (o.synthetic && o.watch_list)
@@ -277,6 +294,11 @@ struct Shared {
   std::atomic<std::int64_t> sync_done_ns{0};
   std::atomic<bool> first_update{false};
   std::atomic<bool> recording{false};
+  bool stuck_phases = false;
+  // --stuck-phases: the phase callbacks are counted in (0 before, 1 stuck, 2 after), and whether
+  // handler 0 must block at its next callback.
+  std::atomic<int> phase{0};
+  std::atomic<bool> block_now{false};
   // The stuck handler waits here until released (bounded: it gives up after 10 minutes).
   std::mutex stuck_mu;
   std::condition_variable stuck_cv;
@@ -293,6 +315,7 @@ struct alignas(64) Counter {
   bool blocked_once = false;
   Histogram latency;
   Histogram end_to_end;
+  std::unique_ptr<std::array<Histogram, 3>> phase_latency;  // --stuck-phases only
 
   [[nodiscard]] std::uint64_t total() const {
     return adds.load(std::memory_order_relaxed) + updates.load(std::memory_order_relaxed) +
@@ -302,6 +325,7 @@ struct alignas(64) Counter {
 
 void block_if_stuck(Counter& c, Shared& s) {
   if (!c.stuck || c.blocked_once) return;
+  if (s.stuck_phases && !s.block_now.load(std::memory_order_acquire)) return;
   c.blocked_once = true;
   std::unique_lock lock(s.stuck_mu);
   s.stuck_cv.wait_for(lock, 10min, [&] { return s.released; });
@@ -578,7 +602,8 @@ int main(int argc, char** argv) {
 
   Shared shared;
   shared.pods = opt.pods;
-  shared.counted_handlers = opt.handlers - (opt.stuck ? 1 : 0);
+  shared.counted_handlers = opt.handlers - (opt.stuck || opt.stuck_phases != 0 ? 1 : 0);
+  shared.stuck_phases = opt.stuck_phases != 0;
   std::vector<std::unique_ptr<Counter>> counters;
   std::vector<informer::Registration> registrations;
   counters.reserve(opt.handlers);
@@ -586,7 +611,8 @@ int main(int argc, char** argv) {
   for (std::size_t i = 0; i < opt.handlers; ++i) {
     counters.push_back(std::make_unique<Counter>());
     Counter* c = counters.back().get();
-    c->stuck = opt.stuck && i == 0;
+    c->stuck = (opt.stuck || opt.stuck_phases != 0) && i == 0;
+    if (opt.stuck_phases != 0) c->phase_latency = std::make_unique<std::array<Histogram, 3>>();
     Shared* s = &shared;
     informer::TypedInformer<Pod>::Handler h;
     h.add = [c, s](const std::shared_ptr<const Pod>&, bool) {
@@ -603,7 +629,11 @@ int main(int argc, char** argv) {
       if (!s->first_update.load(std::memory_order_relaxed)) s->first_update.store(true);
       if (!s->recording.load(std::memory_order_acquire)) return;
       const auto& ann = pod->metadata.annotations;
-      if (auto recv = annotation_ns(ann, kRecvAnnotation)) c->latency.add(steady_ns() - *recv);
+      if (auto recv = annotation_ns(ann, kRecvAnnotation)) {
+        const std::int64_t v = steady_ns() - *recv;
+        c->latency.add(v);
+        if (c->phase_latency) (*c->phase_latency)[s->phase.load(std::memory_order_relaxed)].add(v);
+      }
       if (auto sent = annotation_ns(ann, kSentAnnotation)) c->end_to_end.add(wall_ns() - *sent);
     };
     h.del = [c, s](const std::shared_ptr<const Pod>&, bool) {
@@ -670,9 +700,23 @@ int main(int argc, char** argv) {
       const double steal0 = steal_seconds();
       const auto w0 = SteadyClock::now();
       const auto w_end = w0 + std::chrono::duration<double>(opt.window_s);
+      const auto phase_length = std::chrono::duration<double>(opt.window_s / 3);
       while (SteadyClock::now() < w_end) {
-        std::this_thread::sleep_for(50ms);
+        std::this_thread::sleep_for(opt.stuck_phases != 0 ? 10ms : 50ms);
         threads_max = std::max(threads_max, thread_count());
+        if (opt.stuck_phases == 0) continue;
+        const auto now = SteadyClock::now();
+        if (shared.phase.load() == 0 && now >= w0 + phase_length) {
+          shared.phase.store(1);
+          if (opt.stuck_phases == 1) shared.block_now.store(true, std::memory_order_release);
+        } else if (shared.phase.load() == 1 && now >= w0 + 2 * phase_length) {
+          shared.phase.store(2);
+          {
+            std::lock_guard lock(shared.stuck_mu);
+            shared.released = true;
+          }
+          shared.stuck_cv.notify_all();
+        }
       }
       const std::uint64_t n1 = sum();
       source_events = synthetic ? synthetic->emitted() - e0 : 0;
@@ -700,18 +744,30 @@ int main(int argc, char** argv) {
 
   Histogram latency;
   Histogram end_to_end;
+  std::array<Histogram, 3> phase_latency;
   for (const auto& c : counters) {
     if (c->stuck) continue;
     latency.merge(c->latency);
     end_to_end.merge(c->end_to_end);
+    if (c->phase_latency) {
+      for (std::size_t p = 0; p < 3; ++p) phase_latency[p].merge((*c->phase_latency)[p]);
+    }
   }
+  auto phase_array = [&](double q) {
+    std::string a = "[";
+    for (std::size_t p = 0; p < 3; ++p) {
+      if (p > 0) a += ",";
+      a += std::to_string(static_cast<double>(phase_latency[p].quantile(q)) / 1e3);
+    }
+    return a + "]";
+  };
   const std::size_t counted = shared.counted_handlers;
   std::ostringstream out;
   out.setf(std::ios::fixed);
   out.precision(6);
   out << "{\"side\":\"kinformer\",\"handlers\":" << opt.handlers
-      << ",\"stuck\":" << (opt.stuck ? 1 : 0) << ",\"pods\":" << opt.pods << ",\"namespace\":\""
-      << json_escape(opt.namespace_) << "\""
+      << ",\"stuck\":" << (opt.stuck ? 1 : 0) << ",\"stuck_phases\":" << opt.stuck_phases
+      << ",\"pods\":" << opt.pods << ",\"namespace\":\"" << json_escape(opt.namespace_) << "\""
       << ",\"synced\":" << (synced ? "true" : "false") << ",\"sync_s\":" << sync_s
       << ",\"store_size\":" << store_size << ",\"peak_rss_sync_mb\":" << peak_rss_sync_kb / 1024
       << ",\"initial_notifications_per_s\":"
@@ -741,7 +797,14 @@ int main(int argc, char** argv) {
       << ",\"steal_window_s\":" << steal_window_s
       << ",\"source_lateness_p50_us\":" << static_cast<double>(lateness.quantile(0.50)) / 1e3
       << ",\"source_lateness_p99_us\":" << static_cast<double>(lateness.quantile(0.99)) / 1e3
-      << ",\"source_lateness_max_us\":" << static_cast<double>(lateness.quantile(1.0)) / 1e3 << "}";
+      << ",\"source_lateness_max_us\":" << static_cast<double>(lateness.quantile(1.0)) / 1e3;
+  if (opt.stuck_phases != 0) {
+    out << ",\"phase_samples\":[" << phase_latency[0].total() << "," << phase_latency[1].total()
+        << "," << phase_latency[2].total() << "]"
+        << ",\"phase_p50_us\":" << phase_array(0.50) << ",\"phase_p99_us\":" << phase_array(0.99)
+        << ",\"phase_max_us\":" << phase_array(1.0);
+  }
+  out << "}";
   std::cout << out.str() << std::endl;
   return synced ? 0 : 1;
 }
