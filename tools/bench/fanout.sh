@@ -10,7 +10,9 @@
 # Options: --pods N, --rounds N, --handlers "1 10 100 1000", --rate EVENTS_PER_S (default 5000),
 # --window S (default 8), --warmup S (default 1), --out FILE, --dir DIR (launcher state),
 # --no-stuck, --source server|synthetic|both, --synthetic-handlers "100 1000",
-# --synthetic-window S (default: --window), --stuck-phases N. Build dir: ${KINFORMER_BUILD_DIR:-build}.
+# --synthetic-window S (default: --window), --stuck-phases N, --cleanup (delete the loaded Pods
+# at the end: tools/bench/sync.sh runs this on its server, whose informers watch every
+# namespace). Build dir: ${KINFORMER_BUILD_DIR:-build}.
 #
 # --stuck-phases N adds N rounds of kinformer alone, synthetic source, 100 handlers, each run's
 # --synthetic-window cut into three phases (before / handler 0 stuck / after), in one process,
@@ -41,7 +43,7 @@ build="${KINFORMER_BUILD_DIR:-build}"
 case "$build" in /*) ;; *) build="$root/$build" ;; esac
 
 pods=5000 rounds=3 handlers="1 10 100 1000" rate=5000 window=8 warmup=1 stuck=1 out="" dir=""
-source="" synth_handlers="100 1000" synth_window="" stuck_phases=0
+source="" synth_handlers="100 1000" synth_window="" stuck_phases=0 cleanup_pods=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --pods) pods="$2"; shift 2 ;;
@@ -57,8 +59,9 @@ while [[ $# -gt 0 ]]; do
     --synthetic-handlers) synth_handlers="$2"; shift 2 ;;
     --synthetic-window) synth_window="$2"; shift 2 ;;
     --stuck-phases) stuck_phases="$2"; shift 2 ;;
+    --cleanup) cleanup_pods=1; shift ;;
     --quick) pods=1000 rounds=1 handlers="1 100" rate=1000 window=3 warmup=0.5; shift ;;
-    -h|--help) sed -n 2,30p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,38p "$0"; exit 0 ;;
     *) echo "fanout.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -82,7 +85,12 @@ ns="fanout-$pods"
 log() { printf '== [%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
 started_server=0
+loaded=0
 cleanup() {
+  if [[ $cleanup_pods == 1 && $loaded == 1 ]]; then
+    log "deleting the $pods Pods of namespace $ns (--cleanup)"
+    timeout 600 "$loader" load -namespace "$ns" -pods 0 >&2 || true
+  fi
   if [[ $started_server == 1 ]]; then
     log "stopping the launcher's server"
     bash "$root/e2e/launcher.sh" down --dir "$dir" >&2 || true
@@ -122,6 +130,7 @@ fi
 log "server $server"
 
 log "loading $pods Pods into namespace $ns"
+loaded=1
 timeout 900 "$loader" load -namespace "$ns" -pods "$pods" >&2
 
 # --- runs ------------------------------------------------------------------------------------

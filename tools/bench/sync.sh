@@ -20,7 +20,10 @@
 # --settle-ms MS (1000), --no-per-resource (skip the single-informer memory runs), --cpu-runs N
 # (6; 0 skips them: the back-to-back runs per protobuf configuration for API-server CPU, below),
 # --plot "COUNTS", --plot-rounds N (1), --plot-out FILE (default docs/bench/sync.png), --replot (with
-# --plot: no runs, table and plot again from the JSON lines of the last --plot run).
+# --plot: no runs, table and plot again from the JSON lines of the last --plot run),
+# --no-fanout (skip issue 9's fan-out benchmark, which otherwise runs after the sync runs on the
+# same server: tools/bench/fanout.sh with --fanout-args "ARGS" (default none; --quick passes
+# --quick), its tables appended to this table and its Pods deleted after it; ~8 min more).
 # Build dir: ${KINFORMER_BUILD_DIR:-build}. C++ builds take ${KINFORMER_BUILD_LOCK:-/tmp/kinformer-build.lock}
 # with flock when flock exists (machines whose cores are shared between builds).
 #
@@ -53,6 +56,7 @@ case "$build" in /*) ;; *) build="$root/$build" ;; esac
 
 pods=20000 secrets=2000 slices=1000 namespaces=4 rounds=3 out="" dir="" settle_ms=1000 cpu_runs=6
 per_resource=1 plot="" plot_rounds=1 replot=0 plot_out="$root/docs/bench/sync.png"
+fanout=1 fanout_args=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --pods) pods="$2"; shift 2 ;;
@@ -69,8 +73,10 @@ while [[ $# -gt 0 ]]; do
     --plot-rounds) plot_rounds="$2"; shift 2 ;;
     --plot-out) plot_out="$2"; shift 2 ;;
     --replot) replot=1; shift ;;
-    --quick) pods=2000 secrets=200 slices=100 rounds=1 cpu_runs=2; shift ;;
-    -h|--help) sed -n 2,47p "$0"; exit 0 ;;
+    --no-fanout) fanout=0; shift ;;
+    --fanout-args) fanout_args="$2"; shift 2 ;;
+    --quick) pods=2000 secrets=200 slices=100 rounds=1 cpu_runs=2 fanout_args="--quick"; shift ;;
+    -h|--help) sed -n 2,50p "$0"; exit 0 ;;
     *) echo "sync.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -371,3 +377,17 @@ elapsed=$(($(date +%s) - t_start))
 
 make_table
 [[ -z "$plot" ]] || make_plot
+
+# --- the fan-out benchmark (issue 9), on the same server -------------------------------------
+if [[ -z "$plot" && $fanout == 1 ]]; then
+  fanout_out="${out%.md}-fanout.md"
+  log "fan-out benchmark: tools/bench/fanout.sh $fanout_args --cleanup"
+  # shellcheck disable=SC2086 # --fanout-args is a list of options
+  if bash "$root/tools/bench/fanout.sh" $fanout_args --cleanup --out "$fanout_out" >&2; then
+    { printf '\n## Fan-out (tools/bench/fanout.sh %s, same server)\n\n' "$fanout_args"; cat "$fanout_out"; } >>"$out"
+    log "fan-out tables appended to $out"
+  else
+    log "fan-out benchmark failed; the sync table above stands alone"
+    exit 1
+  fi
+fi

@@ -2,7 +2,7 @@
 //
 //	fanout-loader load  -namespace NS -pods N [-workers 32]
 //	    Makes NS hold exactly the Pods pod-00000 .. pod-<N-1> (concurrent creates; extra Pods
-//	    are deleted). Pods are never scheduled (the e2e launcher has no scheduler): they only
+//	    are deleted; -pods 0 empties NS). Pods are never scheduled (the e2e launcher has no scheduler): they only
 //	    need to be stored and watched.
 //	fanout-loader sync-load -pods N -secrets N -slices N [-namespaces 4] [-workers 32]
 //	    The objects of the sync benchmark (tools/bench/sync.sh): see sync.go.
@@ -273,8 +273,12 @@ func main() {
 	slices := fs.Int("slices", 1000, "sync-load: EndpointSlices")
 	namespaces := fs.Int("namespaces", 4, "sync-load: namespaces sync-0 .. sync-<N-1>")
 	_ = fs.Parse(os.Args[2:])
-	if *pods < 1 || *pods > 200000 {
-		die("-pods must be in [1, 200000]")
+	minPods := 1
+	if os.Args[1] == "load" {
+		minPods = 0 // empties the namespace
+	}
+	if *pods < minPods || *pods > 200000 {
+		die("-pods must be in [%d, 200000]", minPods)
 	}
 	cs := client(*kubeconfig)
 	switch os.Args[1] {
