@@ -153,7 +153,7 @@ struct Options {
   std::size_t pods = 5000;
   std::size_t handlers = 1;
   bool stuck = false;
-  int stuck_phases = 0;  // --stuck-phases: 0 off, 1 handler 0 stuck in phase 1, 2 control
+  int stuck_phases = 0;  // --stuck-phases: 0 off, 1 handler 0 stuck in the middle phase, 2 control
   double warmup_s = 1.0;
   double window_s = 8.0;
   double sync_timeout_s = 180.0;
