@@ -799,7 +799,9 @@ int main(int argc, char** argv) {
       << ",\"source_lateness_p99_us\":" << static_cast<double>(lateness.quantile(0.99)) / 1e3
       << ",\"source_lateness_max_us\":" << static_cast<double>(lateness.quantile(1.0)) / 1e3;
   if (opt.stuck_phases != 0) {
-    out << ",\"phase_samples\":[" << phase_latency[0].total() << "," << phase_latency[1].total()
+    // Whether handler 0 did block (mode 1 only): a run where it did not measured nothing.
+    out << ",\"stuck_handler_blocked\":" << (counters[0]->blocked_once ? "true" : "false")
+        << ",\"phase_samples\":[" << phase_latency[0].total() << "," << phase_latency[1].total()
         << "," << phase_latency[2].total() << "]"
         << ",\"phase_p50_us\":" << phase_array(0.50) << ",\"phase_p99_us\":" << phase_array(0.99)
         << ",\"phase_max_us\":" << phase_array(1.0);

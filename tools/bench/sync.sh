@@ -8,11 +8,11 @@
 #   tools/bench/sync.sh --quick          # smoke run: 2,000 Pods, 200 Secrets, 100 slices, 1 round
 #   tools/bench/sync.sh --plot "5000 20000 50000"   # protobuf only, at each Pod count: docs/bench/sync.png
 #
-# Wall time on 2 shared cores (load average ~6): the default run ~7 min once the objects are
+# Wall time on 2 shared cores (load average ~6): the sync runs ~7 min once the objects are
 # loaded (on a quiet machine: 3.6 min of rounds + ~1 min of CPU blocks), ~9 min from an empty
-# server (loading 23,000 objects takes ~100 s; so does deleting 15,000 Pods when --pods shrinks);
-# --quick ~1.5 min with its own --dir; --plot "5000 20000" ~5 min from a server holding 20,000
-# Pods (two loads and 8 runs).
+# server (loading 23,000 objects takes ~100 s; so does deleting 15,000 Pods when --pods shrinks),
+# then the fan-out benchmark ~8 min; --quick ~2.5 min with its own --dir (the fan-out smoke run
+# included); --plot "5000 20000" ~5 min from a server holding 20,000 Pods (two loads, 8 runs).
 #
 # Options: --pods N (default 20000), --secrets N (2000), --slices N (1000), --namespaces N (4),
 # --rounds N (3), --out FILE (default <build>/tools/bench/sync-results.md; raw JSON lines in
@@ -22,8 +22,9 @@
 # --plot "COUNTS", --plot-rounds N (1), --plot-out FILE (default docs/bench/sync.png), --replot (with
 # --plot: no runs, table and plot again from the JSON lines of the last --plot run),
 # --no-fanout (skip issue 9's fan-out benchmark, which otherwise runs after the sync runs on the
-# same server: tools/bench/fanout.sh with --fanout-args "ARGS" (default none; --quick passes
+# same server: tools/bench/fanout.sh with the arguments after "--" (default none; --quick passes
 # --quick), its tables appended to this table and its Pods deleted after it; ~8 min more).
+# Example: tools/bench/sync.sh -- --source synthetic --handlers "100 1000"
 # Build dir: ${KINFORMER_BUILD_DIR:-build}. C++ builds take ${KINFORMER_BUILD_LOCK:-/tmp/kinformer-build.lock}
 # with flock when flock exists (machines whose cores are shared between builds).
 #
@@ -56,7 +57,7 @@ case "$build" in /*) ;; *) build="$root/$build" ;; esac
 
 pods=20000 secrets=2000 slices=1000 namespaces=4 rounds=3 out="" dir="" settle_ms=1000 cpu_runs=6
 per_resource=1 plot="" plot_rounds=1 replot=0 plot_out="$root/docs/bench/sync.png"
-fanout=1 fanout_args=""
+fanout=1 fanout_args=() fanout_quick=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --pods) pods="$2"; shift 2 ;;
@@ -74,9 +75,9 @@ while [[ $# -gt 0 ]]; do
     --plot-out) plot_out="$2"; shift 2 ;;
     --replot) replot=1; shift ;;
     --no-fanout) fanout=0; shift ;;
-    --fanout-args) fanout_args="$2"; shift 2 ;;
-    --quick) pods=2000 secrets=200 slices=100 rounds=1 cpu_runs=2 fanout_args="--quick"; shift ;;
-    -h|--help) sed -n 2,50p "$0"; exit 0 ;;
+    --quick) pods=2000 secrets=200 slices=100 rounds=1 cpu_runs=2 fanout_quick=1; shift ;;
+    --) shift; fanout_args=("$@"); break ;;
+    -h|--help) sed -n 2,51p "$0"; exit 0 ;;
     *) echo "sync.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -381,10 +382,13 @@ make_table
 # --- the fan-out benchmark (issue 9), on the same server -------------------------------------
 if [[ -z "$plot" && $fanout == 1 ]]; then
   fanout_out="${out%.md}-fanout.md"
-  log "fan-out benchmark: tools/bench/fanout.sh $fanout_args --cleanup"
-  # shellcheck disable=SC2086 # --fanout-args is a list of options
-  if bash "$root/tools/bench/fanout.sh" $fanout_args --cleanup --out "$fanout_out" >&2; then
-    { printf '\n## Fan-out (tools/bench/fanout.sh %s, same server)\n\n' "$fanout_args"; cat "$fanout_out"; } >>"$out"
+  if ((${#fanout_args[@]} == 0 && fanout_quick == 1)); then fanout_args=(--quick); fi
+  log "fan-out benchmark: tools/bench/fanout.sh ${fanout_args[*]} --cleanup"
+  if bash "$root/tools/bench/fanout.sh" "${fanout_args[@]}" --cleanup --out "$fanout_out" >&2; then
+    {
+      printf '\n## Fan-out (tools/bench/fanout.sh %s, on the server that holds the sync objects above)\n\n' "${fanout_args[*]}"
+      cat "$fanout_out"
+    } >>"$out"
     log "fan-out tables appended to $out"
   else
     log "fan-out benchmark failed; the sync table above stands alone"
