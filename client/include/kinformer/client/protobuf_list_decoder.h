@@ -30,8 +30,9 @@ namespace kinformer::client {
 /// envelope error after the list first, e.g. a contentEncoding, which comes after raw); a body
 /// without a raw field is an error (the whole-body decoder returned an empty list: a body cut
 /// after the typeMeta would otherwise be a silent empty list); a second raw field is an error
-/// (protobuf's last-one-wins cannot be undone once items are out). An item (or ListMeta or
-/// typeMeta) longer than max_item_bytes is Errc::too_large, reported when its length is read.
+/// (protobuf's last-one-wins cannot be undone once items are out), and so is anything wrong in
+/// the first raw of such a body, which is decoded before the second is seen. An item (or ListMeta
+/// or typeMeta) longer than max_item_bytes is Errc::too_large, reported when its length is read.
 /// After a failure the decoder is finished: later calls return the same error.
 /// Thread-safety: not thread-safe; one decoder per response, used by one thread at a time.
 class ProtobufListDecoder {
