@@ -330,11 +330,13 @@ if phase_rows:
     P("| run | rounds | p99 us before | p99 us stuck (control: phase 2) | p99 us after | change of the medians | change per round, median | per round |")
     P("|---|---:|---:|---:|---:|---:|---:|---|")
     phase_change = {}
+    def change(r):  # one run's stuck (or control's second) phase against its first
+        return ratio(r["phase_p99_us"][1], r["phase_p99_us"][0]) - 1
     for kind, label in ((1, "handler 0 stuck"), (2, "control")):
         rs = sorted((r for r in phase_rows if r["stuck_phases"] == kind), key=lambda r: r["round"])
         if not rs:
             continue
-        ch = [ratio(r["phase_p99_us"][1], r["phase_p99_us"][0]) - 1 for r in rs]
+        ch = [change(r) for r in rs]
         mb, ms, ma = (med([r["phase_p99_us"][i] for r in rs]) for i in range(3))
         phase_change[kind] = ratio(ms, mb) - 1
         P(f"| {label} | {len(rs)} | {f(mb,1)} | {f(ms,1)} | {f(ma,1)} | {phase_change[kind]*100:+.1f}% | {med(ch)*100:+.1f}% | "
@@ -348,8 +350,7 @@ if phase_rows:
         a = [r for r in phase_rows if r["round"] == rd and r["stuck_phases"] == 1]
         b = [r for r in phase_rows if r["round"] == rd and r["stuck_phases"] == 2]
         if a and b:
-            paired.append((ratio(a[0]["phase_p99_us"][1], a[0]["phase_p99_us"][0]) - 1)
-                          - (ratio(b[0]["phase_p99_us"][1], b[0]["phase_p99_us"][0]) - 1))
+            paired.append(change(a[0]) - change(b[0]))
     if len(paired) >= 2:
         q = statistics.quantiles(paired, n=4)
         P("")
