@@ -80,6 +80,34 @@ std::string header_value(const HttpResponse& r, std::string_view name) {
   return {};
 }
 
+// Waking the reader. A read's events wake it at once, unless more bytes are already waiting on
+// the socket: then they are queued unsignalled and the reader is woken once for the burst, when
+// a read leaves the socket empty, when kMaxUnsignalled events wait, before reading pauses, or at
+// the latest kMaxSignalDelay after the first of them (the next read can block although bytes are
+// waiting: the rest of a TLS record may be late). A reader that is awake takes queued events
+// whether signalled or not. A server that flushes every event (kube-apiserver's initial events
+// do) otherwise costs the reader one sleep and one wake-up per event.
+constexpr std::size_t kMaxUnsignalled = 256;
+constexpr auto kMaxSignalDelay = std::chrono::milliseconds(2);
+
+void signal_reader(WatchState& st) {  // mu held
+  if (st.unsignalled == 0) return;
+  st.unsignalled = 0;
+  st.cv.notify_all();
+}
+
+// Arms the bound on the deferred wake-up unless it is armed. Io thread.
+void bound_signal_delay(const std::shared_ptr<WatchState>& st) {
+  if (st->signal_armed) return;
+  st->signal_armed = true;
+  st->signal_timer->expires_after(kMaxSignalDelay);
+  st->signal_timer->async_wait([st](error_code) {
+    st->signal_armed = false;
+    std::lock_guard lock(st->mu);
+    signal_reader(*st);
+  });
+}
+
 // Reads the body of an open watch into `st` until it ends, fails or is cancelled.
 template <class Stream>
 awaitable<void> stream_body(std::shared_ptr<WatchState> st, Stream& stream,
@@ -113,7 +141,10 @@ awaitable<void> stream_body(std::shared_ptr<WatchState> st, Stream& stream,
     if (got > 0) fed = decoder.feed(std::string_view(chunk.data(), got), events);
     // The lines completed by this read, shared out among its events (the last takes the rest).
     auto batch_bytes = static_cast<std::size_t>(decoder.complete_bytes() - complete_before);
+    error_code avail_ec;
+    const bool more_waiting = conn.lowest().socket().available(avail_ec) > 0 && !avail_ec;
     bool cancelled;
+    bool deferred;
     {
       std::lock_guard lock(st->mu);
       cancelled = st->phase == Phase::cancelled;
@@ -123,8 +154,12 @@ awaitable<void> stream_body(std::shared_ptr<WatchState> st, Stream& stream,
         st->events.push_back({std::move(events[i]), share});
         st->queued_bytes += share;
       }
-      if (!events.empty()) st->cv.notify_all();
+      st->unsignalled += events.size();
+      deferred = more_waiting && st->unsignalled > 0 && st->unsignalled < kMaxUnsignalled &&
+                 !st->full() && !ec;
+      if (!deferred) signal_reader(*st);
     }
+    if (deferred) bound_signal_delay(st);
     events.clear();
     if (cancelled) {
       failure = Error::make(Errc::cancelled, "watch cancelled");
@@ -181,6 +216,7 @@ awaitable<void> run_watch(std::shared_ptr<WatchState> st, Connector& connector,
   };
   st->pause_timer.emplace(co_await asio::this_coro::executor,
                           asio::steady_timer::time_point::max());
+  st->signal_timer.emplace(co_await asio::this_coro::executor);
   auto made = co_await connector.connect(context, cert_id, deadline);
   if (!made) {
     fail_open(std::move(made).error());

@@ -44,10 +44,14 @@ struct WatchState {
   HttpResponse head;             // guarded by mu: the response headers
   std::size_t limit = 4096;
   std::size_t bytes_limit = std::size_t{64} << 20;
+  // Events queued since the reader was last woken (guarded by mu); see signal_reader().
+  std::size_t unsignalled = 0;
   asio::any_io_executor ex;
   // io thread only
   ConnectionPtr conn;
   std::optional<asio::steady_timer> pause_timer;
+  std::optional<asio::steady_timer> signal_timer;  // the bound on a deferred wake-up
+  bool signal_armed = false;
 
   // The reader is far behind: stop reading the socket (mu held).
   [[nodiscard]] bool full() const { return events.size() >= limit || queued_bytes >= bytes_limit; }
@@ -59,6 +63,7 @@ struct WatchState {
   void cancel_io() {
     if (conn) conn->close();
     if (pause_timer) pause_timer->cancel();
+    if (signal_timer) signal_timer->cancel();
   }
 };
 

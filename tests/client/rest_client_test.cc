@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdio>
 #include <future>
 #include <mutex>
 #include <set>
@@ -681,6 +682,81 @@ TEST(RestClientWatch, WatchQueueBytesLimitStopsReadingTheSocket) {
   auto end = (*w)->next();
   ASSERT_TRUE(end) << end.error().to_string();
   EXPECT_FALSE(end->has_value());
+}
+
+// --- waking the reader ---------------------------------------------------------------------
+//
+// The client wakes a watch's reader once per burst rather than once per read: while more bytes
+// wait on the socket, a read's events are queued without waking it (watch_stream.cc,
+// "Waking the reader").
+
+std::string chunk(const std::string& bytes) {
+  char size[32];
+  std::snprintf(size, sizeof size, "%zx\r\n", bytes.size());
+  return size + bytes + "\r\n";
+}
+
+std::string padded_pod_event(int i, std::size_t pad) {
+  return watch_event_line(
+      "ADDED", R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"p)" + std::to_string(i) +
+                   R"(","namespace":"ns","resourceVersion":")" + std::to_string(i) +
+                   R"("},"spec":{"pad":")" + std::string(pad, 'x') + R"("}})");
+}
+
+// A burst written in one go, far more than one read takes: every event arrives, in order, and
+// the last ones too while the stream stays open (the burst's end must wake the reader; nothing
+// later would). Over plain HTTP and TLS.
+void expect_a_burst_arrives_whole(bool tls) {
+  testing::FakeApiServerOptions server_options;
+  server_options.tls = tls;
+  FakeApiServer server(std::move(server_options));
+  auto stream = std::make_shared<ScriptedStream>();
+  server.on("GET", "/api/v1/pods", [stream](const Request&) { return Reply::streaming(stream); });
+  RestClient client(server.cluster_config(), unlimited());
+  auto w = client.watch(kPods, "", {});
+  ASSERT_TRUE(w) << w.error().to_string();
+  constexpr int kEvents = 2000;
+  std::string burst;
+  for (int i = 1; i <= kEvents; ++i) burst += chunk(padded_pod_event(i, 300 + (i * 37) % 700));
+  ASSERT_GT(burst.size(), std::size_t{1} << 20);
+  stream->send_raw(std::move(burst));
+  for (int i = 1; i <= kEvents; ++i) {
+    auto e = (*w)->next();
+    ASSERT_TRUE(e && e->has_value())
+        << "event " << i << ": " << (e ? "end" : e.error().to_string());
+    ASSERT_EQ((*e)->object->metadata.resource_version, std::to_string(i));
+  }
+  EXPECT_EQ((*w)->buffered(), 0u);
+  stream->end();
+  auto end = (*w)->next();
+  ASSERT_TRUE(end) << end.error().to_string();
+  EXPECT_FALSE(end->has_value());
+}
+
+TEST(RestClientWatch, ABurstArrivesWholeAndInOrder) { expect_a_burst_arrives_whole(false); }
+TEST(RestClientWatch, ABurstArrivesWholeAndInOrderOverTls) { expect_a_burst_arrives_whole(true); }
+
+// Bytes waiting on the socket do not promise a read that returns: here they are the start of a
+// chunk header whose end never comes (as the rest of a TLS record that is late). The event read
+// before them must still reach the reader while the server says nothing more: the deferred
+// wake-up is bounded in time. Without the bound the reader would wait for the stream's end.
+TEST(RestClientWatch, AnEventBeforeAStalledPartialChunkStillReachesTheReader) {
+  FakeApiServer server;
+  auto stream = std::make_shared<ScriptedStream>();
+  server.on("GET", "/api/v1/pods", [stream](const Request&) { return Reply::streaming(stream); });
+  RestClient client(server.cluster_config(), unlimited());
+  auto w = client.watch(kPods, "", {});
+  ASSERT_TRUE(w) << w.error().to_string();
+  // One write: a whole event, then a chunk-size line with a 512 KiB extension and no end of
+  // line, far more than one read takes, so bytes still wait on the socket after the event.
+  stream->send_raw(chunk(padded_pod_event(1, 100)) + "40;x=" + std::string(512 * 1024, 'a'));
+  auto first = std::async(std::launch::async, [&] { return (*w)->next(); });
+  const bool arrived = first.wait_for(10s) == std::future_status::ready;
+  stream->abort();  // unblocks next() either way
+  auto e = first.get();
+  ASSERT_TRUE(arrived) << "the event waited for the stream to end";
+  ASSERT_TRUE(e && e->has_value()) << (e ? "end" : e.error().to_string());
+  EXPECT_EQ((*e)->object->metadata.name, "p1");
 }
 
 // --- stale keep-alive connections ---------------------------------------------------------

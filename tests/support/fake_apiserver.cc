@@ -167,6 +167,10 @@ void ScriptedStream::send(std::string bytes) {
   if (bytes.empty()) return;
   push({Op::data, std::move(bytes)});
 }
+void ScriptedStream::send_raw(std::string bytes) {
+  if (bytes.empty()) return;
+  push({Op::raw, std::move(bytes)});
+}
 void ScriptedStream::end() { push({Op::end, {}}); }
 void ScriptedStream::abort() { push({Op::abort, {}}); }
 
@@ -363,7 +367,8 @@ struct FakeApiServer::Impl {
           if (!stream->ops_.empty()) {
             op = std::move(stream->ops_.front());
             stream->ops_.pop_front();
-            stream->writing_ = op->kind == ScriptedStream::Op::data;
+            stream->writing_ =
+                op->kind == ScriptedStream::Op::data || op->kind == ScriptedStream::Op::raw;
           }
         }
         if (!op) {
@@ -372,9 +377,12 @@ struct FakeApiServer::Impl {
           timer->expires_at(asio::steady_timer::time_point::max());
           continue;
         }
-        if (op->kind == ScriptedStream::Op::data) {
-          auto [ec, n] = co_await asio::async_write(
-              conn->stream, http::make_chunk(asio::buffer(op->bytes)), kTuple);
+        if (op->kind == ScriptedStream::Op::data || op->kind == ScriptedStream::Op::raw) {
+          auto [ec, n] =
+              op->kind == ScriptedStream::Op::data
+                  ? co_await asio::async_write(conn->stream,
+                                               http::make_chunk(asio::buffer(op->bytes)), kTuple)
+                  : co_await asio::async_write(conn->stream, asio::buffer(op->bytes), kTuple);
           {
             std::lock_guard lock(stream->mu_);
             stream->writing_ = false;

@@ -51,6 +51,10 @@ class ScriptedStream {
 
   /// Sends `bytes` as exactly one HTTP chunk (empty bytes are ignored).
   void send(std::string bytes);
+  /// Writes `bytes` to the connection as they are, in one write, without chunk framing: the
+  /// test frames them (e.g. chunks followed by the start of a chunk header the server never
+  /// finishes). Counted in bytes_written().
+  void send_raw(std::string bytes);
   /// Ends the body cleanly (terminating chunk) and closes the connection.
   void end();
   /// Cuts the connection without the terminating chunk: the client sees a truncated stream.
@@ -74,7 +78,7 @@ class ScriptedStream {
  private:
   friend class FakeApiServer;
   struct Op {
-    enum Kind { data, end, abort } kind;
+    enum Kind { data, raw, end, abort } kind;
     std::string bytes;
   };
   void push(Op op);
