@@ -156,7 +156,7 @@ awaitable<void> stream_body(std::shared_ptr<WatchState> st, Stream& stream,
       }
       st->unsignalled += events.size();
       deferred = more_waiting && st->unsignalled > 0 && st->unsignalled < kMaxUnsignalled &&
-                 !st->full() && !ec;
+                 !st->full() && !ec && !cancelled;
       if (!deferred) signal_reader(*st);
     }
     if (deferred) bound_signal_delay(st);

@@ -72,7 +72,8 @@ class ScriptedStream {
   /// Waits until every chunk sent so far has been written to the socket (a client that stopped
   /// reading stalls this once the kernel's buffers are full); false on timeout.
   bool wait_drained(std::chrono::milliseconds timeout) const;
-  /// Body bytes written to the socket so far (chunk framing not counted).
+  /// Body bytes written to the socket so far (chunk framing not counted, except what a test
+  /// framed itself in send_raw()).
   [[nodiscard]] std::size_t bytes_written() const;
 
  private:
@@ -90,7 +91,7 @@ class ScriptedStream {
   bool started_ = false;
   bool closed_ = false;
   bool client_closed_ = false;
-  bool writing_ = false;  // a data chunk taken from ops_ is being written
+  bool writing_ = false;  // a data or raw write taken from ops_ is in progress
   std::size_t bytes_written_ = 0;
 };
 
