@@ -90,7 +90,8 @@ std::string header_value(const HttpResponse& r, std::string_view name) {
 constexpr std::size_t kMaxUnsignalled = 256;
 constexpr auto kMaxSignalDelay = std::chrono::milliseconds(2);
 
-void signal_reader(WatchState& st) {  // mu held
+// Io thread. The events were queued under mu, so notifying without it loses no wake-up.
+void signal_reader(WatchState& st) {
   if (st.unsignalled == 0) return;
   st.unsignalled = 0;
   st.cv.notify_all();
@@ -101,10 +102,9 @@ void bound_signal_delay(const std::shared_ptr<WatchState>& st) {
   if (st->signal_armed) return;
   st->signal_armed = true;
   st->signal_timer->expires_after(kMaxSignalDelay);
-  st->signal_timer->async_wait([st](error_code) {
-    st->signal_armed = false;
-    std::lock_guard lock(st->mu);
-    signal_reader(*st);
+  st->signal_timer->async_wait([self = st](error_code) {
+    self->signal_armed = false;
+    signal_reader(*self);
   });
 }
 
@@ -141,8 +141,10 @@ awaitable<void> stream_body(std::shared_ptr<WatchState> st, Stream& stream,
     if (got > 0) fed = decoder.feed(std::string_view(chunk.data(), got), events);
     // The lines completed by this read, shared out among its events (the last takes the rest).
     auto batch_bytes = static_cast<std::size_t>(decoder.complete_bytes() - complete_before);
+    st->unsignalled += events.size();
     error_code avail_ec;
-    const bool more_waiting = conn.lowest().socket().available(avail_ec) > 0 && !avail_ec;
+    const bool more_waiting =
+        st->unsignalled > 0 && conn.lowest().socket().available(avail_ec) > 0 && !avail_ec;
     bool cancelled;
     bool deferred;
     {
@@ -154,12 +156,14 @@ awaitable<void> stream_body(std::shared_ptr<WatchState> st, Stream& stream,
         st->events.push_back({std::move(events[i]), share});
         st->queued_bytes += share;
       }
-      st->unsignalled += events.size();
-      deferred = more_waiting && st->unsignalled > 0 && st->unsignalled < kMaxUnsignalled &&
-                 !st->full() && !ec && !cancelled;
-      if (!deferred) signal_reader(*st);
+      deferred =
+          more_waiting && st->unsignalled < kMaxUnsignalled && !st->full() && !ec && !cancelled;
     }
-    if (deferred) bound_signal_delay(st);
+    if (deferred) {
+      bound_signal_delay(st);
+    } else {
+      signal_reader(*st);
+    }
     events.clear();
     if (cancelled) {
       failure = Error::make(Errc::cancelled, "watch cancelled");

@@ -44,12 +44,11 @@ struct WatchState {
   HttpResponse head;             // guarded by mu: the response headers
   std::size_t limit = 4096;
   std::size_t bytes_limit = std::size_t{64} << 20;
-  // Events queued since the reader was last woken (guarded by mu); see signal_reader().
-  std::size_t unsignalled = 0;
   asio::any_io_executor ex;
   // io thread only
   ConnectionPtr conn;
   std::optional<asio::steady_timer> pause_timer;
+  std::size_t unsignalled = 0;                     // events queued since the reader was last woken
   std::optional<asio::steady_timer> signal_timer;  // the bound on a deferred wake-up
   bool signal_armed = false;
 

@@ -37,6 +37,14 @@ std::string pod_json(const std::string& name, const std::string& rv) {
          R"(","namespace":"ns","resourceVersion":")" + rv + R"("}})";
 }
 
+// A Pod ADDED event named p<i> at resourceVersion <i>, its spec padded with `pad` bytes.
+std::string padded_pod_event(int i, std::size_t pad) {
+  return watch_event_line(
+      "ADDED", R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"p)" + std::to_string(i) +
+                   R"(","namespace":"ns","resourceVersion":")" + std::to_string(i) +
+                   R"("},"spec":{"pad":")" + std::string(pad, 'x') + R"("}})");
+}
+
 Credentials token(std::string t) {
   Credentials c;
   c.token = std::move(t);
@@ -624,17 +632,14 @@ TEST(RestClientWatch, WatchQueueLimitStopsReadingTheSocket) {
   auto w = client.watch(kPods, "", {});
   ASSERT_TRUE(w) << w.error().to_string();
   constexpr int kEvents = 64;
-  const std::string pad(512 * 1024, 'x');  // 64 x 512 KiB = 32 MiB in all; ~5 MiB stall in buffers
+  constexpr std::size_t kPad = 512 * 1024;  // 64 x 512 KiB = 32 MiB in all; ~5 MiB stall in buffers
   for (int i = 1; i <= kEvents; ++i) {
-    stream->send(watch_event_line(
-        "ADDED", R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"p)" + std::to_string(i) +
-                     R"(","namespace":"ns","resourceVersion":")" + std::to_string(i) +
-                     R"("},"spec":{"pad":")" + pad + R"("}})"));
+    stream->send(padded_pod_event(i, kPad));
   }
   // Cannot become true while nobody reads: this only bounds how long the test looks.
   EXPECT_FALSE(stream->wait_drained(1500ms)) << stream->bytes_written() << " bytes written";
   std::size_t stalled_at = stream->bytes_written();
-  EXPECT_LT(stalled_at, std::size_t{kEvents} * pad.size() / 2);
+  EXPECT_LT(stalled_at, std::size_t{kEvents} * kPad / 2);
   for (int i = 1; i <= kEvents; ++i) {
     auto e = (*w)->next();
     ASSERT_TRUE(e && e->has_value())
@@ -661,16 +666,13 @@ TEST(RestClientWatch, WatchQueueBytesLimitStopsReadingTheSocket) {
   auto w = client.watch(kPods, "", {});
   ASSERT_TRUE(w) << w.error().to_string();
   constexpr int kEvents = 64;
-  const std::string pad(512 * 1024, 'x');  // 64 x 512 KiB = 32 MiB in all
+  constexpr std::size_t kPad = 512 * 1024;  // 64 x 512 KiB = 32 MiB in all
   for (int i = 1; i <= kEvents; ++i) {
-    stream->send(watch_event_line(
-        "ADDED", R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"p)" + std::to_string(i) +
-                     R"(","namespace":"ns","resourceVersion":")" + std::to_string(i) +
-                     R"("},"spec":{"pad":")" + pad + R"("}})"));
+    stream->send(padded_pod_event(i, kPad));
   }
   // Cannot become true while nobody reads: this only bounds how long the test looks.
   EXPECT_FALSE(stream->wait_drained(1500ms)) << stream->bytes_written() << " bytes written";
-  EXPECT_LT(stream->bytes_written(), std::size_t{kEvents} * pad.size() / 2);
+  EXPECT_LT(stream->bytes_written(), std::size_t{kEvents} * kPad / 2);
   for (int i = 1; i <= kEvents; ++i) {
     auto e = (*w)->next();
     ASSERT_TRUE(e && e->has_value())
@@ -694,13 +696,6 @@ std::string chunk(const std::string& bytes) {
   char size[32];
   std::snprintf(size, sizeof size, "%zx\r\n", bytes.size());
   return size + bytes + "\r\n";
-}
-
-std::string padded_pod_event(int i, std::size_t pad) {
-  return watch_event_line(
-      "ADDED", R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"p)" + std::to_string(i) +
-                   R"(","namespace":"ns","resourceVersion":")" + std::to_string(i) +
-                   R"("},"spec":{"pad":")" + std::string(pad, 'x') + R"("}})");
 }
 
 // A burst written in one go, far more than one read takes: every event arrives, in order, and
