@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <mutex>
+#include <shared_mutex>
 #include <utility>
 
 #include "kinformer/client/error.h"

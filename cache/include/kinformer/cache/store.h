@@ -6,7 +6,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -14,6 +13,7 @@
 #include <vector>
 
 #include "kinformer/cache/label_selector.h"
+#include "kinformer/cache/shared_mutex.h"
 #include "kinformer/client/object.h"
 
 namespace kinformer::cache {
@@ -31,9 +31,10 @@ struct StoreChange {
 /// label-selector queries and custom indexes.
 ///
 /// Thread-safety: thread-safe; no concurrent call causes a data race. Writes take an exclusive
-/// lock, reads a shared lock (std::shared_mutex). Readers receive client::ObjectPtr
-/// (shared_ptr<const Object>): objects are never copied, and an object stays valid for as long as
-/// the reader holds its pointer, even after the store replaced or deleted it.
+/// lock, reads a shared lock (a WriterPreferringMutex: readers never starve the informer's
+/// writes, so a callback under the shared lock must not call into the store). Readers receive
+/// client::ObjectPtr (shared_ptr<const Object>): objects are never copied, and an object stays
+/// valid for as long as the reader holds its pointer, even after the store replaced or deleted it.
 /// Index functions run under the exclusive lock: they must be fast, must not throw and must not
 /// call back into the store.
 class Store {
@@ -72,7 +73,7 @@ class Store {
   [[nodiscard]] std::vector<client::ObjectPtr> list(std::string_view ns,
                                                     const LabelSelector& selector) const;
   /// Calls `fn` for each object under the shared lock (no vector is built). `fn` must not call
-  /// back into a writing method of this store.
+  /// back into this store, not even to read (see WriterPreferringMutex).
   void for_each(const std::function<void(const client::ObjectPtr&)>& fn) const;
 
   /// Adds an index; the existing contents are indexed immediately. May be called at any time.
@@ -123,7 +124,7 @@ class Store {
   void index_erase(const Item& item, const client::Object& object);   // mu_ held
   const Index& find_index(std::string_view name) const;               // mu_ held
 
-  mutable std::shared_mutex mu_;
+  mutable WriterPreferringMutex mu_;
   Items items_;                                        // guarded by mu_
   std::map<std::string, Index, std::less<>> indexes_;  // guarded by mu_
   std::string resource_version_;                       // guarded by mu_
