@@ -263,15 +263,26 @@ FaultObservation observe_fault(InformerFactory& factory, informer::SharedInforme
     f.synced_during_fault = f.synced_during_fault || inf.has_synced();
     std::this_thread::sleep_for(100ms);  // sampling interval
   }
+  // The counters and last_error() are read one after the other while the reflector goes on
+  // retrying: a failure landing in between would make them disagree by one. Read until a
+  // failure count of last_error() is the same before and after the counters and equals them
+  // (a few tries, 10 ms apart: attempts are seconds apart), or keep the last reading.
   auto& m = inf.metrics();
-  f.attempts = static_cast<long>(m.watch_requests.Value());
-  f.requests = f.attempts + static_cast<long>(m.list_requests.Value());
-  f.errors = static_cast<long>(m.request_errors("watch", reason).Value() +
-                               m.request_errors("list", reason).Value());
+  for (int tries = 0; tries < 10; ++tries) {
+    if (tries > 0) std::this_thread::sleep_for(10ms);
+    const std::optional<informer::SyncError> before = inf.last_error();
+    f.attempts = static_cast<long>(m.watch_requests.Value());
+    f.requests = f.attempts + static_cast<long>(m.list_requests.Value());
+    f.errors = static_cast<long>(m.request_errors("watch", reason).Value() +
+                                 m.request_errors("list", reason).Value());
+    f.error = inf.last_error();
+    const bool stable = before.has_value() == f.error.has_value() &&
+                        (!before || before->consecutive == f.error->consecutive);
+    if (stable && f.error && static_cast<std::uint64_t>(f.errors) == f.error->consecutive) break;
+  }
   f.window = Clock::now() - start;
   if (server_count) f.server_counted = server_count() - server_before;
   f.synced_during_fault = f.synced_during_fault || inf.has_synced();
-  f.error = inf.last_error();
   return f;
 }
 

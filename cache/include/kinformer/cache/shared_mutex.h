@@ -11,28 +11,27 @@
 // The price: a thread that already holds the lock shared must not take it shared again (a
 // writer that arrived in between would wait for the first hold, the second would wait for the
 // writer). Store's callbacks (for_each, index functions) must not call back into the store.
+// The other way round, writers that follow each other without a pause hand the lock from one
+// to the next and hold readers back until they are done; an informer has one writer per store
+// (its reflector), which writes in short turns.
 //
 // Meets the SharedMutex requirements, so std::shared_lock and std::unique_lock work with it.
+// glibc only (>= 2.29: earlier versions could leave readers waiting forever with this kind of
+// lock, glibc bug 23861); Debian 12 has 2.36.
 
 #include <pthread.h>
 
 #include <system_error>
 
+#if !defined(__GLIBC__)
+#error "kinformer's Store needs glibc's writer-preferring rwlock (see shared_mutex.h)"
+#endif
+
 namespace kinformer::cache {
 
 class WriterPreferringMutex {
  public:
-  WriterPreferringMutex() {
-    pthread_rwlockattr_t attr;
-    pthread_rwlockattr_init(&attr);
-#if defined(__GLIBC__)
-    // glibc's writer preference: its other "prefer writer" kind is the same as the default.
-    pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-#endif
-    const int rc = pthread_rwlock_init(&lock_, &attr);
-    pthread_rwlockattr_destroy(&attr);
-    if (rc != 0) throw std::system_error(rc, std::generic_category(), "pthread_rwlock_init");
-  }
+  WriterPreferringMutex() noexcept = default;
   ~WriterPreferringMutex() { pthread_rwlock_destroy(&lock_); }
   WriterPreferringMutex(const WriterPreferringMutex&) = delete;
   WriterPreferringMutex& operator=(const WriterPreferringMutex&) = delete;
@@ -46,12 +45,14 @@ class WriterPreferringMutex {
   void unlock_shared() noexcept { pthread_rwlock_unlock(&lock_); }
 
  private:
-  // EDEADLK (a relock by the writer) and EAGAIN (too many readers) are bugs, not waits.
+  // EDEADLK (a relock by the writer) and EAGAIN (2^31 readers at once; libstdc++'s
+  // shared_mutex would retry) are bugs, not waits.
   static void check(int rc, const char* what) {
     if (rc != 0) throw std::system_error(rc, std::generic_category(), what);
   }
 
-  pthread_rwlock_t lock_;
+  // glibc's writer preference: its other "prefer writer" kind behaves like the default.
+  pthread_rwlock_t lock_ = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
 };
 
 }  // namespace kinformer::cache
