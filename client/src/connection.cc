@@ -4,6 +4,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdint>
 #include <exception>
@@ -13,6 +15,8 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 
+#include "gzip.h"
+
 namespace kinformer::client::detail {
 namespace {
 
@@ -21,16 +25,6 @@ namespace {
 // a newer write, and a replayed DELETE can delete an object recreated under the same name.
 bool replayable(http::verb method) {
   return method == http::verb::get || method == http::verb::head || method == http::verb::options;
-}
-
-template <class Stream>
-awaitable<error_code> write_read(Stream& stream, beast::flat_buffer& buffer,
-                                 http::request<http::string_body>& req,
-                                 http::response_parser<http::string_body>& parser) {
-  auto [wec, wn] = co_await http::async_write(stream, req, kTuple);
-  if (wec) co_return wec;
-  auto [rec, rn] = co_await http::async_read(stream, buffer, parser, kTuple);
-  co_return rec;
 }
 
 // An exception from the sink (a codec's bug, bad_alloc while decoding) is a failure to decode
@@ -62,26 +56,65 @@ void sink_piece(const BodySink& sink, std::string_view piece, std::uint64_t at,
   }
 }
 
-// The exchange with a BodySink: the head first; then the body of a 2xx response the sink
-// accepts goes to it piece by piece as it arrives (the parser's body limit bounds the total),
-// any other body into `out.body`. `delivered` counts the bytes handed to the sink; a sink's
-// error or exception ends the exchange at once (in `sink_error`, with no error_code).
+// The Content-Encoding of a response, lower case ("" when absent or "identity"). A body in
+// any encoding but gzip is unreadable: the request asks for gzip at most (Accept-Encoding).
+std::string content_encoding(const http::fields& fields) {
+  auto it = fields.find(http::field::content_encoding);
+  if (it == fields.end()) return {};
+  std::string v(beast::string_view(it->value()));
+  std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return std::tolower(c); });
+  const auto first = v.find_first_not_of(" \t");
+  const auto last = v.find_last_not_of(" \t");
+  v = first == std::string::npos ? std::string() : v.substr(first, last - first + 1);
+  return v == "identity" ? std::string() : v;
+}
+
+// The exchange: the head first; then the body of a 2xx response the sink accepts goes to it
+// piece by piece as it arrives (the parser's body limit bounds the total), any other body into
+// `out.body`. A gzip-encoded body (Content-Encoding: gzip) is decoded on the way, so the sink
+// and `out.body` see the decoded bytes and the head no longer names the encoding (it is in
+// `out.content_encoding`); the decoded size is bounded by `max_body` too. `delivered` counts
+// the bytes handed to the sink; a sink's error or exception, or a body that cannot be decoded,
+// ends the exchange at once (in `sink_error`, with no error_code).
 template <class Stream>
-awaitable<error_code> write_read_streaming(Stream& stream, beast::flat_buffer& buffer,
-                                           http::request<http::string_body>& req,
-                                           http::response_parser<http::buffer_body>& parser,
-                                           const BodySink& sink, const std::string& what,
-                                           HttpResponse& out, std::uint64_t& delivered,
-                                           std::optional<Error>& sink_error) {
+awaitable<error_code> write_read(Stream& stream, beast::flat_buffer& buffer,
+                                 http::request<http::string_body>& req,
+                                 http::response_parser<http::buffer_body>& parser,
+                                 const BodySink& sink, const std::string& what,
+                                 std::size_t max_body, HttpResponse& out, std::uint64_t& delivered,
+                                 std::optional<Error>& sink_error) {
   auto [wec, wn] = co_await http::async_write(stream, req, kTuple);
   if (wec) co_return wec;
   auto [hec, hn] = co_await http::async_read_header(stream, buffer, parser, kTuple);
   if (hec) co_return hec;
   out.status = static_cast<int>(parser.get().result_int());
+  out.content_encoding = content_encoding(parser.get().base());
+  std::optional<GzipDecoder> gzip;
+  if (out.content_encoding == "gzip" || out.content_encoding == "x-gzip") {
+    gzip.emplace(max_body, what);
+    parser.get().erase(http::field::content_encoding);
+    parser.get().erase(http::field::content_length);  // the encoded length
+  } else if (!out.content_encoding.empty()) {
+    sink_error = Error::make(Errc::decode, what + ": the response body's Content-Encoding '" +
+                                               out.content_encoding +
+                                               "' is not supported (only gzip is asked for)");
+    co_return error_code{};
+  }
   out.headers = copy_headers(parser.get().base());
   out.body_streamed = out.status >= 200 && out.status < 300 && sink.accept &&
                       sink_accept(sink, out, what, sink_error);
   if (sink_error) co_return error_code{};
+  // Decoded bytes to the sink or into out.body; false once the sink has failed.
+  auto emit = [&](std::string_view piece) -> Status {
+    if (!out.body_streamed) {
+      out.body.append(piece);
+      return Ok{};
+    }
+    sink_piece(sink, piece, delivered, what, sink_error);
+    delivered += piece.size();
+    if (sink_error) return *sink_error;
+    return Ok{};
+  };
   // The bounded read buffer: what a piece can be at most (beside the connection's own buffer).
   std::vector<char> chunk(std::size_t{64} * 1024);
   while (!parser.is_done()) {
@@ -91,15 +124,18 @@ awaitable<error_code> write_read_streaming(Stream& stream, beast::flat_buffer& b
     if (ec == http::error::need_buffer) ec = {};
     const std::size_t got = chunk.size() - parser.get().body().size;
     if (got > 0) {
-      if (out.body_streamed) {
-        sink_piece(sink, std::string_view(chunk.data(), got), delivered, what, sink_error);
-        delivered += got;
-        if (sink_error) co_return error_code{};
+      const std::string_view piece(chunk.data(), got);
+      if (gzip) {
+        if (auto s = gzip->feed(piece, emit); !s && !sink_error) sink_error = std::move(s).error();
       } else {
-        out.body.append(chunk.data(), got);
+        (void)emit(piece);
       }
+      if (sink_error) co_return error_code{};
     }
     if (ec) co_return ec;
+  }
+  if (gzip) {
+    if (auto s = gzip->finish(); !s) sink_error = std::move(s).error();
   }
   co_return error_code{};
 }
@@ -146,6 +182,9 @@ bool has_input(Connection& conn) {
   p.events = POLLIN;
   return ::poll(&p, 1, 0) != 0;  // < 0 (a failed poll): not worth trusting either
 }
+
+// A sink that accepts no body: every body is buffered into HttpResponse::body.
+const BodySink kBuffered{};
 
 }  // namespace
 
@@ -253,32 +292,18 @@ awaitable<Result<HttpResponse>> ConnectionPool::request(
     bool keep_alive = false;      // the response allows reusing the connection
     std::uint64_t delivered = 0;  // body bytes handed to the sink
     std::optional<Error> sink_error;
-    if (sink) {
-      http::response_parser<http::buffer_body> parser;
-      parser.body_limit(max_response_bytes_);
-      ec = co_await conn->with_stream([&](auto& s) {
-        return write_read_streaming(s, conn->buffer, req, parser, *sink, what, out, delivered,
-                                    sink_error);
-      });
-      got_some = parser.got_some();
-      keep_alive = !ec && !sink_error && parser.is_done() && parser.get().keep_alive();
-    } else {
-      http::response_parser<http::string_body> parser;
-      parser.body_limit(max_response_bytes_);
-      ec = co_await conn->with_stream(
-          [&](auto& s) { return write_read(s, conn->buffer, req, parser); });
-      got_some = parser.got_some();
-      if (!ec) {
-        auto& res = parser.get();
-        out.status = static_cast<int>(res.result_int());
-        out.headers = copy_headers(res.base());
-        out.body = std::move(res.body());
-        keep_alive = res.keep_alive();
-      }
-    }
+    http::response_parser<http::buffer_body> parser;
+    parser.body_limit(max_response_bytes_);
+    ec = co_await conn->with_stream([&](auto& s) {
+      return write_read(s, conn->buffer, req, parser, sink ? *sink : kBuffered, what,
+                        max_response_bytes_, out, delivered, sink_error);
+    });
+    got_some = parser.got_some();
+    keep_alive = !ec && !sink_error && parser.is_done() && parser.get().keep_alive();
     if (sink_error) {
-      // The sink refused the body (a decode error, a limit, an exception): the rest of it is
-      // unread, so the connection cannot carry another request.
+      // The sink refused the body (a decode error, a limit, an exception), or the body could
+      // not be decoded: the rest of it is unread, so the connection cannot carry another
+      // request.
       conn->close();
       co_return std::move(*sink_error);
     }

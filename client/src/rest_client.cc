@@ -324,6 +324,7 @@ RestClient::RestClient(ClusterConfig config, RestClientOptions options)
   t.watch_queue_limit = impl_->options.watch_queue_limit;
   t.watch_queue_bytes_limit = impl_->options.watch_queue_bytes_limit;
   t.watch_idle_timeout = impl_->options.watch_idle_timeout;
+  t.accept_gzip = impl_->options.gzip;
   impl_->transport = detail::Transport::create(impl_->config, std::move(t));
 }
 
@@ -406,6 +407,7 @@ Result<RawResponse> RestClient::get_raw(std::string_view path_and_query) {
   RawResponse out;
   out.status = r->status;
   out.body = std::move(r->body);
+  out.content_encoding = std::move(r->content_encoding);
   out.headers = std::move(r->headers);
   return out;
 }

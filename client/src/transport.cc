@@ -57,8 +57,10 @@ struct Transport::Impl {
   asio::executor_work_guard<asio::io_context::executor_type> work{ioc.get_executor()};
   std::thread thread;
 
-  http::request<http::string_body> build(const HttpRequest& request,
-                                         const Credentials& credentials) const {
+  // `gzip`: say Accept-Encoding: gzip (never on a watch: the API server does not compress
+  // watch streams, and a compressed stream could not be decoded event by event as it comes).
+  http::request<http::string_body> build(const HttpRequest& request, const Credentials& credentials,
+                                         bool gzip) const {
     http::request<http::string_body> req;
     req.method_string(request.method);
     req.target(url.prefix + request.target);
@@ -66,6 +68,7 @@ struct Transport::Impl {
     req.set(http::field::host, host_header);
     req.set(http::field::user_agent, options.user_agent);
     if (!request.accept.empty()) req.set(http::field::accept, request.accept);
+    if (gzip) req.set(http::field::accept_encoding, "gzip");
     if (!credentials.token.empty()) {
       req.set(http::field::authorization, "Bearer " + credentials.token);
     }
@@ -130,8 +133,10 @@ Result<HttpResponse> Transport::request(const HttpRequest& request, const Creden
   auto future = promise->get_future();
   asio::co_spawn(
       impl_->ioc,
-      [impl = impl_.get(), promise, req = impl_->build(request, credentials), ctx = context.value(),
-       cert_id, deadline, sink]() mutable -> awaitable<void> {
+      [impl = impl_.get(), promise,
+       req = impl_->build(request, credentials,
+                          impl_->options.accept_gzip && request.method == "GET"),
+       ctx = context.value(), cert_id, deadline, sink]() mutable -> awaitable<void> {
         try {
           promise->set_value(
               co_await impl->pool.request(std::move(req), std::move(ctx), cert_id, deadline, sink));
@@ -165,8 +170,9 @@ Result<WatchStreamPtr> Transport::watch(
   st->bytes_limit = std::max<std::size_t>(impl_->options.watch_queue_bytes_limit, 2);
   asio::co_spawn(
       impl_->ioc,
-      [impl = impl_.get(), st, req = impl_->build(request, credentials), ctx = context.value(),
-       cert_id, deadline, codec = std::move(codec)]() mutable -> awaitable<void> {
+      [impl = impl_.get(), st, req = impl_->build(request, credentials, false),
+       ctx = context.value(), cert_id, deadline,
+       codec = std::move(codec)]() mutable -> awaitable<void> {
         try {
           co_await run_watch(st, impl->connector, impl->options, std::move(req), std::move(ctx),
                              cert_id, deadline, std::move(codec));

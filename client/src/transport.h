@@ -28,7 +28,11 @@ struct HttpRequest {
 
 struct HttpResponse {
   int status = 0;
-  std::string body;  ///< empty when body_streamed
+  std::string body;  ///< empty when body_streamed; decoded when it arrived gzip-encoded
+  /// The Content-Encoding the body arrived in ("gzip"), empty when none. A gzip-encoded body is
+  /// decoded before anyone sees it (`body`, a BodySink), and `headers` then name no
+  /// Content-Encoding or Content-Length.
+  std::string content_encoding;
   std::vector<std::pair<std::string, std::string>> headers;
   /// The body went to a BodySink (it accepted this 2xx response) instead of `body`.
   bool body_streamed = false;
@@ -68,6 +72,7 @@ struct TransportOptions {
   std::size_t watch_queue_limit = 0;
   std::size_t watch_queue_bytes_limit = 0;
   std::chrono::milliseconds watch_idle_timeout{};  ///< 0: derived from the request
+  bool accept_gzip = false;  ///< GET requests other than watches say Accept-Encoding: gzip
 };
 
 /// Thread-safety: request() and watch() may be called from any thread except the io thread.

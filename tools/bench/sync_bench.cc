@@ -4,10 +4,11 @@
 // both, interleaved, and prints the table (see docs/BENCHMARKS.md, "Sync side by side").
 //
 // One run of this program:
-//   1. builds a RestClient (RestClientOptions::protobuf from --encoding, set explicitly either
-//      way) and an InformerFactory with typed Pod, Secret and EndpointSlice informers (all
-//      namespaces unless --namespace; FactoryOptions::use_watch_list and
-//      InformerOptions::use_watch_list from --list-mode), one counting handler per informer;
+//   1. builds a RestClient (RestClientOptions::protobuf from --encoding and
+//      RestClientOptions::gzip from --gzip, each set explicitly either way) and an InformerFactory
+//      with typed Pod, Secret and EndpointSlice informers (all namespaces unless --namespace;
+//      FactoryOptions::use_watch_list and InformerOptions::use_watch_list from --list-mode), one
+//      counting handler per informer;
 //   2. reads the baseline: VmRSS after malloc_trim(0), /proc/self/io rchar;
 //   3. starts the factory and waits until every informer has_synced() and its handler has
 //      counted the expected adds (--pods, --secrets, --slices: the cluster's totals);
@@ -58,6 +59,7 @@ using SteadyClock = std::chrono::steady_clock;
 struct Options {
   std::string kubeconfig;
   bool protobuf = true;
+  bool gzip = true;
   bool watch_list = true;
   std::vector<std::string> resources{"pods", "secrets", "endpointslices"};
   std::string namespace_;
@@ -70,8 +72,8 @@ struct Options {
 
 [[noreturn]] void usage(const std::string& why) {
   std::cerr << "kinformer_sync_bench: " << why << "\n"
-            << "usage: kinformer_sync_bench [--encoding protobuf|json] [--list-mode "
-               "watchlist|list]\n"
+            << "usage: kinformer_sync_bench [--encoding protobuf|json] [--gzip on|off] "
+               "[--list-mode watchlist|list]\n"
                "       [--pods N] [--secrets N] [--slices N] [--resources "
                "pods,secrets,endpointslices]\n"
                "       [--namespace NS] [--kubeconfig PATH] [--sync-timeout S] [--settle-ms MS]\n";
@@ -103,6 +105,10 @@ Options parse(int argc, char** argv) {
         std::string v = value();
         if (v != "protobuf" && v != "json") usage("--encoding must be protobuf or json");
         o.protobuf = v == "protobuf";
+      } else if (a == "--gzip") {
+        std::string v = value();
+        if (v != "on" && v != "off") usage("--gzip must be on or off");
+        o.gzip = v == "on";
       } else if (a == "--list-mode") {
         std::string v = value();
         if (v != "watchlist" && v != "list") usage("--list-mode must be watchlist or list");
@@ -221,6 +227,7 @@ int main(int argc, char** argv) {
   client::RestClientOptions rest_options;
   rest_options.user_agent = "kinformer-sync-bench/0.1";
   rest_options.protobuf = opt.protobuf;  // explicit in both modes
+  rest_options.gzip = opt.gzip;          // likewise
   client::RestClient rest(config, rest_options);
 
   informer::FactoryOptions factory_options;
@@ -326,8 +333,9 @@ int main(int argc, char** argv) {
   out.setf(std::ios::fixed);
   out.precision(6);
   out << "{\"side\":\"kinformer\",\"encoding\":\"" << (opt.protobuf ? "protobuf" : "json")
-      << "\",\"list_mode\":\"" << (opt.watch_list ? "watchlist" : "list") << "\",\"resources\":\""
-      << resources << "\",\"namespace\":\"" << opt.namespace_ << "\",\"objects\":" << total
+      << "\",\"gzip\":" << (opt.gzip ? "true" : "false") << ",\"list_mode\":\""
+      << (opt.watch_list ? "watchlist" : "list") << "\",\"resources\":\"" << resources
+      << "\",\"namespace\":\"" << opt.namespace_ << "\",\"objects\":" << total
       << ",\"per_resource\":{" << per.str() << "},\"synced\":" << (synced ? "true" : "false")
       << ",\"sync_s\":" << sync_s << ",\"baseline_rss_kb\":" << baseline_kb
       << ",\"peak_rss_kb\":" << peak_kb << ",\"steady_rss_kb\":" << steady_kb

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the libFuzzer targets of tests/fuzz (watch decoder with arbitrary chunking, API errors,
 # typed model decoders, kubeconfig loader, protobuf decoders, streaming list decoders cut at
-# chosen points), each for a bounded time, two at a time.
+# chosen points, gzip-encoded bodies cut likewise), each for a bounded time, two at a time.
 # Installs clang and its runtime (Debian's clang-14, libclang-rt-14-dev) when missing; builds the
 # client library with clang, ASan+UBSan and fuzzer coverage in $KINFORMER_BUILD_DIR-fuzz.
 #
@@ -27,7 +27,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ ${#targets[@]} -eq 0 ] && targets=(watch_decoder_fuzz status_fuzz model_fuzz kubeconfig_fuzz protobuf_fuzz
-  list_decoder_fuzz)
+  list_decoder_fuzz gzip_fuzz)
 
 need=()
 command -v clang++-14 >/dev/null || need+=(clang-14)

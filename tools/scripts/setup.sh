@@ -6,7 +6,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config
   libboost1.81-dev libboost-url1.81-dev libssl-dev openssl
-  rapidjson-dev libprotozero-dev prometheus-cpp-dev libyaml-cpp-dev
+  rapidjson-dev libprotozero-dev prometheus-cpp-dev libyaml-cpp-dev zlib1g-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   curl ca-certificates procps iproute2
 )
