@@ -21,7 +21,8 @@
 # (6; 0 skips them: the back-to-back runs per protobuf configuration for API-server CPU, below),
 # --plot "COUNTS", --plot-rounds N (1), --plot-out FILE (default docs/bench/sync.png), --replot (with
 # --plot: no runs, table and plot again from the JSON lines of the last --plot run),
-# --no-fanout (skip issue 9's fan-out benchmark, which otherwise runs after the sync runs on the
+# --gzip on|off (on: kinformer's RestClientOptions::gzip, passed explicitly; client-go asks for gzip
+# as Go's transport does by default), --no-fanout (skip issue 9's fan-out benchmark, which otherwise runs after the sync runs on the
 # same server: tools/bench/fanout.sh with the arguments after "--" (default none; --quick passes
 # --quick), its tables appended to this table and its Pods deleted after it; ~8 min more).
 # Example: tools/bench/sync.sh -- --source synthetic --handlers "100 1000"
@@ -57,7 +58,7 @@ case "$build" in /*) ;; *) build="$root/$build" ;; esac
 
 pods=20000 secrets=2000 slices=1000 namespaces=4 rounds=3 out="" dir="" settle_ms=1000 cpu_runs=6
 per_resource=1 plot="" plot_rounds=1 replot=0 plot_out="$root/docs/bench/sync.png"
-fanout=1 fanout_args=() fanout_quick=0
+fanout=1 fanout_args=() fanout_quick=0 gzip=on
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --pods) pods="$2"; shift 2 ;;
@@ -75,6 +76,7 @@ while [[ $# -gt 0 ]]; do
     --plot-out) plot_out="$2"; shift 2 ;;
     --replot) replot=1; shift ;;
     --no-fanout) fanout=0; shift ;;
+    --gzip) gzip="$2"; shift 2 ;;
     --quick) pods=2000 secrets=200 slices=100 rounds=1 cpu_runs=2 fanout_quick=1; shift ;;
     --) shift; fanout_args=("$@"); break ;;
     -h|--help) sed -n 2,51p "$0"; exit 0 ;;
@@ -82,6 +84,7 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 num() { [[ "$2" =~ ^[0-9]+$ && "$2" -ge "$3" && "$2" -le "$4" ]] || { echo "sync.sh: $1 in [$3, $4]" >&2; exit 2; }; }
+[[ $gzip == on || $gzip == off ]] || { echo "sync.sh: --gzip takes on or off" >&2; exit 2; }
 num --pods "$pods" 1 200000; num --secrets "$secrets" 0 100000; num --slices "$slices" 0 100000
 num --namespaces "$namespaces" 1 100; num --rounds "$rounds" 1 20; num --cpu-runs "$cpu_runs" 0 50; num --plot-rounds "$plot_rounds" 1 20
 for n in $plot; do num "--plot count" "$n" 1 200000; done
@@ -249,7 +252,7 @@ run_one() {  # side encoding mode resources namespace kind round
   local p=0 s=0 e=0
   if [[ -z "$ns" ]]; then p="$(total pods)" s="$(total secrets)" e="$(total endpointslices)"; fi
   if [[ $side == kinformer ]]; then
-    cmd=("$kin" --encoding "$enc" --list-mode "$mode" --resources "$res" --pods "$p" --secrets "$s" --slices "$e"
+    cmd=("$kin" --encoding "$enc" --gzip "$gzip" --list-mode "$mode" --resources "$res" --pods "$p" --secrets "$s" --slices "$e"
       --settle-ms "$settle_ms")
     [[ -n "$ns" ]] && cmd+=(--namespace "$ns")
   else

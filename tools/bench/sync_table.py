@@ -91,6 +91,10 @@ P(f"date {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, comm
   f"{os.cpu_count()} CPUs, load average (1 min, at each run's start) min {min(loads, default=0):.2f} / "
   f"median {med(loads) if loads else 0:.2f} / max {max(loads, default=0):.2f}; runs took {int(elapsed)} s; "
   f"kube-apiserver idle {any_row.get('apiserver_idle_cpu_per_s', NAN):.3f} CPU-s/s (subtracted)")
+kin_gzip = {r.get("gzip") for r in rows if r.get("side") == "kinformer"}
+P("kinformer asks for gzip on lists (RestClientOptions::gzip): " +
+  ", ".join("on" if g else "off" if g is not None else "not recorded" for g in sorted(kin_gzip, key=str)) +
+  "; client-go asks for it as Go's transport does by default")
 
 if plot:
     P("")
