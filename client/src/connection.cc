@@ -74,8 +74,10 @@ std::string content_encoding(const http::fields& fields) {
 // `out.body`. A gzip-encoded body (Content-Encoding: gzip) is decoded on the way, so the sink
 // and `out.body` see the decoded bytes and the head no longer names the encoding (it is in
 // `out.content_encoding`); the decoded size is bounded by `max_body` too. `delivered` counts
-// the bytes handed to the sink; a sink's error or exception, or a body that cannot be decoded,
-// ends the exchange at once (in `sink_error`, with no error_code).
+// the bytes handed to the sink; a sink's error or exception, or a 2xx body that cannot be
+// decoded, ends the exchange at once (in `sink_error`, with no error_code). An error response
+// (not 2xx) whose body cannot be decoded is read to its end and kept with an empty body: its
+// status and headers (401, 429 and Retry-After, 410) still say what happened.
 template <class Stream>
 awaitable<error_code> write_read(Stream& stream, beast::flat_buffer& buffer,
                                  http::request<http::string_body>& req,
@@ -88,23 +90,30 @@ awaitable<error_code> write_read(Stream& stream, beast::flat_buffer& buffer,
   auto [hec, hn] = co_await http::async_read_header(stream, buffer, parser, kTuple);
   if (hec) co_return hec;
   out.status = static_cast<int>(parser.get().result_int());
+  const bool success = out.status >= 200 && out.status < 300;
   out.content_encoding = content_encoding(parser.get().base());
   std::optional<GzipDecoder> gzip;
+  bool unreadable = false;  // an error response's body that cannot be decoded: discarded
   if (out.content_encoding == "gzip" || out.content_encoding == "x-gzip") {
     gzip.emplace(max_body, what);
     parser.get().erase(http::field::content_encoding);
     parser.get().erase(http::field::content_length);  // the encoded length
   } else if (!out.content_encoding.empty()) {
-    sink_error = Error::make(Errc::decode, what + ": the response body's Content-Encoding '" +
-                                               out.content_encoding +
-                                               "' is not supported (only gzip is asked for)");
-    co_return error_code{};
+    if (success) {
+      sink_error = Error::make(Errc::decode, what + ": the response body's Content-Encoding '" +
+                                                 out.content_encoding +
+                                                 "' is not supported (only gzip is asked for)");
+      co_return error_code{};
+    }
+    unreadable = true;
   }
   out.headers = copy_headers(parser.get().base());
-  out.body_streamed = out.status >= 200 && out.status < 300 && sink.accept &&
-                      sink_accept(sink, out, what, sink_error);
+  out.body_streamed = success && sink.accept && sink_accept(sink, out, what, sink_error);
   if (sink_error) co_return error_code{};
-  // Decoded bytes to the sink or into out.body; false once the sink has failed.
+  if (!out.body_streamed && !gzip && !unreadable) {
+    if (auto n = parser.content_length()) out.body.reserve(std::min<std::uint64_t>(*n, max_body));
+  }
+  // Decoded bytes to the sink or into out.body; an error once the sink has failed.
   auto emit = [&](std::string_view piece) -> Status {
     if (!out.body_streamed) {
       out.body.append(piece);
@@ -115,18 +124,30 @@ awaitable<error_code> write_read(Stream& stream, beast::flat_buffer& buffer,
     if (sink_error) return *sink_error;
     return Ok{};
   };
+  // A body that cannot be decoded: the end of a 2xx exchange; an error response keeps its
+  // status with an empty body (the rest of it is read and dropped).
+  auto undecodable = [&](Error e) {
+    if (success || sink_error) {
+      if (!sink_error) sink_error = std::move(e);
+      return;
+    }
+    unreadable = true;
+    out.body.clear();
+    gzip.reset();
+  };
   // The bounded read buffer: what a piece can be at most (beside the connection's own buffer).
-  std::vector<char> chunk(std::size_t{64} * 1024);
+  constexpr std::size_t kPiece = std::size_t{64} * 1024;
+  const std::unique_ptr<char[]> chunk(new char[kPiece]);
   while (!parser.is_done()) {
-    parser.get().body().data = chunk.data();
-    parser.get().body().size = chunk.size();
+    parser.get().body().data = chunk.get();
+    parser.get().body().size = kPiece;
     auto [ec, n] = co_await http::async_read_some(stream, buffer, parser, kTuple);
     if (ec == http::error::need_buffer) ec = {};
-    const std::size_t got = chunk.size() - parser.get().body().size;
-    if (got > 0) {
-      const std::string_view piece(chunk.data(), got);
+    const std::size_t got = kPiece - parser.get().body().size;
+    if (got > 0 && !unreadable) {
+      const std::string_view piece(chunk.get(), got);
       if (gzip) {
-        if (auto s = gzip->feed(piece, emit); !s && !sink_error) sink_error = std::move(s).error();
+        if (auto s = gzip->feed(piece, emit); !s) undecodable(std::move(s).error());
       } else {
         (void)emit(piece);
       }
@@ -135,7 +156,7 @@ awaitable<error_code> write_read(Stream& stream, beast::flat_buffer& buffer,
     if (ec) co_return ec;
   }
   if (gzip) {
-    if (auto s = gzip->finish(); !s) sink_error = std::move(s).error();
+    if (auto s = gzip->finish(); !s) undecodable(std::move(s).error());
   }
   co_return error_code{};
 }

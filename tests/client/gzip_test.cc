@@ -255,6 +255,7 @@ TEST(GzipRestClient, GetRawSaysTheEncodingAndGivesTheDecodedBody) {
   EXPECT_EQ(r->content_encoding, "gzip");
   EXPECT_EQ(r->body, body);
   EXPECT_EQ(r->header("Content-Encoding"), "");
+  EXPECT_EQ(r->header("Content-Length"), "");  // it was the encoded length
   EXPECT_EQ(r->header("Content-Type"), "application/json");
   // The connection is reused: the whole gzip body was read.
   auto again = client.get_raw("/raw");
@@ -353,6 +354,25 @@ TEST(GzipRestClient, ASmallBodyThatExpandsPastMaxResponseBytesIsTooLarge) {
   EXPECT_NE(r.error().message.find("max_response_bytes"), std::string::npos) << r.error().message;
 }
 
+TEST(GzipRestClient, EncodingNamesAreReadAsHttpSaysAndIdentityIsNone) {
+  FakeApiServer server;
+  const std::string body = R"({"a":")" + sample_text(1000) + R"("})";
+  for (const std::string encoding : {"x-gzip", " GZip ", "identity"}) {
+    server.on("GET", "/raw", [&](const Request&) {
+      Reply r = Reply::json(encoding == "identity" ? body : kinformer::testing::gzip(body));
+      r.headers.emplace_back("Content-Encoding", encoding);
+      return r;
+    });
+    RestClient client(server.cluster_config(), unlimited());
+    auto r = client.get_raw("/raw");
+    ASSERT_TRUE(r) << encoding << ": " << r.error().to_string();
+    EXPECT_EQ(r->body, body) << encoding;
+    EXPECT_EQ(r->content_encoding, encoding == "identity" ? ""
+                                   : encoding == "x-gzip" ? "x-gzip"
+                                                          : "gzip");
+  }
+}
+
 TEST(GzipRestClient, AnEncodingItNeverAskedForIsAnErrorThatNamesIt) {
   FakeApiServer server;
   server.on("GET", "/raw", [](const Request&) {
@@ -365,6 +385,52 @@ TEST(GzipRestClient, AnEncodingItNeverAskedForIsAnErrorThatNamesIt) {
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, Errc::decode);
   EXPECT_NE(r.error().message.find("'br'"), std::string::npos) << r.error().message;
+}
+
+// An error response whose body cannot be read still says what happened through its status and
+// headers: a 429 keeps its Retry-After, a 503 with a broken gzip body stays a 503.
+TEST(GzipRestClient, AnErrorResponseWithAnUnreadableBodyKeepsItsStatus) {
+  FakeApiServer server;
+  server.on("GET", "/api/v1/namespaces/ns/pods", [](const Request&) {
+    Reply r = Reply::text("\x1b\x2f compressed with brotli", 429);
+    r.headers.emplace_back("Content-Encoding", "br");
+    r.headers.emplace_back("Retry-After", "3");
+    return r;
+  });
+  server.on("GET", "/api/v1/namespaces/other/pods", [](const Request&) {
+    Reply r = Reply::api_status(503, "ServiceUnavailable", "try later");
+    r.body = kinformer::testing::gzip(r.body).substr(0, 12);  // cut inside the deflate data
+    r.headers.emplace_back("Content-Encoding", "gzip");
+    return r;
+  });
+  RestClient client(server.cluster_config(), unlimited());
+  auto r = client.list(pods(), "ns");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().http_status, 429) << r.error().to_string();
+  ASSERT_TRUE(r.error().retry_after.has_value()) << r.error().to_string();
+  EXPECT_EQ(*r.error().retry_after, std::chrono::seconds(3));
+  auto o = client.list(pods(), "other");
+  ASSERT_FALSE(o);
+  EXPECT_EQ(o.error().http_status, 503) << o.error().to_string();
+  // Both bodies were read to their end: the connection was kept and reused.
+  ASSERT_EQ(server.requests().size(), 2u);
+  EXPECT_EQ(server.requests()[1].connection, server.requests()[0].connection);
+}
+
+TEST(GzipRestClient, AGzippedListThatExpandsPastMaxResponseBytesIsTooLarge) {
+  FakeApiServer server;
+  server.on("GET", "/api/v1/namespaces/ns/pods", [](const Request& req) {
+    return maybe_gzipped(req, protobuf_reply(pod_list_proto(2000)));
+  });
+  RestClientOptions o = unlimited();
+  o.max_response_bytes = 64 * 1024;  // the gzipped body is far below it, the list far above
+  RestClient client(server.cluster_config(), o);
+  auto r = client.list(pods(), "ns");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, Errc::too_large) << r.error().to_string();
+  EXPECT_NE(r.error().message.find("gzip-encoded body decompresses to more than 65536 bytes"),
+            std::string::npos)
+      << r.error().message;
 }
 
 TEST(GzipRestClient, AGzippedErrorStatusIsStillMapped) {
