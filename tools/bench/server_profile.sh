@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # server_profile.sh: where kube-apiserver's CPU goes while a client syncs (issue 12: "find where
-# the time goes"). Three modes, each a run of --runs back-to-back protobuf syncs of Pod, Secret and
-# EndpointSlice informers on all namespaces (as in sync.sh) under one CPU profile of the launcher's
-# kube-apiserver (/debug/pprof/profile): kinformer's WatchList, kinformer's LIST, and client-go's
-# WatchList (clientgo-sync: the same stream served to the peer). Prints, per mode, the CPU-s per
-# sync in named parts of the server (go tool pprof, cumulative), the median sync time, and each
-# profile's top.
+# the time goes"). Four modes, each a run of --runs back-to-back protobuf syncs of Pod, Secret and
+# EndpointSlice informers on all namespaces (as in sync.sh) under one CPU profile of the
+# launcher's kube-apiserver (/debug/pprof/profile): kinformer's WatchList and LIST, and
+# client-go's WatchList and LIST (clientgo-sync: the same requests served to the peer; both sides
+# ask for gzip on lists). Prints, per mode, the CPU-s per sync in named parts of the server (go
+# tool pprof, cumulative), the median sync time, and each profile's top.
 #
-#   tools/bench/server_profile.sh                 # 5 syncs per mode (~2 min once loaded)
+#   tools/bench/server_profile.sh                 # 5 syncs per mode (~3 min once loaded)
 #   tools/bench/server_profile.sh --runs 10 --top 40
 #
 # Options: --runs N (5), --top N (25: rows of each profile's top), --dir DIR (launcher state;
@@ -99,9 +99,10 @@ parts=(
   "TLS writes (crypto/tls Conn.Write)|tls[.][(][*]Conn[)][.]Write$"
   "HTTP/2 frame writes (writeFrameAsync)|http2[.][(][*]serverConn[)][.]writeFrameAsync"
   "write system calls (syscall.write)|^syscall[.]write$"
+  "gzip compression (gzip.Writer.Write)|compress/gzip[.][(][*]Writer[)][.]Write$"
   "GC (runtime.gcBgMarkWorker)|runtime[.]gcBgMarkWorker$"
 )
-modes=(kinformer-watchlist kinformer-list clientgo-watchlist)
+modes=(kinformer-watchlist kinformer-list clientgo-watchlist clientgo-list)
 
 for mode in "${modes[@]}"; do
   prof="$keep/$mode.pprof"
@@ -115,7 +116,8 @@ for mode in "${modes[@]}"; do
   for ((i = 1; i <= runs; i++)); do
     case "$mode" in
       kinformer-*) cmd=("$kin" --encoding protobuf --list-mode "${mode#kinformer-}" --pods "$p" --secrets "$s" --slices "$e" --settle-ms 0) ;;
-      clientgo-*) cmd=(env KUBE_FEATURE_WatchListClient=true "$cg" -encoding protobuf -list-mode watchlist -pods "$p" -secrets "$s" -slices "$e" -settle-ms 0) ;;
+      clientgo-watchlist) cmd=(env KUBE_FEATURE_WatchListClient=true "$cg" -encoding protobuf -list-mode watchlist -pods "$p" -secrets "$s" -slices "$e" -settle-ms 0) ;;
+      clientgo-list) cmd=(env KUBE_FEATURE_WatchListClient=false "$cg" -encoding protobuf -list-mode list -pods "$p" -secrets "$s" -slices "$e" -settle-ms 0) ;;
     esac
     timeout --kill-after=10 300 "${cmd[@]}" >"$keep/$mode-$i.json" 2>"$keep/$mode-$i.err" \
       || { echo "server_profile.sh: sync $i ($mode) failed; see $keep/$mode-$i.err" >&2; exit 1; }
@@ -153,14 +155,15 @@ for mode in "${modes[@]}"; do col[$mode]="$(summary "$mode")"; done
 read -ra kw <<<"${col[kinformer-watchlist]}"
 read -ra kl <<<"${col[kinformer-list]}"
 read -ra cw <<<"${col[clientgo-watchlist]}"
+read -ra cl <<<"${col[clientgo-list]}"
 echo
 echo "kube-apiserver CPU-s per sync ($p Pods, $s Secrets, $e EndpointSlices, protobuf; $runs syncs per mode; cumulative, so parts overlap)"
-printf '| %-44s | %13s | %13s | %13s |\n' "part" "kin WatchList" "kin LIST" "cg WatchList"
-printf '|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..46})" "--------------:" "--------------:" "--------------:"
-printf '| %-44s | %13s | %13s | %13s |\n' "median time to sync, s" "${kw[0]}" "${kl[0]}" "${cw[0]}"
-printf '| %-44s | %13s | %13s | %13s |\n' "all samples" "${kw[1]}" "${kl[1]}" "${cw[1]}"
+printf '| %-44s | %13s | %13s | %13s | %13s |\n' "part" "kin WatchList" "kin LIST" "cg WatchList" "cg LIST"
+printf '|%s|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..46})" "--------------:" "--------------:" "--------------:" "--------------:"
+printf '| %-44s | %13s | %13s | %13s | %13s |\n' "median time to sync, s" "${kw[0]}" "${kl[0]}" "${cw[0]}" "${cl[0]}"
+printf '| %-44s | %13s | %13s | %13s | %13s |\n' "all samples" "${kw[1]}" "${kl[1]}" "${cw[1]}" "${cl[1]}"
 for i in "${!parts[@]}"; do
-  printf '| %-44s | %13s | %13s | %13s |\n' "${parts[$i]%%|*}" "${kw[$((i + 2))]}" "${kl[$((i + 2))]}" "${cw[$((i + 2))]}"
+  printf '| %-44s | %13s | %13s | %13s | %13s |\n' "${parts[$i]%%|*}" "${kw[$((i + 2))]}" "${kl[$((i + 2))]}" "${cw[$((i + 2))]}" "${cl[$((i + 2))]}"
 done
 for mode in "${modes[@]}"; do
   echo
