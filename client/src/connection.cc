@@ -110,8 +110,11 @@ awaitable<error_code> write_read(Stream& stream, beast::flat_buffer& buffer,
   out.headers = copy_headers(parser.get().base());
   out.body_streamed = success && sink.accept && sink_accept(sink, out, what, sink_error);
   if (sink_error) co_return error_code{};
-  if (!out.body_streamed && !gzip && !unreadable) {
-    if (auto n = parser.content_length()) out.body.reserve(std::min<std::uint64_t>(*n, max_body));
+  // The stated length is the server's word, not bytes: reserve at most 1 MiB of it up front.
+  if (!out.body_streamed && !gzip && !unreadable && !parser.is_done()) {
+    if (auto n = parser.content_length()) {
+      out.body.reserve(std::min<std::uint64_t>({*n, max_body, std::uint64_t{1} << 20}));
+    }
   }
   // Decoded bytes to the sink or into out.body; an error once the sink has failed.
   auto emit = [&](std::string_view piece) -> Status {
@@ -132,7 +135,7 @@ awaitable<error_code> write_read(Stream& stream, beast::flat_buffer& buffer,
       return;
     }
     unreadable = true;
-    out.body.clear();
+    std::string().swap(out.body);  // its memory too
     gzip.reset();
   };
   // The bounded read buffer: what a piece can be at most (beside the connection's own buffer).
