@@ -142,9 +142,12 @@ awaitable<void> stream_body(std::shared_ptr<WatchState> st, Stream& stream,
     // The lines completed by this read, shared out among its events (the last takes the rest).
     auto batch_bytes = static_cast<std::size_t>(decoder.complete_bytes() - complete_before);
     st->unsignalled += events.size();
+    // More to read at once: bytes in the socket, or already in the parser's buffer (read from
+    // the socket, not yet parsed).
     error_code avail_ec;
     const bool more_waiting =
-        st->unsignalled > 0 && conn.lowest().socket().available(avail_ec) > 0 && !avail_ec;
+        st->unsignalled > 0 &&
+        (conn.buffer.size() > 0 || (conn.lowest().socket().available(avail_ec) > 0 && !avail_ec));
     bool cancelled;
     bool deferred;
     {
@@ -197,6 +200,8 @@ awaitable<void> stream_body(std::shared_ptr<WatchState> st, Stream& stream,
     }
   }
   conn.close();
+  // The reader is woken below; a deferred wake-up is not needed any more.
+  st->signal_timer->cancel();
   std::lock_guard lock(st->mu);
   if (st->phase != Phase::cancelled) {
     st->phase = failure ? Phase::failed : Phase::ended;
