@@ -6,15 +6,19 @@
 #   tools/bench/server_cpu_ab.sh [--rounds N] [--runs N] [--dir DIR] [--resources LIST]
 #                                [--pods N] [--secrets N] [--slices N]
 #
-# Needs the launcher's server with the benchmark's objects loaded, as tools/bench/sync.sh leaves
-# it (its --dir, default /tmp/kinformer-sync-e2e; --pods/--secrets/--slices: the counts it holds,
-# sync.sh's defaults by default), and the built benchmark programs (build/tools/bench). Per
-# round, one block per configuration in a rotating order: one warm-up run, then --runs (8)
-# back-to-back runs; the block's figure is kube-apiserver's utime+stime
-# (/proc/PID/stat) over the block, less its idle rate (measured first) times the block's length,
-# over the runs. Prints every block, then the mean of the blocks per configuration, its standard
+# Needs the launcher's server running with the benchmark's objects loaded: sync.sh stops a server
+# it started itself, so start it first and sync.sh (or fanout-loader sync-load) loads it:
+#   bash e2e/launcher.sh up --dir /tmp/kinformer-sync-e2e \
+#     "--apiserver-arg=--watch-cache-sizes=endpointslices.discovery.k8s.io#1000"
+# (--dir DIR: the launcher's directory). --pods/--secrets/--slices (sync.sh's defaults) are the
+# counts each run waits for: at most what the server holds, or every run times out. Needs the
+# built benchmark programs (build/tools/bench). Per round, one block per configuration in a
+# rotating order: one warm-up run, then --runs (8) back-to-back runs; the block's figure is
+# kube-apiserver's utime+stime (/proc/PID/stat) over the block, less its idle rate (measured
+# first) times the block's length, over the runs. Prints every block, then the mean of the blocks per configuration, its standard
 # error and the ratio to client-go. --rounds 12 takes about 6 minutes.
 set -euo pipefail
+export LC_ALL=C  # printf/awk decimals
 
 rounds=12 runs=8 dir=/tmp/kinformer-sync-e2e resources=pods,secrets,endpointslices
 pods=20000 secrets=2000 slices=1000
@@ -30,6 +34,9 @@ while [[ $# -gt 0 ]]; do
     *) echo "server_cpu_ab.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
+
+[[ "$rounds" =~ ^[1-9][0-9]*$ && "$runs" =~ ^[1-9][0-9]*$ ]] ||
+  { echo "server_cpu_ab.sh: --rounds and --runs take a positive number" >&2; exit 2; }
 
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 bench="${BUILD_DIR:-$root/build}/tools/bench"
