@@ -16,7 +16,8 @@
 # rotating order: one warm-up run, then --runs (8) back-to-back runs; the block's figure is
 # kube-apiserver's utime+stime (/proc/PID/stat) over the block, less its idle rate (measured
 # first) times the block's length, over the runs. Prints every block, then the mean of the
-# blocks per configuration, its standard error and the ratio to client-go. --rounds 12 takes about 6 minutes.
+# blocks per configuration, its standard error and the ratio to client-go. --rounds 12 takes
+# about 6 minutes.
 set -euo pipefail
 export LC_ALL=C  # printf/awk decimals
 
