@@ -134,7 +134,9 @@ awaitable<void> stream_body(std::shared_ptr<WatchState> st, Stream& stream,
     conn.lowest().expires_after(idle_timeout);
     error_code ec = co_await read_some(stream, conn.buffer, parser);
     conn.lowest().expires_never();
-    if (ec == http::error::need_buffer) ec = {};
+    // need_buffer: the parser stopped because `chunk` is full, with more of the body at hand.
+    const bool chunk_full = ec == http::error::need_buffer;
+    if (chunk_full) ec = {};
     std::size_t got = chunk.size() - parser.get().body().size;
     Status fed = Ok{};
     std::uint64_t complete_before = decoder.complete_bytes();
@@ -142,12 +144,13 @@ awaitable<void> stream_body(std::shared_ptr<WatchState> st, Stream& stream,
     // The lines completed by this read, shared out among its events (the last takes the rest).
     auto batch_bytes = static_cast<std::size_t>(decoder.complete_bytes() - complete_before);
     st->unsignalled += events.size();
-    // More to read at once: bytes in the socket, or already in the parser's buffer (read from
-    // the socket, not yet parsed).
+    // More to read at once: a full `chunk`, bytes in the socket, or bytes read from the socket
+    // and not yet parsed. Beast keeps a chunk's closing CRLF in its buffer until the next chunk
+    // header arrives, so those two bytes alone are not more to read.
     error_code avail_ec;
     const bool more_waiting =
-        st->unsignalled > 0 &&
-        (conn.buffer.size() > 0 || (conn.lowest().socket().available(avail_ec) > 0 && !avail_ec));
+        st->unsignalled > 0 && (chunk_full || conn.buffer.size() > 2 ||
+                                (conn.lowest().socket().available(avail_ec) > 0 && !avail_ec));
     bool cancelled;
     bool deferred;
     {
