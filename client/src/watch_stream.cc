@@ -80,13 +80,13 @@ std::string header_value(const HttpResponse& r, std::string_view name) {
   return {};
 }
 
-// Waking the reader. A read's events wake it at once, unless more bytes are already waiting on
-// the socket: then they are queued unsignalled and the reader is woken once for the burst, when
-// a read leaves the socket empty, when kMaxUnsignalled events wait, before reading pauses, or at
-// the latest kMaxSignalDelay after the first of them (the next read can block although bytes are
-// waiting: the rest of a TLS record may be late). A reader that is awake takes queued events
-// whether signalled or not. A server that flushes every event (kube-apiserver's initial events
-// do) otherwise costs the reader one sleep and one wake-up per event.
+// Waking the reader. A read's events wake it at once, unless more bytes are already waiting (on
+// the socket, or read and not yet parsed): then they are queued unsignalled and the reader is woken
+// once for the burst, when a read leaves the socket empty, when kMaxUnsignalled events wait, before
+// reading pauses, or at the latest kMaxSignalDelay after the first of them (the next read can block
+// although bytes are waiting: the rest of a TLS record may be late). A reader that is awake takes
+// queued events whether signalled or not. A server that flushes every event (kube-apiserver's
+// initial events do) otherwise costs the reader one sleep and one wake-up per event.
 constexpr std::size_t kMaxUnsignalled = 256;
 constexpr auto kMaxSignalDelay = std::chrono::milliseconds(2);
 
