@@ -123,6 +123,10 @@ awaitable<void> stream_body(std::shared_ptr<WatchState> st, Stream& stream,
   std::vector<char> chunk(std::size_t{64} * 1024);
   std::vector<WatchEvent> events;
   std::optional<Error> failure;
+  // One chunk header or piece of body per read (as async_read_header left it): an eager parser
+  // would go on to an incomplete next chunk header and wait for it, holding body bytes already
+  // read, and their events, until more arrives.
+  parser.eager(false);
   for (;;) {
     if (parser.is_done()) {
       if (auto s = decoder.finish(); !s) failure = s.error();
