@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The API server's CPU per sync for the LIST path, A/B: kinformer with gzip on, kinformer with gzip
-# off, client-go (protobuf, LIST; the informers of --resources, all three by default), by the block
-# method of docs/BENCHMARKS.md.
+# The API server's CPU per sync, A/B: kinformer with gzip on, kinformer with gzip off, client-go
+# (protobuf; LIST by default, --list-mode watchlist for WatchList; the informers of --resources,
+# all three by default), by the block method of docs/BENCHMARKS.md, with what the server allocated
+# and how many GC cycles it ran per sync (from its /metrics).
 #
 #   tools/bench/server_cpu_ab.sh [--rounds N] [--runs N] [--dir DIR] [--resources LIST]
-#                                [--pods N] [--secrets N] [--slices N]
+#                                [--list-mode list|watchlist] [--pods N] [--secrets N] [--slices N]
 #
 # Needs the launcher's server running with the benchmark's objects loaded: sync.sh stops a server
 # it started itself, so start it first and sync.sh (or fanout-loader sync-load) loads it:
@@ -15,13 +16,16 @@
 # built benchmark programs (build/tools/bench). Per round, one block per configuration in a
 # rotating order: one warm-up run, then --runs (8) back-to-back runs; the block's figure is
 # kube-apiserver's utime+stime (/proc/PID/stat) over the block, less its idle rate (measured
-# first) times the block's length, over the runs. Prints every block, then the mean of the
-# blocks per configuration, its standard error and the ratio to client-go. --rounds 12 takes
-# about 6 minutes.
+# first) times the block's length, over the runs. Beside it, per sync: the bytes the server's Go
+# heap allocated (go_memstats_alloc_bytes_total) and its GC cycles (go_gc_duration_seconds_count),
+# read from /metrics with the launcher's admin certificate (DIR/pki). Prints every block, then the
+# mean of the blocks per configuration, its standard error and the ratio to client-go. With the
+# LIST, --rounds 12 takes about 6 minutes. (gzip applies to LIST responses only: with WatchList
+# the two kinformer configurations send the same requests.)
 set -euo pipefail
 export LC_ALL=C  # printf/awk decimals
 
-rounds=12 runs=8 dir=/tmp/kinformer-sync-e2e resources=pods,secrets,endpointslices
+rounds=12 runs=8 dir=/tmp/kinformer-sync-e2e resources=pods,secrets,endpointslices mode=list
 pods=20000 secrets=2000 slices=1000
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -29,6 +33,7 @@ while [[ $# -gt 0 ]]; do
     --runs) runs="$2"; shift 2 ;;
     --dir) dir="$2"; shift 2 ;;
     --resources) resources="$2"; shift 2 ;;
+    --list-mode) mode="$2"; shift 2 ;;
     --pods) pods="$2"; shift 2 ;;
     --secrets) secrets="$2"; shift 2 ;;
     --slices) slices="$2"; shift 2 ;;
@@ -38,6 +43,8 @@ done
 
 [[ "$rounds" =~ ^[1-9][0-9]*$ && "$runs" =~ ^[1-9][0-9]*$ ]] ||
   { echo "server_cpu_ab.sh: --rounds and --runs take a positive number" >&2; exit 2; }
+[[ "$mode" == list || "$mode" == watchlist ]] ||
+  { echo "server_cpu_ab.sh: --list-mode takes list or watchlist" >&2; exit 2; }
 
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 bench="${BUILD_DIR:-$root/build}/tools/bench"
@@ -50,21 +57,44 @@ pid="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["apiserve
 tck="$(getconf CLK_TCK)"
 ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$pid/stat"; }
 now() { date +%s.%N; }
+# "<allocated bytes> <GC cycles>" of kube-apiserver so far, from its /metrics.
+heap() {
+  python3 - "$dir" <<'PY'
+import ssl, sys, urllib.request
+d = sys.argv[1]
+url = None
+for line in open(d + "/kubeconfig"):
+    if line.strip().startswith("server:"):
+        url = line.split(None, 1)[1].strip()
+        break
+ctx = ssl.create_default_context(cafile=d + "/pki/ca.crt")
+ctx.load_cert_chain(d + "/pki/admin.crt", d + "/pki/admin.key")
+alloc = gc = None
+for line in urllib.request.urlopen(url + "/metrics", context=ctx, timeout=30).read().decode().splitlines():
+    if line.startswith("go_memstats_alloc_bytes_total "):
+        alloc = float(line.split()[1])
+    elif line.startswith("go_gc_duration_seconds_count "):
+        gc = float(line.split()[1])
+if url is None or alloc is None or gc is None:
+    sys.exit("server_cpu_ab.sh: no server in the kubeconfig, or no Go heap metrics in /metrics")
+print(int(alloc), int(gc))
+PY
+}
 
 run() {  # configuration name -> one sync
   case "$1" in
     on | off)
-      "$bench/kinformer_sync_bench" --encoding protobuf --list-mode list --gzip "$1" \
+      "$bench/kinformer_sync_bench" --encoding protobuf --list-mode "$mode" --gzip "$1" \
         --resources "$resources" --pods "$pods" --secrets "$secrets" --slices "$slices" --settle-ms 0 ;;
     client-go)
-      "$bench/clientgo-sync" -encoding protobuf -list-mode list -resources "$resources" \
+      "$bench/clientgo-sync" -encoding protobuf -list-mode "$mode" -resources "$resources" \
         -pods "$pods" -secrets "$secrets" -slices "$slices" -settle-ms 0 ;;
   esac >/dev/null 2>&1 || { echo "server_cpu_ab.sh: a $1 run failed" >&2; exit 1; }
 }
 
 a="$(ticks)" t="$(now)"; sleep 10
 idle="$(awk -v a="$a" -v b="$(ticks)" -v t0="$t" -v t1="$(now)" -v k="$tck" 'BEGIN { print (b - a) / k / (t1 - t0) }')"
-echo "kube-apiserver pid $pid, idle $idle CPU-s/s; $pods Pods, $secrets Secrets, $slices EndpointSlices; $resources"
+echo "kube-apiserver pid $pid, idle $idle CPU-s/s; $pods Pods, $secrets Secrets, $slices EndpointSlices; $resources; $mode"
 
 results="$(mktemp)"
 trap 'rm -f "$results"' EXIT
@@ -76,14 +106,18 @@ for r in $(seq "$rounds"); do
   esac
   for c in $order; do
     run "$c"  # warm-up
+    read -r m0 g0 < <(heap)
     a="$(ticks)" t0="$(now)"
     for _ in $(seq "$runs"); do run "$c"; done
     b="$(ticks)" t1="$(now)"
+    read -r m1 g1 < <(heap)
     per="$(awk -v a="$a" -v b="$b" -v t0="$t0" -v t1="$t1" -v k="$tck" -v i="$idle" -v n="$runs" \
       'BEGIN { printf "%.3f", ((b - a) / k - i * (t1 - t0)) / n }')"
-    printf 'round %d %-9s %s s per sync (block of %d, %.1f s)\n' "$r" "$c" "$per" "$runs" \
-      "$(awk -v t0="$t0" -v t1="$t1" 'BEGIN { print t1 - t0 }')"
-    echo "$c $per" >>"$results"
+    mb="$(awk -v a="$m0" -v b="$m1" -v n="$runs" 'BEGIN { printf "%.1f", (b - a) / n / 1e6 }')"
+    gcs="$(awk -v a="$g0" -v b="$g1" -v n="$runs" 'BEGIN { printf "%.3f", (b - a) / n }')"
+    printf 'round %d %-9s %s s, %s MB allocated, %s GC cycles per sync (block of %d, %.1f s)\n' \
+      "$r" "$c" "$per" "$mb" "$gcs" "$runs" "$(awk -v t0="$t0" -v t1="$t1" 'BEGIN { print t1 - t0 }')"
+    echo "$c $per $mb $gcs" >>"$results"
   done
 done
 
@@ -91,14 +125,39 @@ python3 - "$results" <<'PY'
 import statistics as st, sys
 blocks = {}
 for line in open(sys.argv[1]):
-    name, value = line.split()
-    blocks.setdefault(name, []).append(float(value))
-base = st.mean(blocks["client-go"])
-print("| configuration | API-server CPU per sync, mean of blocks (s) | standard error | ratio to client-go |")
-print("|---|---:|---:|---:|")
-for name in ("on", "off", "client-go"):
-    v = blocks[name]
-    se = st.stdev(v) / len(v) ** 0.5 if len(v) > 1 else float("nan")
+    name, *values = line.split()
+    blocks.setdefault(name, []).append([float(v) for v in values])
+def column(name, i):
+    return [block[i] for block in blocks[name]]
+def se(v):
+    return st.stdev(v) / len(v) ** 0.5 if len(v) > 1 else float("nan")
+names = ("on", "off", "client-go")
+# Most of a block's spread is how many GC cycles of the server's whole heap fell into it: a cycle
+# comes every so many allocated bytes, so where it lands is luck, but how often it comes is set
+# by what a sync allocates. The GC-adjusted figure keeps the second and removes the first: the
+# CPU of one cycle (k, the slope of CPU on cycles within each configuration) times the difference
+# between a block's cycles and the cycles its allocation predicts (the run's cycles per MB).
+sxy = sxx = 0.0
+for name in names:
+    cpu, gcs = column(name, 0), column(name, 2)
+    mc, mg = st.mean(cpu), st.mean(gcs)
+    sxy += sum((g - mg) * (c - mc) for c, g in zip(cpu, gcs))
+    sxx += sum((g - mg) ** 2 for g in gcs)
+k = sxy / sxx if sxx > 0 else 0.0
+all_mb = sum(sum(column(name, 1)) for name in names)
+per_mb = sum(sum(column(name, 2)) for name in names) / all_mb if all_mb > 0 else 0.0
+def adjusted(name):
+    return [c - k * (g - m * per_mb) for c, m, g in zip(*(column(name, i) for i in range(3)))]
+cpu0, mb0 = st.mean(column("client-go", 0)), st.mean(column("client-go", 1))
+adj0 = st.mean(adjusted("client-go"))
+print("| configuration | API-server CPU per sync, mean of blocks (s) | standard error | ratio | "
+      "GC-adjusted (s) | standard error | ratio | allocated per sync (MB) | ratio | GC cycles per sync |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+for name in names:
+    cpu, mb, gcs, adj = column(name, 0), column(name, 1), column(name, 2), adjusted(name)
     label = {"on": "kinformer, gzip on", "off": "kinformer, gzip off"}.get(name, name)
-    print(f"| {label} | {st.mean(v):.3f} | {se:.3f} | {st.mean(v) / base:.2f}x |")
+    print(f"| {label} | {st.mean(cpu):.3f} | {se(cpu):.3f} | {st.mean(cpu) / cpu0:.2f}x | "
+          f"{st.mean(adj):.3f} | {se(adj):.3f} | {st.mean(adj) / adj0:.2f}x | "
+          f"{st.mean(mb):.1f} | {st.mean(mb) / mb0:.2f}x | {st.mean(gcs):.3f} |")
+print(f"one GC cycle: {k:.2f} CPU-s (slope within configurations); {per_mb * 1000:.2f} cycles per GB allocated")
 PY
