@@ -18,7 +18,7 @@
 # kube-apiserver's utime+stime (/proc/PID/stat) over the block, less its idle rate (measured
 # first) times the block's length, over the runs. Beside it, per sync: the bytes the server's Go
 # heap allocated (go_memstats_alloc_bytes_total) and its GC cycles (go_gc_duration_seconds_count),
-# read from /metrics with the launcher's admin certificate (DIR/pki). Prints every block, then the
+# read from /metrics with the launcher's admin certificate (DIR/pki), less their idle rates too. Prints every block, then the
 # mean of the blocks per configuration, its standard error and the ratio to client-go. With the
 # LIST, --rounds 12 takes about 6 minutes. (gzip applies to LIST responses only: with WatchList
 # the two kinformer configurations send the same requests.)
@@ -67,6 +67,8 @@ for line in open(d + "/kubeconfig"):
     if line.strip().startswith("server:"):
         url = line.split(None, 1)[1].strip()
         break
+if url is None:
+    sys.exit("server_cpu_ab.sh: no server: line in " + d + "/kubeconfig")
 ctx = ssl.create_default_context(cafile=d + "/pki/ca.crt")
 ctx.load_cert_chain(d + "/pki/admin.crt", d + "/pki/admin.key")
 alloc = gc = None
@@ -75,8 +77,8 @@ for line in urllib.request.urlopen(url + "/metrics", context=ctx, timeout=30).re
         alloc = float(line.split()[1])
     elif line.startswith("go_gc_duration_seconds_count "):
         gc = float(line.split()[1])
-if url is None or alloc is None or gc is None:
-    sys.exit("server_cpu_ab.sh: no server in the kubeconfig, or no Go heap metrics in /metrics")
+if alloc is None or gc is None:
+    sys.exit("server_cpu_ab.sh: no go_memstats_alloc_bytes_total or go_gc_duration_seconds_count in /metrics")
 print(int(alloc), int(gc))
 PY
 }
@@ -92,9 +94,16 @@ run() {  # configuration name -> one sync
   esac >/dev/null 2>&1 || { echo "server_cpu_ab.sh: a $1 run failed" >&2; exit 1; }
 }
 
+read -r m0 g0 < <(heap)
 a="$(ticks)" t="$(now)"; sleep 10
-idle="$(awk -v a="$a" -v b="$(ticks)" -v t0="$t" -v t1="$(now)" -v k="$tck" 'BEGIN { print (b - a) / k / (t1 - t0) }')"
-echo "kube-apiserver pid $pid, idle $idle CPU-s/s; $pods Pods, $secrets Secrets, $slices EndpointSlices; $resources; $mode"
+b="$(ticks)" t1="$(now)"
+read -r m1 g1 < <(heap)
+# The idle server's rates, subtracted from every block like its CPU: CPU-s, bytes allocated and GC
+# cycles per second.
+read -r idle idle_alloc idle_gc < <(awk -v a="$a" -v b="$b" -v t0="$t" -v t1="$t1" -v k="$tck" \
+  -v m0="$m0" -v m1="$m1" -v g0="$g0" -v g1="$g1" \
+  'BEGIN { d = t1 - t0; print (b - a) / k / d, (m1 - m0) / d, (g1 - g0) / d }')
+echo "kube-apiserver pid $pid, idle $idle CPU-s/s, $(awk -v x="$idle_alloc" 'BEGIN { printf "%.2f", x / 1e6 }') MB/s allocated, $idle_gc GC cycles/s; $pods Pods, $secrets Secrets, $slices EndpointSlices; $resources; $mode"
 
 results="$(mktemp)"
 trap 'rm -f "$results"' EXIT
@@ -111,10 +120,16 @@ for r in $(seq "$rounds"); do
     for _ in $(seq "$runs"); do run "$c"; done
     b="$(ticks)" t1="$(now)"
     read -r m1 g1 < <(heap)
+    if ((m1 < m0 || g1 < g0)); then
+      echo "server_cpu_ab.sh: the server's counters went back (restarted?) during a $c block" >&2
+      exit 1
+    fi
     per="$(awk -v a="$a" -v b="$b" -v t0="$t0" -v t1="$t1" -v k="$tck" -v i="$idle" -v n="$runs" \
       'BEGIN { printf "%.3f", ((b - a) / k - i * (t1 - t0)) / n }')"
-    mb="$(awk -v a="$m0" -v b="$m1" -v n="$runs" 'BEGIN { printf "%.1f", (b - a) / n / 1e6 }')"
-    gcs="$(awk -v a="$g0" -v b="$g1" -v n="$runs" 'BEGIN { printf "%.3f", (b - a) / n }')"
+    mb="$(awk -v a="$m0" -v b="$m1" -v n="$runs" -v i="$idle_alloc" -v d="$(awk -v t0="$t0" -v t1="$t1" 'BEGIN { print t1 - t0 }')" \
+      'BEGIN { printf "%.1f", ((b - a) - i * d) / n / 1e6 }')"
+    gcs="$(awk -v a="$g0" -v b="$g1" -v n="$runs" -v i="$idle_gc" -v d="$(awk -v t0="$t0" -v t1="$t1" 'BEGIN { print t1 - t0 }')" \
+      'BEGIN { printf "%.3f", ((b - a) - i * d) / n }')"
     printf 'round %d %-9s %s s, %s MB allocated, %s GC cycles per sync (block of %d, %.1f s)\n' \
       "$r" "$c" "$per" "$mb" "$gcs" "$runs" "$(awk -v t0="$t0" -v t1="$t1" 'BEGIN { print t1 - t0 }')"
     echo "$c $per $mb $gcs" >>"$results"
@@ -132,11 +147,13 @@ def column(name, i):
 def se(v):
     return st.stdev(v) / len(v) ** 0.5 if len(v) > 1 else float("nan")
 names = ("on", "off", "client-go")
-# Most of a block's spread is how many GC cycles of the server's whole heap fell into it: a cycle
+# Part of a block's spread is how many GC cycles of the server's whole heap fell into it: a cycle
 # comes every so many allocated bytes, so where it lands is luck, but how often it comes is set
 # by what a sync allocates. The GC-adjusted figure keeps the second and removes the first: the
 # CPU of one cycle (k, the slope of CPU on cycles within each configuration) times the difference
-# between a block's cycles and the cycles its allocation predicts (the run's cycles per MB).
+# between a block's cycles and the cycles its allocation predicts (the run's cycles per MB). Its
+# standard error leaves out the uncertainty of k (printed) and of the cycles per MB; with too
+# few blocks, or the same cycles in every block, there is no slope and no adjustment.
 sxy = sxx = 0.0
 for name in names:
     cpu, gcs = column(name, 0), column(name, 2)
@@ -144,20 +161,34 @@ for name in names:
     sxy += sum((g - mg) * (c - mc) for c, g in zip(cpu, gcs))
     sxx += sum((g - mg) ** 2 for g in gcs)
 k = sxy / sxx if sxx > 0 else 0.0
+dof = sum(len(blocks[name]) for name in names) - len(names) - 1
+k_se = float("nan")
+if sxx > 0 and dof > 0:
+    rss = 0.0
+    for name in names:
+        cpu, gcs = column(name, 0), column(name, 2)
+        mc, mg = st.mean(cpu), st.mean(gcs)
+        rss += sum(((c - mc) - k * (g - mg)) ** 2 for c, g in zip(cpu, gcs))
+    k_se = (rss / dof / sxx) ** 0.5
 all_mb = sum(sum(column(name, 1)) for name in names)
 per_mb = sum(sum(column(name, 2)) for name in names) / all_mb if all_mb > 0 else 0.0
 def adjusted(name):
     return [c - k * (g - m * per_mb) for c, m, g in zip(*(column(name, i) for i in range(3)))]
-cpu0, mb0 = st.mean(column("client-go", 0)), st.mean(column("client-go", 1))
+cpu0, mb0 = st.mean(column("client-go", 0)), st.median(column("client-go", 1))
 adj0 = st.mean(adjusted("client-go"))
 print("| configuration | API-server CPU per sync, mean of blocks (s) | standard error | ratio | "
-      "GC-adjusted (s) | standard error | ratio | allocated per sync (MB) | ratio | GC cycles per sync |")
+      "GC-adjusted (s) | standard error | ratio | allocated per sync, median of blocks (MB) | ratio | "
+      "GC cycles per sync |")
 print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for name in names:
     cpu, mb, gcs, adj = column(name, 0), column(name, 1), column(name, 2), adjusted(name)
     label = {"on": "kinformer, gzip on", "off": "kinformer, gzip off"}.get(name, name)
     print(f"| {label} | {st.mean(cpu):.3f} | {se(cpu):.3f} | {st.mean(cpu) / cpu0:.2f}x | "
           f"{st.mean(adj):.3f} | {se(adj):.3f} | {st.mean(adj) / adj0:.2f}x | "
-          f"{st.mean(mb):.1f} | {st.mean(mb) / mb0:.2f}x | {st.mean(gcs):.3f} |")
-print(f"one GC cycle: {k:.2f} CPU-s (slope within configurations); {per_mb * 1000:.2f} cycles per GB allocated")
+          f"{st.median(mb):.1f} | {st.median(mb) / mb0:.2f}x | {st.mean(gcs):.3f} |")
+if sxx > 0:
+    print(f"one GC cycle: {k:.2f} CPU-s (se {k_se:.2f}; slope within configurations); "
+          f"{per_mb * 1000:.2f} cycles per GB allocated")
+else:
+    print("one GC cycle: n/a (every configuration's blocks had the same cycles): GC-adjusted = plain mean")
 PY
