@@ -18,10 +18,11 @@
 # kube-apiserver's utime+stime (/proc/PID/stat) over the block, less its idle rate (measured
 # first) times the block's length, over the runs. Beside it, per sync: the bytes the server's Go
 # heap allocated (go_memstats_alloc_bytes_total) and its GC cycles (go_gc_duration_seconds_count),
-# read from /metrics with the launcher's admin certificate (DIR/pki), less their idle rates too. Prints every block, then the
-# mean of the blocks per configuration, its standard error and the ratio to client-go. With the
-# LIST, --rounds 12 takes about 6 minutes. (gzip applies to LIST responses only: with WatchList
-# the two kinformer configurations send the same requests.)
+# read from /metrics with the launcher's admin certificate (DIR/pki), less their idle rates too.
+# Prints every block, then the mean of the blocks per configuration, its standard error and the
+# ratio to client-go, and a GC-adjusted figure (below). With the LIST, --rounds 10 takes about
+# 5 minutes. (gzip applies to LIST responses only: with WatchList the two kinformer
+# configurations send the same requests.)
 set -euo pipefail
 export LC_ALL=C  # printf/awk decimals
 
