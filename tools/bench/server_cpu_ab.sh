@@ -104,7 +104,9 @@ read -r m1 g1 < <(heap)
 read -r idle idle_alloc idle_gc < <(awk -v a="$a" -v b="$b" -v t0="$t" -v t1="$t1" -v k="$tck" \
   -v m0="$m0" -v m1="$m1" -v g0="$g0" -v g1="$g1" \
   'BEGIN { d = t1 - t0; print (b - a) / k / d, (m1 - m0) / d, (g1 - g0) / d }')
-echo "kube-apiserver pid $pid, idle $idle CPU-s/s, $(awk -v x="$idle_alloc" 'BEGIN { printf "%.2f", x / 1e6 }') MB/s allocated, $idle_gc GC cycles/s; $pods Pods, $secrets Secrets, $slices EndpointSlices; $resources; $mode"
+idle_mb="$(awk -v x="$idle_alloc" 'BEGIN { printf "%.2f", x / 1e6 }')"
+echo "kube-apiserver pid $pid, idle $idle CPU-s/s, $idle_mb MB/s allocated, $idle_gc GC cycles/s;" \
+  "$pods Pods, $secrets Secrets, $slices EndpointSlices; $resources; $mode"
 
 results="$(mktemp)"
 trap 'rm -f "$results"' EXIT
@@ -127,12 +129,13 @@ for r in $(seq "$rounds"); do
     fi
     per="$(awk -v a="$a" -v b="$b" -v t0="$t0" -v t1="$t1" -v k="$tck" -v i="$idle" -v n="$runs" \
       'BEGIN { printf "%.3f", ((b - a) / k - i * (t1 - t0)) / n }')"
-    mb="$(awk -v a="$m0" -v b="$m1" -v n="$runs" -v i="$idle_alloc" -v d="$(awk -v t0="$t0" -v t1="$t1" 'BEGIN { print t1 - t0 }')" \
+    len="$(awk -v t0="$t0" -v t1="$t1" 'BEGIN { print t1 - t0 }')"
+    mb="$(awk -v a="$m0" -v b="$m1" -v n="$runs" -v i="$idle_alloc" -v d="$len" \
       'BEGIN { printf "%.1f", ((b - a) - i * d) / n / 1e6 }')"
-    gcs="$(awk -v a="$g0" -v b="$g1" -v n="$runs" -v i="$idle_gc" -v d="$(awk -v t0="$t0" -v t1="$t1" 'BEGIN { print t1 - t0 }')" \
+    gcs="$(awk -v a="$g0" -v b="$g1" -v n="$runs" -v i="$idle_gc" -v d="$len" \
       'BEGIN { printf "%.3f", ((b - a) - i * d) / n }')"
     printf 'round %d %-9s %s s, %s MB allocated, %s GC cycles per sync (block of %d, %.1f s)\n' \
-      "$r" "$c" "$per" "$mb" "$gcs" "$runs" "$(awk -v t0="$t0" -v t1="$t1" 'BEGIN { print t1 - t0 }')"
+      "$r" "$c" "$per" "$mb" "$gcs" "$runs" "$len"
     echo "$c $per $mb $gcs" >>"$results"
   done
 done
