@@ -26,11 +26,8 @@ while [[ $# -gt 0 ]]; do
 done
 [[ "$limit" =~ ^[1-9][0-9]*$ && "$rounds" =~ ^[1-9][0-9]*$ && "$runs" =~ ^[1-9][0-9]*$ ]] ||
   { echo "list_pages_cpu.sh: --limit, --rounds and --runs take a positive number" >&2; exit 2; }
-pid="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["apiserver"]["pid"])' "$dir/state.json")"
-[[ -r "/proc/$pid/stat" ]] || { echo "list_pages_cpu.sh: kube-apiserver (pid $pid) is not running" >&2; exit 1; }
-tck="$(getconf CLK_TCK)"
-ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$pid/stat"; }
-now() { date +%s.%N; }
+source "$(dirname "$0")/apiserver_cpu.sh"
+apiserver_attach list_pages_cpu.sh "$dir"
 
 # One list, "whole" or "paged"; prints "<pages> <bytes on the wire>".
 list() {
@@ -109,8 +106,7 @@ for r in $(seq "$rounds"); do
     a="$(ticks)" t0="$(now)"
     for _ in $(seq "$runs"); do list "$m" >/dev/null; done
     b="$(ticks)" t1="$(now)"
-    per="$(awk -v a="$a" -v b="$b" -v t0="$t0" -v t1="$t1" -v k="$tck" -v i="$idle" -v n="$runs" \
-      'BEGIN { printf "%.3f", ((b - a) / k - i * (t1 - t0)) / n }')"
+    per="$(cpu_per_run "$a" "$b" "$t0" "$t1" "$idle" "$runs")"
     printf 'round %d %-5s %s s per list (block of %d)\n' "$r" "$m" "$per" "$runs"
     echo "$m $per" >>"$results"
   done

@@ -53,11 +53,8 @@ for p in kinformer_sync_bench clientgo-sync; do
   [[ -x "$bench/$p" ]] || { echo "server_cpu_ab.sh: $bench/$p not built (run tools/bench/sync.sh once)" >&2; exit 1; }
 done
 export KUBECONFIG="$dir/kubeconfig"
-pid="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["apiserver"]["pid"])' "$dir/state.json")"
-[[ -r "/proc/$pid/stat" ]] || { echo "server_cpu_ab.sh: kube-apiserver (pid $pid, $dir) is not running" >&2; exit 1; }
-tck="$(getconf CLK_TCK)"
-ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$pid/stat"; }
-now() { date +%s.%N; }
+source "$(dirname "$0")/apiserver_cpu.sh"
+apiserver_attach server_cpu_ab.sh "$dir"
 # "<allocated bytes> <GC cycles>" of kube-apiserver so far, from its /metrics.
 heap() {
   python3 - "$dir" <<'PY'
@@ -127,8 +124,7 @@ for r in $(seq "$rounds"); do
       echo "server_cpu_ab.sh: the server's counters went back (restarted?) during a $c block" >&2
       exit 1
     fi
-    per="$(awk -v a="$a" -v b="$b" -v t0="$t0" -v t1="$t1" -v k="$tck" -v i="$idle" -v n="$runs" \
-      'BEGIN { printf "%.3f", ((b - a) / k - i * (t1 - t0)) / n }')"
+    per="$(cpu_per_run "$a" "$b" "$t0" "$t1" "$idle" "$runs")"
     len="$(awk -v t0="$t0" -v t1="$t1" 'BEGIN { print t1 - t0 }')"
     mb="$(awk -v a="$m0" -v b="$m1" -v n="$runs" -v i="$idle_alloc" -v d="$len" \
       'BEGIN { printf "%.1f", ((b - a) - i * d) / n / 1e6 }')"
