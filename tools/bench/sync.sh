@@ -19,6 +19,7 @@
 # sync-results.jsonl beside it), --dir DIR (launcher state; default /tmp/kinformer-sync-e2e),
 # --settle-ms MS (1000), --no-per-resource (skip the single-informer memory runs), --cpu-runs N
 # (6; 0 skips them: the back-to-back runs per protobuf configuration for API-server CPU, below),
+# --cpu-rounds N (3: rounds of those blocks in rotating order; --quick 1),
 # --plot "COUNTS", --plot-rounds N (1), --plot-out FILE (default docs/bench/sync.png), --replot (with
 # --plot: no runs, table and plot again from the JSON lines of the last --plot run),
 # --gzip on|off (on: kinformer's RestClientOptions::gzip, passed explicitly; client-go asks for gzip
@@ -56,7 +57,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="${KINFORMER_BUILD_DIR:-build}"
 case "$build" in /*) ;; *) build="$root/$build" ;; esac
 
-pods=20000 secrets=2000 slices=1000 namespaces=4 rounds=3 out="" dir="" settle_ms=1000 cpu_runs=6
+pods=20000 secrets=2000 slices=1000 namespaces=4 rounds=3 out="" dir="" settle_ms=1000 cpu_runs=6 cpu_rounds=3
 per_resource=1 plot="" plot_rounds=1 replot=0 plot_out="$root/docs/bench/sync.png"
 fanout=1 fanout_args=() fanout_quick=0 gzip=on
 while [[ $# -gt 0 ]]; do
@@ -71,13 +72,14 @@ while [[ $# -gt 0 ]]; do
     --settle-ms) settle_ms="$2"; shift 2 ;;
     --no-per-resource) per_resource=0; shift ;;
     --cpu-runs) cpu_runs="$2"; shift 2 ;;
+    --cpu-rounds) cpu_rounds="$2"; shift 2 ;;
     --plot) plot="$2"; shift 2 ;;
     --plot-rounds) plot_rounds="$2"; shift 2 ;;
     --plot-out) plot_out="$2"; shift 2 ;;
     --replot) replot=1; shift ;;
     --no-fanout) fanout=0; shift ;;
     --gzip) gzip="$2"; shift 2 ;;
-    --quick) pods=2000 secrets=200 slices=100 rounds=1 cpu_runs=2 fanout_quick=1; shift ;;
+    --quick) pods=2000 secrets=200 slices=100 rounds=1 cpu_runs=2 cpu_rounds=1 fanout_quick=1; shift ;;
     --) shift; fanout_args=("$@"); break ;;
     -h|--help) sed -n 2,51p "$0"; exit 0 ;;
     *) echo "sync.sh: unknown argument $1" >&2; exit 2 ;;
@@ -86,7 +88,7 @@ done
 num() { [[ "$2" =~ ^[0-9]+$ && "$2" -ge "$3" && "$2" -le "$4" ]] || { echo "sync.sh: $1 in [$3, $4]" >&2; exit 2; }; }
 [[ $gzip == on || $gzip == off ]] || { echo "sync.sh: --gzip takes on or off" >&2; exit 2; }
 num --pods "$pods" 1 200000; num --secrets "$secrets" 0 100000; num --slices "$slices" 0 100000
-num --namespaces "$namespaces" 1 100; num --rounds "$rounds" 1 20; num --cpu-runs "$cpu_runs" 0 50; num --plot-rounds "$plot_rounds" 1 20
+num --namespaces "$namespaces" 1 100; num --rounds "$rounds" 1 20; num --cpu-runs "$cpu_runs" 0 50; num --cpu-rounds "$cpu_rounds" 1 20; num --plot-rounds "$plot_rounds" 1 20
 for n in $plot; do num "--plot count" "$n" 1 200000; done
 
 bench_dir="$build/tools/bench"
@@ -305,16 +307,21 @@ if [[ -n "$plot" ]]; then configs=(kinformer:protobuf:watchlist client-go:protob
 # same configuration alternating 0.6 / 1.1 CPU-s from one run to the next, and interleaved
 # medians that charged one side's GC to the other). Per protobuf configuration: one warm-up run
 # (it absorbs what the previous configuration left; kind cpu-warm), then --cpu-runs back-to-back
-# runs (kind cpu) whose mean is the table's "API-server CPU per sync".
+# runs (kind cpu); --cpu-rounds rounds of such blocks, the order of the configurations rotated by
+# one each round (tools/bench/server_cpu_ab.sh's method), so that no configuration always follows
+# the same one. The mean of all the cpu runs (blocks of equal size: the mean of the blocks) is the
+# table's "API-server CPU per sync".
 cpu_blocks() {
   ((cpu_runs > 0)) || return 0
-  local c side enc mode i
-  for c in "${configs[@]}"; do
-    IFS=: read -r side enc mode <<<"$c"
-    [[ $enc == protobuf ]] || continue
-    log "CPU block: $side $enc $mode, 1 warm-up + $cpu_runs runs"
-    run_one "$side" "$enc" "$mode" "$all_resources" "" cpu-warm 0
-    for ((i = 1; i <= cpu_runs; i++)); do run_one "$side" "$enc" "$mode" "$all_resources" "" cpu "$i"; done
+  local c side enc mode i r k pb=()
+  for c in "${configs[@]}"; do [[ $c == *:protobuf:* ]] && pb+=("$c"); done
+  for ((r = 0; r < cpu_rounds; r++)); do
+    for ((k = 0; k < ${#pb[@]}; k++)); do
+      IFS=: read -r side enc mode <<<"${pb[$(((k + r) % ${#pb[@]}))]}"
+      log "CPU block $((r + 1))/$cpu_rounds: $side $enc $mode, 1 warm-up + $cpu_runs runs"
+      run_one "$side" "$enc" "$mode" "$all_resources" "" cpu-warm 0
+      for ((i = 1; i <= cpu_runs; i++)); do run_one "$side" "$enc" "$mode" "$all_resources" "" cpu "$i"; done
+    done
   done
 }
 
