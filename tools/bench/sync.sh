@@ -8,8 +8,8 @@
 #   tools/bench/sync.sh --quick          # smoke run: 2,000 Pods, 200 Secrets, 100 slices, 1 round
 #   tools/bench/sync.sh --plot "5000 20000 50000"   # protobuf only, at each Pod count: docs/bench/sync.png
 #
-# Wall time on 2 shared cores (load average ~6): the sync runs ~7 min once the objects are
-# loaded (on a quiet machine: 3.6 min of rounds + ~1 min of CPU blocks), ~9 min from an empty
+# Wall time on 2 cores: the sync runs ~8 min once the objects are loaded (a quiet machine: ~4 min
+# of rounds + ~3.5 min of CPU blocks in 3 rounds; more under load), ~9 min from an empty
 # server (loading 23,000 objects takes ~100 s; so does deleting 15,000 Pods when --pods shrinks),
 # then the fan-out benchmark ~8 min; --quick ~2.5 min with its own --dir (the fan-out smoke run
 # included); --plot "5000 20000" ~5 min from a server holding 20,000 Pods (two loads, 8 runs).
