@@ -1,6 +1,6 @@
 # Sourced by the scripts that measure kube-apiserver's own CPU (server_cpu_ab.sh,
-# list_pages_cpu.sh): the e2e launcher's server in a directory, its CPU ticks, and the
-# per-run figure of a block of back-to-back runs.
+# list_pages_cpu.sh): the e2e launcher's server in a directory, its CPU ticks, and a block of
+# back-to-back runs measured by them.
 
 # apiserver_attach SCRIPT DIR: sets pid (kube-apiserver's, from DIR/state.json) and tck, or exits
 # with an error that names SCRIPT.
@@ -15,9 +15,15 @@ apiserver_attach() {
 ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$pid/stat"; }
 now() { date +%s.%N; }
 
-# cpu_per_run TICKS0 TICKS1 T0 T1 IDLE RUNS: the server's CPU-s per run of a block, less its idle
-# rate (CPU-s/s) times the block's length.
-cpu_per_run() {
-  awk -v a="$1" -v b="$2" -v t0="$3" -v t1="$4" -v i="$5" -v n="$6" -v k="$tck" \
-    'BEGIN { printf "%.3f", ((b - a) / k - i * (t1 - t0)) / n }'
+# block RUNS COMMAND...: one block, COMMAND run RUNS times back to back, with the server's ticks
+# and the time read around it. Sets per (the server's CPU-s per run, less its idle rate $idle in
+# CPU-s/s times the block's length) and len (the block's length, s).
+block() {
+  local n="$1" i a b t0 t1
+  shift
+  a="$(ticks)" t0="$(now)"
+  for ((i = 0; i < n; i++)); do "$@"; done
+  b="$(ticks)" t1="$(now)"
+  read -r per len < <(awk -v a="$a" -v b="$b" -v t0="$t0" -v t1="$t1" -v i="$idle" -v n="$n" -v k="$tck" \
+    'BEGIN { printf "%.3f %.3f\n", ((b - a) / k - i * (t1 - t0)) / n, t1 - t0 }')
 }

@@ -92,6 +92,8 @@ print(pages, wire_bytes)
 PY
 }
 
+list_quiet() { list "$1" >/dev/null; }
+
 a="$(ticks)" t0="$(now)"; sleep 10
 idle="$(awk -v a="$a" -v b="$(ticks)" -v t0="$t0" -v t1="$(now)" -v k="$tck" 'BEGIN { print (b - a) / k / (t1 - t0) }')"
 read -r wp wb < <(list whole)
@@ -103,10 +105,7 @@ for r in $(seq "$rounds"); do
   if ((r % 2)); then order="whole paged"; else order="paged whole"; fi
   for m in $order; do
     list "$m" >/dev/null  # warm-up
-    a="$(ticks)" t0="$(now)"
-    for _ in $(seq "$runs"); do list "$m" >/dev/null; done
-    b="$(ticks)" t1="$(now)"
-    per="$(cpu_per_run "$a" "$b" "$t0" "$t1" "$idle" "$runs")"
+    block "$runs" list_quiet "$m"
     printf 'round %d %-5s %s s per list (block of %d)\n' "$r" "$m" "$per" "$runs"
     echo "$m $per" >>"$results"
   done

@@ -116,16 +116,12 @@ for r in $(seq "$rounds"); do
   for c in $order; do
     run "$c"  # warm-up
     read -r m0 g0 < <(heap)
-    a="$(ticks)" t0="$(now)"
-    for _ in $(seq "$runs"); do run "$c"; done
-    b="$(ticks)" t1="$(now)"
+    block "$runs" run "$c"
     read -r m1 g1 < <(heap)
     if ((m1 < m0 || g1 < g0)); then
       echo "server_cpu_ab.sh: the server's counters went back (restarted?) during a $c block" >&2
       exit 1
     fi
-    per="$(cpu_per_run "$a" "$b" "$t0" "$t1" "$idle" "$runs")"
-    len="$(awk -v t0="$t0" -v t1="$t1" 'BEGIN { print t1 - t0 }')"
     mb="$(awk -v a="$m0" -v b="$m1" -v n="$runs" -v i="$idle_alloc" -v d="$len" \
       'BEGIN { printf "%.1f", ((b - a) - i * d) / n / 1e6 }')"
     gcs="$(awk -v a="$g0" -v b="$g1" -v n="$runs" -v i="$idle_gc" -v d="$len" \
