@@ -150,7 +150,9 @@ awaitable<void> stream_body(std::shared_ptr<WatchState> st, Stream& stream,
     st->unsignalled += events.size();
     // More to read at once: a full `chunk`, bytes in the socket, or bytes read from the socket
     // and not yet parsed. Beast keeps a chunk's closing CRLF in its buffer until the next chunk
-    // header arrives, so those two bytes alone are not more to read.
+    // header arrives, so those two bytes alone are not more to read. (The CRLF and part of the
+    // next header count as more although the next read may wait for the rest: kMaxSignalDelay
+    // bounds that.)
     error_code avail_ec;
     const bool more_waiting =
         st->unsignalled > 0 && (chunk_full || conn.buffer.size() > 2 ||
