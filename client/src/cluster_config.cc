@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "detail/base64.h"
@@ -44,6 +45,16 @@ struct Merged {
   std::size_t empty_files = 0;  // files with no YAML document (empty or only comments)
 };
 
+// The one reading of a kubeconfig boolean, for the parser and the policy alike: yaml-cpp's YAML
+// 1.1 booleans (y, yes, true, on and their negations, each lower case, Capitalised or UPPER
+// CASE). Absent or null: false; anything else: nullopt.
+std::optional<bool> yaml_bool(const YAML::Node& n) {
+  if (!n || n.IsNull()) return false;
+  bool value = false;
+  if (!n.IsScalar() || !YAML::convert<bool>::decode(n, value)) return std::nullopt;
+  return value;
+}
+
 // Reads one field of an entry as a string; throws ConfigError for a non-scalar.
 class Fields {
  public:
@@ -63,13 +74,9 @@ class Fields {
     return n.Scalar();
   }
   bool boolean(const char* field) const {
-    YAML::Node n = entry_.node[field];
-    if (!n || n.IsNull()) return false;
-    try {
-      return n.as<bool>();
-    } catch (const YAML::Exception&) {
-      fail(std::string(field) + " must be true or false");
-    }
+    std::optional<bool> b = yaml_bool(entry_.node[field]);
+    if (!b) fail(std::string(field) + " must be true or false");
+    return *b;
   }
   std::string base64(const char* field) const {
     std::string raw = str(field);
@@ -212,9 +219,8 @@ void check_policy(const Fields& entry, const KubeconfigPolicy& policy) {
              "a plain http:// server would get the credentials in clear text "
              "(KubeconfigPolicy::allow_insecure)");
     }
-    if (YAML::Node skip = entry.node()["insecure-skip-tls-verify"];
-        skip && skip.IsScalar() &&
-        (skip.Scalar() == "true" || skip.Scalar() == "True" || skip.Scalar() == "yes")) {
+    // Judged as the parser will read it: every spelling it takes for true is refused.
+    if (yaml_bool(entry.node()["insecure-skip-tls-verify"]) == true) {
       refuse("insecure-skip-tls-verify",
              "an unverified server would get the credentials (KubeconfigPolicy::allow_insecure)");
     }

@@ -22,12 +22,12 @@
 
 #include "base64.h"
 #include "e2e_env.h"
-#include "kinformer/cache/endpoint_index.h"
+#include "kinformer/mesh/endpoint_index.h"
 #include "kinformer/client/endpoint_slice.h"
 #include "kinformer/client/pod.h"
-#include "kinformer/informer/cluster_endpoint_feeds.h"
-#include "kinformer/informer/cluster_registry.h"
-#include "kinformer/informer/endpoint_subscriptions.h"
+#include "kinformer/mesh/cluster_endpoint_feeds.h"
+#include "kinformer/mesh/cluster_registry.h"
+#include "kinformer/mesh/endpoint_subscriptions.h"
 #include "tcp_proxy.h"
 
 #ifndef KWATCH_PATH
@@ -38,9 +38,9 @@ namespace kinformer::e2e {
 namespace {
 
 using namespace std::chrono_literals;
-using informer::ClusterRegistry;
-using informer::ClusterState;
-using informer::RemoteClusterPtr;
+using mesh::ClusterRegistry;
+using mesh::ClusterState;
+using mesh::RemoteClusterPtr;
 
 std::string remote_dir() { return "/tmp/kinformer-e2e-remote-" + std::to_string(::getpid()); }
 
@@ -84,7 +84,7 @@ const client::ResourceType& dynamic(const std::string& group, const std::string&
 // of order; the version orders them).
 class History {
  public:
-  void add(const cache::EndpointSnapshotPtr& s) {
+  void add(const mesh::EndpointSnapshotPtr& s) {
     std::lock_guard lock(mu_);
     by_version_[s->version] = s;
     cv_.notify_all();
@@ -107,7 +107,7 @@ class History {
   }
 
  private:
-  static std::vector<std::string> of(const cache::EndpointSnapshot& s, const std::string& cluster) {
+  static std::vector<std::string> of(const mesh::EndpointSnapshot& s, const std::string& cluster) {
     const auto* part = s.cluster(cluster);
     if (part == nullptr) return {"absent"};
     std::vector<std::string> out;
@@ -120,7 +120,7 @@ class History {
   }
   std::mutex mu_;
   std::condition_variable cv_;
-  std::map<std::uint64_t, cache::EndpointSnapshotPtr> by_version_;
+  std::map<std::uint64_t, mesh::EndpointSnapshotPtr> by_version_;
 };
 
 class MulticlusterE2E : public ::testing::Test {
@@ -160,8 +160,8 @@ class MulticlusterE2E : public ::testing::Test {
     factory_->shutdown();
   }
 
-  informer::ClusterRegistryOptions registry_options() {
-    informer::ClusterRegistryOptions o;
+  mesh::ClusterRegistryOptions registry_options() {
+    mesh::ClusterRegistryOptions o;
     o.secret_namespace = secrets_ns_;
     o.sync_timeout = 30s;
     return o;
@@ -206,16 +206,16 @@ class MulticlusterE2E : public ::testing::Test {
     }
   }
 
-  cache::EndpointQuery query() const {
-    cache::EndpointQuery q;
+  mesh::EndpointQuery query() const {
+    mesh::EndpointQuery q;
     q.service = {remote_ns_, "svc"};
     q.port_name = "http";
     return q;
   }
 
   // Each remote cluster's EndpointSlices and Pods of the remote namespace.
-  informer::EndpointFeedOptions feed_options() const {
-    informer::EndpointFeedOptions o;
+  mesh::EndpointFeedOptions feed_options() const {
+    mesh::EndpointFeedOptions o;
     o.endpoints.namespace_ = remote_ns_;
     o.pods.namespace_ = remote_ns_;
     return o;
@@ -236,11 +236,11 @@ TEST_F(MulticlusterE2E,
   put_slice("svc-a", {"10.1.0.1", "10.1.0.2"});
   put_secret("remotes", {{"west", inline_kubeconfig(server(), admin_user_fields())}});
 
-  auto index = std::make_shared<cache::EndpointIndex>();
+  auto index = std::make_shared<mesh::EndpointIndex>();
   History history;
-  auto watch = index->watch(query(), [&](const cache::EndpointSnapshotPtr& s) { history.add(s); });
+  auto watch = index->watch(query(), [&](const mesh::EndpointSnapshotPtr& s) { history.add(s); });
   registry_ = std::make_unique<ClusterRegistry>(local_, factory_, registry_options());
-  informer::ClusterEndpointFeeds feeds(index, *registry_, feed_options(), /*include_local=*/false);
+  mesh::ClusterEndpointFeeds feeds(index, *registry_, feed_options(), /*include_local=*/false);
   ASSERT_TRUE(registry_->start());
   ASSERT_TRUE(history.wait("west", {"10.1.0.1", "10.1.0.2"}))
       << ::testing::PrintToString(history.addresses("west"));
@@ -276,15 +276,15 @@ TEST_F(MulticlusterE2E,
              {{"good", inline_kubeconfig(server(), admin_user_fields())},
               {"exec", inline_kubeconfig(server(), exec_user)},
               {"files", slurp(remote_dir() + "/kubeconfig")}});  // the launcher's: file paths
-  auto index = std::make_shared<cache::EndpointIndex>();
+  auto index = std::make_shared<mesh::EndpointIndex>();
   History history;
-  auto watch = index->watch(query(), [&](const cache::EndpointSnapshotPtr& s) { history.add(s); });
+  auto watch = index->watch(query(), [&](const mesh::EndpointSnapshotPtr& s) { history.add(s); });
   registry_ = std::make_unique<ClusterRegistry>(local_, factory_, registry_options());
-  informer::ClusterEndpointFeeds feeds(index, *registry_, feed_options(), /*include_local=*/false);
+  mesh::ClusterEndpointFeeds feeds(index, *registry_, feed_options(), /*include_local=*/false);
   ASSERT_TRUE(registry_->start());
   ASSERT_TRUE(history.wait("good", {"10.2.0.1"}));
   ASSERT_TRUE(registry_->wait_for_sync(60s));
-  std::map<std::string, informer::ClusterStatus> by_id;
+  std::map<std::string, mesh::ClusterStatus> by_id;
   for (auto& s : registry_->clusters()) by_id[s.id] = s;
   EXPECT_EQ(by_id["good"].state, ClusterState::synced) << by_id["good"].reason;
   EXPECT_EQ(by_id["exec"].state, ClusterState::refused);
@@ -340,11 +340,11 @@ TEST_F(MulticlusterE2E, NewTokenForTheSameClusterNeverShowsItsShardMissingOrEmpt
 
   put_slice("svc-a", {"10.3.0.1", "10.3.0.2"});
   put_secret("remotes", {{"west", inline_kubeconfig(server(), "    token: " + token1 + "\n")}});
-  auto index = std::make_shared<cache::EndpointIndex>();
+  auto index = std::make_shared<mesh::EndpointIndex>();
   History history;
-  auto watch = index->watch(query(), [&](const cache::EndpointSnapshotPtr& s) { history.add(s); });
+  auto watch = index->watch(query(), [&](const mesh::EndpointSnapshotPtr& s) { history.add(s); });
   registry_ = std::make_unique<ClusterRegistry>(local_, factory_, registry_options());
-  informer::ClusterEndpointFeeds feeds(index, *registry_, feed_options(), /*include_local=*/false);
+  mesh::ClusterEndpointFeeds feeds(index, *registry_, feed_options(), /*include_local=*/false);
   ASSERT_TRUE(registry_->start());
   ASSERT_TRUE(history.wait("west", {"10.3.0.1", "10.3.0.2"}));
   ASSERT_TRUE(registry_->wait_for_sync(60s));
@@ -496,7 +496,7 @@ std::chrono::seconds convergence_duration() {
 
 // Address sets per cluster of a snapshot (a cluster absent or empty: no entry).
 using Shards = std::map<std::string, std::set<std::string>>;
-Shards shards_of(const cache::EndpointSnapshot* s) {
+Shards shards_of(const mesh::EndpointSnapshot* s) {
   Shards out;
   if (s == nullptr) return out;
   for (const auto& [cluster, part] : s->clusters) {
@@ -599,8 +599,8 @@ class EndpointChurn {
 
 // What the two servers hold, through a fresh index (the same rules as the live pipeline).
 Shards server_shards(client::RestClient& local, client::RestClient& remote, const std::string& ns,
-                     const cache::EndpointQuery& query) {
-  cache::EndpointIndex fresh;
+                     const mesh::EndpointQuery& query) {
+  mesh::EndpointIndex fresh;
   for (auto [cluster, client] :
        {std::pair<std::string, client::RestClient*>{"local", &local}, {"west", &remote}}) {
     auto slices = client->list_all(client::ResourceTraits<client::EndpointSlice>::type(), ns);
@@ -663,19 +663,19 @@ TEST_F(MulticlusterE2E, SubscribersConvergeToBothServersAfterChurnCutWatchesAndC
   auto options = registry_options();
   options.local_cluster_id = "local";
   options.remote_factory.backoff.max = 5s;
-  informer::ClusterRegistry registry(local_client, factory, options);
-  auto index = std::make_shared<cache::EndpointIndex>();
-  informer::ClusterEndpointFeeds feeds(index, registry, feed_options(), /*include_local=*/true);
-  informer::EndpointSubscriptions subs(index, factory->executor_ptr());
-  cache::EndpointQuery all = query();
-  cache::EndpointQuery only_a = query();
+  mesh::ClusterRegistry registry(local_client, factory, options);
+  auto index = std::make_shared<mesh::EndpointIndex>();
+  mesh::ClusterEndpointFeeds feeds(index, registry, feed_options(), /*include_local=*/true);
+  mesh::EndpointSubscriptions subs(index, factory->executor_ptr());
+  mesh::EndpointQuery all = query();
+  mesh::EndpointQuery only_a = query();
   only_a.selector = cache::LabelSelector::parse("app=a");
   struct Last {
     std::mutex mu;
-    cache::EndpointSnapshotPtr snapshot;
+    mesh::EndpointSnapshotPtr snapshot;
   } last_all, last_a;
   auto keep = [](Last& l) {
-    return [&l](const cache::EndpointSnapshotPtr& s) {
+    return [&l](const mesh::EndpointSnapshotPtr& s) {
       std::lock_guard lock(l.mu);
       l.snapshot = s;
     };

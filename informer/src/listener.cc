@@ -12,7 +12,23 @@ double unix_now() {
 // The listener whose callback runs on this thread (null outside callbacks).
 thread_local Listener* tl_current = nullptr;
 
+// Who waits for whom: a callback of a listener that is inside close() of another listener. One
+// graph for the process, so that a cycle of such waits is seen from any of its members.
+std::mutex g_wait_mu;
+
 }  // namespace
+
+// g_wait_mu held. A listener in the graph is alive: its callback runs (the strand holds it) and
+// the one it waits for is held by the close() that waits.
+bool Listener::waits_for(const Listener* target) const {
+  // Each listener waits for one at most, so the walk is a path; a cycle that does not pass
+  // `target` is cut by the bound (its members see it themselves and stop waiting).
+  std::size_t steps = 0;
+  for (const Listener* l = this; l != nullptr && steps < 4096; l = l->waiting_for_, ++steps) {
+    if (l == target) return true;
+  }
+  return false;
+}
 
 std::size_t key_hash(const client::ObjectMeta& meta) noexcept {
   std::size_t h = std::hash<std::string_view>{}(meta.name);
@@ -178,16 +194,30 @@ bool Listener::join(std::chrono::milliseconds timeout) {
   if (caller == nullptr) {
     idle = strand->wait_idle(timeout);
   } else {
-    // While we wait, our own handler counts as "blocked in close()": a handler closing us from
-    // its callback stops waiting for us, and we stop waiting for it if it is blocked likewise.
-    caller->closing_others_.fetch_add(1);
+    // The caller's callback now waits for this handler. If this handler's running callback
+    // waits, directly or through others, for the caller, the waits form a cycle that would
+    // never end: stop waiting (every member of the cycle sees it). A chain that ends in a
+    // callback that is merely slow is waited for, as from any thread.
+    {
+      std::lock_guard lock(g_wait_mu);
+      caller->waiting_for_ = this;
+    }
+    bool cycle = false;
     auto deadline = std::chrono::steady_clock::now() + timeout;
     for (;;) {
       idle = strand->wait_idle(std::chrono::milliseconds(5));
-      if (idle || closing_others_.load() > 0 || std::chrono::steady_clock::now() >= deadline) break;
+      if (idle) break;
+      {
+        std::lock_guard lock(g_wait_mu);
+        cycle = waits_for(caller);
+      }
+      if (cycle || std::chrono::steady_clock::now() >= deadline) break;
     }
-    caller->closing_others_.fetch_sub(1);
-    if (!idle && closing_others_.load() > 0) return true;  // it is blocked in close() itself
+    {
+      std::lock_guard lock(g_wait_mu);
+      caller->waiting_for_ = nullptr;
+    }
+    if (cycle) return true;
   }
   if (!idle) {
     log_.error("handler did not return within the stop timeout; giving up on waiting for it");

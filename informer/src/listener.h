@@ -72,8 +72,9 @@ class Listener : public std::enable_shared_from_this<Listener> {
   /// After request_stop(): waits up to `timeout` until no callback of this handler runs; false
   /// (logged) if one still runs then. From inside this handler's own callback it returns at once.
   /// From inside another handler's callback it also returns, without waiting further, when this
-  /// handler's running callback is itself blocked in a close(): two handlers closing each other
-  /// never deadlock.
+  /// handler's running callback waits (in close(), directly or through other handlers) for the
+  /// caller: handlers closing each other in a cycle never deadlock, and a chain of closes
+  /// (A closes B while B closes a slow C) still waits for the end of the chain.
   bool join(std::chrono::milliseconds timeout);
   /// True when called from inside this handler's callback.
   [[nodiscard]] bool on_executor_thread() const;
@@ -129,6 +130,7 @@ class Listener : public std::enable_shared_from_this<Listener> {
   void check_synced();              // mu_ held
   void clear_pending();             // mu_ held
   void shrink_if_idle();            // mu_ held
+  [[nodiscard]] bool waits_for(const Listener* target) const;  // wait-graph mutex held
 
   const ResourceEventHandlerPtr handler_;
   const std::string name_;
@@ -154,7 +156,9 @@ class Listener : public std::enable_shared_from_this<Listener> {
   StrandPtr strand_;                       // guarded by mu_ (set once by start())
   std::atomic<bool> stopped_{false};       // written under mu_
   std::atomic<std::size_t> in_batch_{0};   // taken by the running turn, not yet delivered
-  std::atomic<int> closing_others_{0};     // >0: a callback of this handler is inside close()
+  // The listener a callback of this one waits for in close(); guarded by listener.cc's process-
+  // wide wait-graph mutex.
+  const Listener* waiting_for_ = nullptr;
   std::atomic<std::uint64_t> exceptions_{0};
   std::vector<Notification> batch_;  // only touched by drain() (serial)
 };

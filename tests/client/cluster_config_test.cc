@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 
@@ -259,6 +260,43 @@ TEST(KubeconfigData, PlainHttpServerIsRefusedUnlessAllowed) {
   KubeconfigDataOptions o;
   o.policy.allow_insecure = true;
   EXPECT_EQ(ClusterConfig::from_kubeconfig_data(yaml, o).server, "http://10.0.0.1:8080");
+}
+
+// The policy reads insecure-skip-tls-verify as the parser does: every spelling the parser takes
+// for true is refused by default (a remote Secret must not switch TLS verification off with
+// "on" or "Y"), and every spelling it takes for false is accepted.
+TEST(KubeconfigData, EverySpellingOfTrueForInsecureSkipTlsVerifyIsRefused) {
+  auto cases = [](std::initializer_list<const char*> words) {
+    std::vector<std::string> out;
+    for (std::string w : words) {
+      std::string upper = w;
+      std::string capital = w;
+      for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      capital[0] = upper[0];
+      out.insert(out.end(), {w, upper, capital, "\"" + w + "\"", "'" + capital + "'"});
+    }
+    return out;
+  };
+  KubeconfigDataOptions open;
+  open.policy.allow_insecure = true;
+  for (const std::string& spelling : cases({"true", "yes", "on", "y"})) {
+    std::string yaml =
+        kubeconfig(kServer + "    insecure-skip-tls-verify: " + spelling + "\n", "    token: t\n");
+    try {
+      ClusterConfig::from_kubeconfig_data(yaml);
+      ADD_FAILURE() << "accepted insecure-skip-tls-verify: " << spelling;
+    } catch (const KubeconfigRefused& e) {
+      EXPECT_EQ(e.field(), "insecure-skip-tls-verify") << spelling;
+    }
+    // Allowed, the parser reads the same spelling as true.
+    EXPECT_TRUE(ClusterConfig::from_kubeconfig_data(yaml, open).insecure_skip_tls_verify)
+        << spelling;
+  }
+  for (const std::string& spelling : cases({"false", "no", "off", "n"})) {
+    std::string yaml =
+        kubeconfig(kServer + "    insecure-skip-tls-verify: " + spelling + "\n", "    token: t\n");
+    EXPECT_FALSE(ClusterConfig::from_kubeconfig_data(yaml).insecure_skip_tls_verify) << spelling;
+  }
 }
 
 TEST(KubeconfigData, PolicyOpensWhatAnOperatorAllows) {

@@ -3,9 +3,12 @@
 // other never deadlock, and a late handler sees each object exactly once while events flow.
 #include <dirent.h>
 #include <atomic>
+#include <condition_variable>
 #include <latch>
 #include <map>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -148,6 +151,58 @@ TEST(FanOut, MutualCloseFromCallbacksDoesNotDeadlock) {
   env.factory->start();
   EXPECT_TRUE(testing::eventually([&] { return returned.load() == 2; }));
   EXPECT_EQ(inf.handler_count(), 0u);
+}
+
+// A chain of closes: C's callback is slow, B's callback closes C, A's callback closes B. A's
+// close(B) returns only once B's callback returned, which waits for C: after close() no callback
+// of the closed handler runs. Only a cycle of closes (above) stops waiting.
+TEST(FanOut, CloseWaitsForAHandlerThatIsItselfClosingASlowOne) {
+  testing::Env env(pool_of(4, 20ms));
+  env.fake->add_list({make_object("ns", "a", "1")}, "10");
+  auto& inf = env.factory->informer(testing::test_type());
+  Registration ra;
+  Registration rb;
+  Registration rc;
+  std::latch c_inside(1);
+  std::latch release_c(1);
+  std::latch b_closing(1);
+  std::mutex mu;
+  std::condition_variable changed;
+  std::vector<std::string> order;
+  auto note = [&](const char* what) {
+    std::lock_guard lock(mu);
+    order.emplace_back(what);
+    changed.notify_all();
+  };
+  auto c = std::make_shared<ResourceEventHandlerFuncs>();
+  c->add = [&](const client::ObjectPtr&, bool) {
+    c_inside.count_down();
+    release_c.wait();
+  };
+  auto b = std::make_shared<ResourceEventHandlerFuncs>();
+  b->add = [&](const client::ObjectPtr&, bool) {
+    c_inside.wait();
+    b_closing.count_down();
+    rc.close();
+    note("B returned");
+  };
+  auto a = std::make_shared<ResourceEventHandlerFuncs>();
+  a->add = [&](const client::ObjectPtr&, bool) {
+    b_closing.wait();
+    rb.close();
+    note("A's close(B) returned");
+  };
+  rc = inf.add_handler(c);
+  rb = inf.add_handler(b);
+  ra = inf.add_handler(a);
+  env.factory->start();
+  // Room for a wrong early return of A's close(B) to show (it would come within milliseconds);
+  // correct code waits here the whole bound, since nothing returns before C is released.
+  std::unique_lock lock(mu);
+  changed.wait_for(lock, 500ms, [&] { return !order.empty(); });
+  release_c.count_down();
+  ASSERT_TRUE(changed.wait_for(lock, testing::kDeadline, [&] { return order.size() == 2; }));
+  EXPECT_EQ(order, (std::vector<std::string>{"B returned", "A's close(B) returned"}));
 }
 
 // Events flow while a handler registers: it sees every object exactly once, as an initial add

@@ -49,14 +49,14 @@ TEST(MeshCli, EndpointsNeedsAServiceAndANamespace) {
             std::string::npos);
 }
 
-cache::EndpointSnapshot snapshot() {
-  cache::EndpointSnapshot s;
+mesh::EndpointSnapshot snapshot() {
+  mesh::EndpointSnapshot s;
   s.service = {"bookinfo", "reviews"};
   s.port_name = "http";
   s.version = 42;
-  auto west = std::make_shared<cache::ClusterEndpoints>();
+  auto west = std::make_shared<mesh::ClusterEndpoints>();
   west->cluster = "west";
-  cache::Endpoint e;
+  mesh::Endpoint e;
   e.address = "10.1.0.7";
   e.ports = {{"http", 9080, "TCP", ""}};
   e.ready = false;
@@ -64,7 +64,7 @@ cache::EndpointSnapshot snapshot() {
   e.terminating = true;
   e.zone = "zone-a";
   west->endpoints.push_back(e);
-  auto east = std::make_shared<cache::ClusterEndpoints>();  // a shard with no endpoint
+  auto east = std::make_shared<mesh::ClusterEndpoints>();  // a shard with no endpoint
   east->cluster = "east";
   s.clusters = {{"east", east}, {"west", west}};
   return s;
@@ -77,7 +77,7 @@ TEST(MeshReport, EndpointsTableHasARowPerEndpointAndAnExplicitEmptyRow) {
             "CLUSTER  ADDRESS   PORT  READY  SERVING  TERMINATING  ZONE\n"
             "east     (empty)   -     -      -        -            -\n"
             "west     10.1.0.7  9080  false  true     true         zone-a\n");
-  cache::EndpointSnapshot none;
+  mesh::EndpointSnapshot none;
   none.service = {"ns", "svc"};
   EXPECT_NE(render_endpoints_table(none).find("(no cluster has a shard for this service)"),
             std::string::npos);
@@ -97,12 +97,12 @@ TEST(MeshReport, ClustersTableAndJsonNameStateReasonAndWatches) {
   std::vector<ClusterRow> rows;
   rows.push_back({.status = {.id = "local",
                              .local = true,
-                             .state = informer::ClusterState::synced,
+                             .state = mesh::ClusterState::synced,
                              .informers = 1},
                   .process_watches = 1,
                   .server_watches = 12});
   rows.push_back({.status = {.id = "evil",
-                             .state = informer::ClusterState::refused,
+                             .state = mesh::ClusterState::refused,
                              .reason = "exec is refused",
                              .secret = "mesh/remotes"},
                   .server_watches_error = "no client"});

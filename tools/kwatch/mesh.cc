@@ -8,8 +8,8 @@
 
 #include "commands.h"
 #include "kinformer/cache/label_selector.h"
-#include "kinformer/informer/cluster_endpoint_feeds.h"
-#include "kinformer/informer/cluster_registry.h"
+#include "kinformer/mesh/cluster_endpoint_feeds.h"
+#include "kinformer/mesh/cluster_registry.h"
 #include "mesh_report.h"
 #include "watch_audit.h"
 
@@ -22,7 +22,7 @@ using namespace std::chrono_literals;
 struct Mesh {
   std::shared_ptr<client::RestClient> client;
   std::shared_ptr<informer::InformerFactory> factory;
-  std::unique_ptr<informer::ClusterRegistry> registry;
+  std::unique_ptr<mesh::ClusterRegistry> registry;
 
   ~Mesh() {
     if (registry) registry->shutdown();
@@ -41,14 +41,14 @@ std::unique_ptr<Mesh> start_mesh(const CommonOptions& common, const RegistryFlag
       [c = mesh->client](const client::ResourceType& t, const std::string& ns) {
         return c->lister_watcher(t, ns);
       });
-  informer::ClusterRegistryOptions o;
+  mesh::ClusterRegistryOptions o;
   o.secret_namespace = flags.secret_namespace;
   o.label_selector = flags.secret_selector;
   o.local_cluster_id = flags.local_id;
   o.sync_timeout = std::chrono::seconds(flags.timeout_seconds);
   o.start_timeout = std::chrono::seconds(flags.timeout_seconds);
   o.remote_client.user_agent = client_options.user_agent;
-  mesh->registry = std::make_unique<informer::ClusterRegistry>(mesh->client, mesh->factory, o);
+  mesh->registry = std::make_unique<mesh::ClusterRegistry>(mesh->client, mesh->factory, o);
   if (auto started = mesh->registry->start(); !started) {
     log("error", describe_error(started.error(), config.server),
         {{"namespace", flags.secret_namespace}});
@@ -62,7 +62,7 @@ std::unique_ptr<Mesh> start_mesh(const CommonOptions& common, const RegistryFlag
   return mesh;
 }
 
-ClusterRow row_of(const informer::ClusterStatus& status, const Mesh& mesh) {
+ClusterRow row_of(const mesh::ClusterStatus& status, const Mesh& mesh) {
   ClusterRow row{.status = status};
   std::shared_ptr<client::RestClient> client = mesh.client;
   if (!status.local) {
@@ -93,7 +93,7 @@ int run_clusters(const ClustersOptions& options) {
   std::vector<ClusterRow> rows;
   bool all_synced = true;
   for (const auto& status : mesh->registry->clusters()) {
-    all_synced = all_synced && status.state == informer::ClusterState::synced;
+    all_synced = all_synced && status.state == mesh::ClusterState::synced;
     rows.push_back(row_of(status, *mesh));
   }
   {
@@ -105,30 +105,30 @@ int run_clusters(const ClustersOptions& options) {
 }
 
 int run_endpoints(const EndpointsOptions& options) {
-  cache::EndpointQuery query;
+  mesh::EndpointQuery query;
   query.service = {options.namespace_, options.service};
   query.port_name = options.port;
   if (!options.subset.empty()) query.selector = cache::LabelSelector::parse(options.subset);
 
   auto mesh = start_mesh(options.common, options.registry);
   if (!mesh) return kExitError;
-  auto index = std::make_shared<cache::EndpointIndex>();
-  informer::EndpointFeedOptions feed_options;
+  auto index = std::make_shared<mesh::EndpointIndex>();
+  mesh::EndpointFeedOptions feed_options;
   feed_options.endpoints.namespace_ = options.namespace_;
   feed_options.pods.namespace_ = options.namespace_;
   feed_options.name = "kwatch-endpoints";
 
   // The newest snapshot, handed from index callbacks (any thread) to the main thread.
   std::mutex mu;
-  cache::EndpointSnapshotPtr latest;
-  auto keep = [&](const cache::EndpointSnapshotPtr& s) {
+  mesh::EndpointSnapshotPtr latest;
+  auto keep = [&](const mesh::EndpointSnapshotPtr& s) {
     std::lock_guard lock(mu);
     if (!latest || s->version > latest->version) latest = s;
   };
-  cache::EndpointSnapshotPtr current;
+  mesh::EndpointSnapshotPtr current;
   auto watch = index->watch(query, keep, &current);
   keep(current);
-  informer::ClusterEndpointFeeds feeds(index, *mesh->registry, feed_options);
+  mesh::ClusterEndpointFeeds feeds(index, *mesh->registry, feed_options);
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::seconds(options.registry.timeout_seconds);
   while (!feeds.has_synced() && std::chrono::steady_clock::now() < deadline) {
@@ -136,14 +136,14 @@ int run_endpoints(const EndpointsOptions& options) {
   }
   if (!feeds.has_synced()) log("warn", "not every cluster's endpoint caches synced in time");
 
-  auto print = [&](const cache::EndpointSnapshot& s) {
+  auto print = [&](const mesh::EndpointSnapshot& s) {
     std::lock_guard lock(stdout_mutex());
     std::cout << (options.json ? render_endpoints_json(s) : render_endpoints_table(s));
     std::cout.flush();
   };
   std::uint64_t printed = 0;
   auto print_newest = [&] {
-    cache::EndpointSnapshotPtr s;
+    mesh::EndpointSnapshotPtr s;
     {
       std::lock_guard lock(mu);
       s = latest;

@@ -45,8 +45,8 @@ std::string columns(const std::vector<std::vector<std::string>>& rows) {
   return out;
 }
 
-std::string port_of(const cache::Endpoint& e, const std::string& name) {
-  const cache::EndpointPort* p = e.port(name);
+std::string port_of(const mesh::Endpoint& e, const std::string& name) {
+  const mesh::EndpointPort* p = e.port(name);
   return p ? std::to_string(p->port) : "-";
 }
 
@@ -57,7 +57,7 @@ std::string render_clusters_table(const std::vector<ClusterRow>& rows) {
       {"CLUSTER", "STATE", "SECRET", "WATCHES", "SERVER-WATCHES", "REASON"}};
   for (const auto& r : rows) {
     const auto& s = r.status;
-    cells.push_back({s.id + (s.local ? " (local)" : ""), std::string(informer::to_string(s.state)),
+    cells.push_back({s.id + (s.local ? " (local)" : ""), std::string(mesh::to_string(s.state)),
                      s.secret.empty() ? "-" : s.secret, std::to_string(r.process_watches),
                      r.server_watches < 0 ? "?" : std::to_string(r.server_watches),
                      s.reason.empty()
@@ -73,7 +73,7 @@ std::string render_clusters_json(const std::vector<ClusterRow>& rows) {
     const auto& s = rows[i].status;
     out +=
         std::string(i ? "," : "") + "{\"id\":" + quoted(s.id) + ",\"local\":" + yes_no(s.local) +
-        ",\"state\":" + quoted(informer::to_string(s.state)) + ",\"reason\":" + quoted(s.reason) +
+        ",\"state\":" + quoted(mesh::to_string(s.state)) + ",\"reason\":" + quoted(s.reason) +
         ",\"secret\":" + quoted(s.secret) + ",\"generation\":" + std::to_string(s.generation) +
         ",\"process_watches\":" + std::to_string(rows[i].process_watches) + ",\"server_watches\":" +
         (rows[i].server_watches < 0 ? "null" : std::to_string(rows[i].server_watches)) + "}";
@@ -81,7 +81,7 @@ std::string render_clusters_json(const std::vector<ClusterRow>& rows) {
   return out + "]}\n";
 }
 
-std::string render_endpoints_table(const cache::EndpointSnapshot& snapshot) {
+std::string render_endpoints_table(const mesh::EndpointSnapshot& snapshot) {
   std::string out = "snapshot " + std::to_string(snapshot.version) + "  service " +
                     snapshot.service.key() + "  port " +
                     (snapshot.port_name.empty() ? "(unnamed)" : snapshot.port_name) + "  subset " +
@@ -102,7 +102,7 @@ std::string render_endpoints_table(const cache::EndpointSnapshot& snapshot) {
   return out + columns(cells);
 }
 
-std::string render_endpoints_json(const cache::EndpointSnapshot& snapshot) {
+std::string render_endpoints_json(const mesh::EndpointSnapshot& snapshot) {
   std::string out = "{\"version\":" + std::to_string(snapshot.version) +
                     ",\"service\":" + quoted(snapshot.service.key()) +
                     ",\"port\":" + quoted(snapshot.port_name) +
@@ -114,7 +114,7 @@ std::string render_endpoints_json(const cache::EndpointSnapshot& snapshot) {
     first_cluster = false;
     for (std::size_t i = 0; i < part->endpoints.size(); ++i) {
       const auto& e = part->endpoints[i];
-      const cache::EndpointPort* p = e.port(snapshot.port_name);
+      const mesh::EndpointPort* p = e.port(snapshot.port_name);
       out += std::string(i ? "," : "") + "{\"address\":" + quoted(e.address) +
              ",\"port\":" + (p ? std::to_string(p->port) : "null") +
              ",\"ready\":" + yes_no(e.ready) + ",\"serving\":" + yes_no(e.serving) +

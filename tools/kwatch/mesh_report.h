@@ -4,14 +4,14 @@
 #include <string>
 #include <vector>
 
-#include "kinformer/cache/endpoint_index.h"
-#include "kinformer/informer/cluster_registry.h"
+#include "kinformer/mesh/endpoint_index.h"
+#include "kinformer/mesh/cluster_registry.h"
 
 namespace kinformer::tools {
 
 /// One row of `kwatch clusters`.
 struct ClusterRow {
-  informer::ClusterStatus status;
+  mesh::ClusterStatus status;
   /// This process's watches on that cluster (one per informer).
   std::size_t process_watches = 0;
   /// The server's open WATCH requests (its /metrics); -1 when it could not be read, with why.
@@ -27,9 +27,9 @@ std::string render_clusters_json(const std::vector<ClusterRow>& rows);
 /// A header line (snapshot version, service, port, subset), then one row per endpoint per
 /// cluster shard: CLUSTER ADDRESS PORT READY SERVING TERMINATING ZONE. A shard without endpoints
 /// is one explicit "(empty)" row; a cluster without a shard has no row.
-std::string render_endpoints_table(const cache::EndpointSnapshot& snapshot);
+std::string render_endpoints_table(const mesh::EndpointSnapshot& snapshot);
 /// One JSON object (one line): {"version","service","port","subset","clusters":[{"cluster",
 /// "endpoints":[{"address","port","ready","serving","terminating","zone","node"}]}]}.
-std::string render_endpoints_json(const cache::EndpointSnapshot& snapshot);
+std::string render_endpoints_json(const mesh::EndpointSnapshot& snapshot);
 
 }  // namespace kinformer::tools

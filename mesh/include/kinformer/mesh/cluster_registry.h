@@ -1,5 +1,5 @@
 #pragma once
-// ClusterRegistry: remote clusters from kubeconfig Secrets (issue 11, docs/cluster-registry.md).
+// ClusterRegistry: remote clusters from kubeconfig Secrets (mesh/cluster-registry.md).
 
 #include <chrono>
 #include <condition_variable>
@@ -27,7 +27,7 @@ namespace prometheus {
 class Registry;
 }
 
-namespace kinformer::informer {
+namespace kinformer::mesh {
 
 /// syncing: the client is built, its informers have not all synced (with no informer: the
 /// GET /version probe has not answered yet), no error yet.
@@ -46,7 +46,7 @@ struct RemoteCluster {
   std::string secret;  ///< "namespace/name" of the Secret holding the kubeconfig
   std::uint64_t generation = 0;
   std::shared_ptr<client::RestClient> client;
-  std::shared_ptr<InformerFactory> factory;
+  std::shared_ptr<informer::InformerFactory> factory;
 };
 using RemoteClusterPtr = std::shared_ptr<const RemoteCluster>;
 
@@ -102,7 +102,7 @@ struct ClusterRegistryOptions {
   /// Options of every remote cluster's RestClient and InformerFactory (log and registry are
   /// set by the registry when left empty).
   client::RestClientOptions remote_client;
-  FactoryOptions remote_factory;
+  informer::FactoryOptions remote_factory;
   /// Null: the local factory's registry.
   std::shared_ptr<prometheus::Registry> registry;
   /// Null: stderr (logfmt).
@@ -147,7 +147,7 @@ class ClusterRegistry {
   /// The Secret informer lives in `local_factory` (shared with its other users). Throws
   /// client::ConfigError for an empty secret_namespace or an invalid label selector.
   ClusterRegistry(std::shared_ptr<client::RestClient> local_client,
-                  std::shared_ptr<InformerFactory> local_factory, ClusterRegistryOptions options);
+                  std::shared_ptr<informer::InformerFactory> local_factory, ClusterRegistryOptions options);
   /// shutdown().
   // NOLINTNEXTLINE(bugprone-exception-escape): bad_alloc, or shutdown() on its worker: terminate
   ~ClusterRegistry();
@@ -168,7 +168,7 @@ class ClusterRegistry {
   /// a remote, null for an unknown or refused ID. A remote factory is shut down when its
   /// cluster is updated or removed: components that create informers should do so from a
   /// ClusterHandler (subscribe()), which is told when to move.
-  [[nodiscard]] std::shared_ptr<InformerFactory> factory(std::string_view id) const;
+  [[nodiscard]] std::shared_ptr<informer::InformerFactory> factory(std::string_view id) const;
   [[nodiscard]] RemoteClusterPtr cluster(std::string_view id) const;
   /// Local first, then remotes by ID.
   [[nodiscard]] std::vector<ClusterStatus> clusters() const;
@@ -213,12 +213,12 @@ class ClusterRegistry {
   [[nodiscard]] std::chrono::steady_clock::time_point next_deadline() const;
 
   std::shared_ptr<client::RestClient> local_client_;
-  std::shared_ptr<InformerFactory> local_factory_;
+  std::shared_ptr<informer::InformerFactory> local_factory_;
   ClusterRegistryOptions options_;
   client::Logger log_;
   std::unique_ptr<Metrics> metrics_;
-  OnceGuard once_;
-  SharedInformer* secrets_ = nullptr;  // set by start_once; owned by local_factory_
+  informer::OnceGuard once_;
+  informer::SharedInformer* secrets_ = nullptr;  // set by start_once; owned by local_factory_
 
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
@@ -237,10 +237,10 @@ class ClusterRegistry {
   std::thread::id worker_id_;             // set once by the worker before it takes work
   std::mutex shutdown_mu_;
   std::vector<RemoteClusterPtr> retiring_;  // guarded by mu_: factories to shut down
-  Registration secret_handler_;
+  informer::Registration secret_handler_;
   std::thread worker_;
   std::thread prober_;
   std::thread reaper_;
 };
 
-}  // namespace kinformer::informer
+}  // namespace kinformer::mesh

@@ -2,7 +2,7 @@
 // holding the kubeconfig Secrets, one or two "remote" servers holding Pods. Deterministic: every
 // wait is a condition wait with a deadline; no sleeps. The real-server e2e is
 // e2e/suites/multicluster_e2e_test.cc.
-#include "kinformer/informer/cluster_registry.h"
+#include "kinformer/mesh/cluster_registry.h"
 
 #include <gtest/gtest.h>
 
@@ -22,11 +22,13 @@
 #include "kinformer/client/pod.h"
 #include "kinformer/client/rest_client.h"
 #include "kinformer/client/secret.h"
-#include "kinformer/informer/cluster_endpoint_feeds.h"
+#include "kinformer/mesh/cluster_endpoint_feeds.h"
 #include "log_capture.h"
 
-namespace kinformer::informer {
+namespace kinformer::mesh {
 namespace {
+
+using namespace informer;
 
 using namespace std::chrono_literals;
 using testing::FakeApiServer;
@@ -532,7 +534,7 @@ std::function<std::string(const std::string&)> slice(const std::string& name,
 void serve_version(FakeApiServer& server, int status = 200) {
   server.on("GET", "/version", [status](const Request&) {
     return status == 200 ? Reply::json(R"({"major":"1","minor":"36"})")
-                         : Reply::api_status(status, "Unauthorized", "no");
+                         : Reply::api_status(status, "Failure", "no");
   });
 }
 
@@ -541,6 +543,10 @@ TEST(ClusterRegistryTest, ARemoteWithoutInformersIsProbedNeverAssumedSynced) {
   serve_version(west.server);
   MiniCluster revoked;
   serve_version(revoked.server, 401);
+  MiniCluster wrong_url;  // answers, but not as an API server: 404 (a path prefix missing)
+  serve_version(wrong_url.server, 404);
+  MiniCluster no_backends;  // a load balancer in front of nothing: 503
+  serve_version(no_backends.server, 503);
   std::string dead_server;
   {
     FakeApiServer gone;
@@ -550,12 +556,14 @@ TEST(ClusterRegistryTest, ARemoteWithoutInformersIsProbedNeverAssumedSynced) {
   f.local.put(kSecrets, "remotes",
               secret("remotes", {{"west", kubeconfig_for(west.server, "t")},
                                  {"revoked", kubeconfig_for(revoked.server, "t")},
+                                 {"wrong-url", kubeconfig_for(wrong_url.server, "t")},
+                                 {"no-backends", kubeconfig_for(no_backends.server, "t")},
                                  {"dead", dead_server}}));
   ASSERT_TRUE(f.registry->start());  // no subscriber: nobody creates an informer there
   ASSERT_TRUE(f.registry->wait_for_sync(10s));
   EXPECT_EQ(status(*f.registry, "west").state, ClusterState::synced)
       << status(*f.registry, "west").reason;
-  for (const char* id : {"dead", "revoked"}) {
+  for (const char* id : {"dead", "revoked", "wrong-url", "no-backends"}) {
     auto s = status(*f.registry, id);
     EXPECT_EQ(s.state, ClusterState::timed_out) << id << ": " << s.reason;
     EXPECT_FALSE(s.reason.empty()) << id;
@@ -564,7 +572,9 @@ TEST(ClusterRegistryTest, ARemoteWithoutInformersIsProbedNeverAssumedSynced) {
       << status(*f.registry, "revoked").reason;
   EXPECT_NE(status(*f.registry, "dead").reason.find("network"), std::string::npos)
       << status(*f.registry, "dead").reason;
-  EXPECT_EQ(f.metric("kinformer_cluster_sync_timeouts_total"), 2);
+  EXPECT_NE(status(*f.registry, "wrong-url").reason.find("HTTP 404"), std::string::npos);
+  EXPECT_NE(status(*f.registry, "no-backends").reason.find("HTTP 503"), std::string::npos);
+  EXPECT_EQ(f.metric("kinformer_cluster_sync_timeouts_total"), 4);
 }
 
 TEST(ClusterRegistryTest, SubscribingFromInsideAHandlerIsSafe) {
@@ -625,13 +635,13 @@ TEST(ClusterRegistryTest, ASwitchAfterASyncTimeoutNeverEmptiesTheShard) {
   Fixture f(300ms);
   f.local.put(kSecrets, "remotes",
               secret("remotes", {{"west", kubeconfig_for(west.server, "tok-1")}}));
-  auto index = std::make_shared<cache::EndpointIndex>();
-  cache::EndpointQuery q;
+  auto index = std::make_shared<EndpointIndex>();
+  EndpointQuery q;
   q.service = {"app", "svc"};
   q.port_name = "http";
   auto addresses = [&] {
     std::vector<std::string> out;
-    const cache::EndpointSnapshotPtr snap = index->snapshot(q);  // owns what cluster() points into
+    const EndpointSnapshotPtr snap = index->snapshot(q);  // owns what cluster() points into
     if (const auto* part = snap->cluster("west")) {
       for (const auto& e : part->endpoints) out.push_back(e.address);
     } else {
@@ -665,4 +675,4 @@ TEST(ClusterRegistryTest, ASwitchAfterASyncTimeoutNeverEmptiesTheShard) {
 }
 
 }  // namespace
-}  // namespace kinformer::informer
+}  // namespace kinformer::mesh

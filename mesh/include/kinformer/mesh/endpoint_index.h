@@ -1,8 +1,9 @@
 #pragma once
-// EndpointIndex: service -> cluster shard -> endpoints, for mesh control planes (issue 11).
-// A data structure: it knows no informer. Feeding it from informers and delivering its snapshots
-// to subscribers on their own strands is informer/'s EndpointFeed.
+// EndpointIndex: service -> cluster shard -> endpoints, for mesh control planes. A data
+// structure: it knows no informer. Feeding it from informers is EndpointFeed's job, delivering
+// its snapshots to subscribers on their own strands EndpointSubscriptions'.
 
+#include <chrono>
 #include <compare>
 #include <cstddef>
 #include <cstdint>
@@ -15,12 +16,13 @@
 #include <vector>
 
 #include "kinformer/cache/label_selector.h"
+#include "kinformer/client/clock.h"
 #include "kinformer/client/endpoint_slice.h"
 #include "kinformer/client/endpoints.h"
 #include "kinformer/client/object.h"
 #include "kinformer/client/pod.h"
 
-namespace kinformer::cache {
+namespace kinformer::mesh {
 
 /// A Service by namespace and name.
 struct ServiceRef {
@@ -79,7 +81,7 @@ struct ClusterEndpoints {
 struct EndpointSnapshot {
   ServiceRef service;
   std::string port_name;
-  std::string selector;  ///< canonical text (LabelSelector::to_string()); "" = every endpoint
+  std::string selector;  ///< canonical text (cache::LabelSelector::to_string()); "" = every endpoint
   /// Strictly increasing per subset (index-wide counter): a newer snapshot has a larger version.
   std::uint64_t version = 0;
   /// Per cluster that has a shard for the service (possibly empty). A cluster absent here has
@@ -92,6 +94,11 @@ struct EndpointSnapshot {
   /// Every cluster's endpoints, in cluster order then address order (not deduplicated across
   /// clusters: the same address in two clusters is two endpoints, e.g. on two networks).
   std::vector<MergedEndpoint> merged;
+  /// The service had shards, and the index forgot them: no cluster held a slice (or Endpoints)
+  /// of it for EndpointIndexOptions::forget_after. `clusters` is then empty. Set in the
+  /// snapshots of watched subsets; an on-demand snapshot() of a forgotten service, like one of a
+  /// service never seen, has no cluster and forgotten == false.
+  bool forgotten = false;
 
   /// The cluster's part, or nullptr when the cluster has no shard for the service.
   [[nodiscard]] const ClusterEndpoints* cluster(std::string_view name) const;
@@ -104,16 +111,25 @@ using EndpointSnapshotPtr = std::shared_ptr<const EndpointSnapshot>;
 struct EndpointQuery {
   ServiceRef service;
   std::string port_name;
-  std::optional<LabelSelector> selector;  ///< nullopt (or an empty selector): every endpoint
+  std::optional<cache::LabelSelector> selector;  ///< nullopt (or an empty selector): every endpoint
 };
 
 /// Where a cluster's endpoints come from: discovery.k8s.io/v1 EndpointSlices, or core/v1
 /// Endpoints for a cluster that does not serve discovery.k8s.io/v1.
 enum class EndpointSource { slices, endpoints };
 
+struct EndpointIndexOptions {
+  /// How long a service with no slice (or Endpoints) in any cluster is kept before the index
+  /// forgets its shards (an empty shard is a state subscribers see; a service deleted for good
+  /// must not stay for ever). Forgetting happens at the first input call or sweep() after it.
+  std::chrono::milliseconds forget_after{std::chrono::minutes(5)};
+  /// Null: client::system_clock().
+  client::ClockPtr clock;
+};
+
 /// Endpoints per service and per cluster shard, and snapshots per subset.
 ///
-/// Rules (each guarded by a test in tests/cache/endpoint_index_test.cc):
+/// Rules (each guarded by a test in tests/mesh/endpoint_index_test.cc):
 /// - Full replacement: every input that touches a service's slices (or Endpoints) in a cluster
 ///   recomputes that service's whole shard for that cluster from the inputs the index now
 ///   holds; nothing from an earlier computation survives.
@@ -127,6 +143,12 @@ enum class EndpointSource { slices, endpoints };
 ///   index), every subset of those services is recomputed.
 /// - remove_cluster() removes every shard of the cluster and notifies every subset of every
 ///   affected service.
+/// - Forgetting: a service with no slice (or Endpoints) in any cluster for forget_after loses
+///   its shards in every cluster; its watched subsets get a snapshot without clusters, marked
+///   forgotten. Memory is bounded by the services that exist, not by those ever seen.
+/// - Fencing: claim(cluster) makes the caller the cluster's only writer; input for that cluster
+///   with another writer ID (an earlier feed's late delivery after a client switch) is dropped
+///   and counted (dropped_writes()), so a switch can never bring back older content.
 /// Subsets are tracked (and notified) while at least one Watch on them is open; snapshot()
 /// computes an untracked subset on demand.
 ///
@@ -171,7 +193,7 @@ class EndpointIndex {
     std::uint64_t id_ = 0;
   };
 
-  EndpointIndex();
+  explicit EndpointIndex(EndpointIndexOptions options = {});
   ~EndpointIndex();
   EndpointIndex(const EndpointIndex&) = delete;
   EndpointIndex& operator=(const EndpointIndex&) = delete;
@@ -180,27 +202,42 @@ class EndpointIndex {
   /// Returns false (and changes nothing) when the cluster already has the other source.
   bool set_source(const std::string& cluster, EndpointSource source);
 
+  /// Makes the caller the only writer of `cluster`: returns a writer ID, unique in the process,
+  /// to pass to the input calls; from now on input for the cluster with any other ID (also 0)
+  /// is dropped. The claim survives remove_cluster() (a late write of the last writer cannot
+  /// bring the cluster back) and ends only with the next claim.
+  std::uint64_t claim(const std::string& cluster);
+
+  // Input calls. `writer`: the ID from claim(), or 0 for a cluster nobody claimed. Each returns
+  // false when the input was not taken: dropped by the fence, or (upsert_slice,
+  // upsert_endpoints) the cluster has the other source.
+
   /// Adds or replaces an EndpointSlice (keyed by namespace/name) in `cluster` and recomputes the
   /// shards of its service (label kubernetes.io/service-name) and, if the label changed, of its
-  /// previous service. A slice without the label is held but belongs to no service. Returns false
-  /// (ignored) when the cluster's source is core/v1 Endpoints.
-  bool upsert_slice(const std::string& cluster, std::shared_ptr<const client::EndpointSlice> slice);
+  /// previous service. A slice without the label is held but belongs to no service.
+  bool upsert_slice(const std::string& cluster, std::shared_ptr<const client::EndpointSlice> slice,
+                    std::uint64_t writer = 0);
   /// Removes the slice with `key` ("namespace/name") and recomputes its service's shard (which
   /// becomes empty, not absent, when it was the last slice). Unknown keys are a no-op.
-  void remove_slice(const std::string& cluster, std::string_view key);
+  bool remove_slice(const std::string& cluster, std::string_view key, std::uint64_t writer = 0);
   /// Adds or replaces a core/v1 Endpoints (its namespace/name is the service's) and recomputes
-  /// that shard. Returns false (ignored) when the cluster's source is EndpointSlices.
+  /// that shard.
   bool upsert_endpoints(const std::string& cluster,
-                        std::shared_ptr<const client::Endpoints> endpoints);
+                        std::shared_ptr<const client::Endpoints> endpoints,
+                        std::uint64_t writer = 0);
   /// Removes the Endpoints with `key`; its shard becomes empty.
-  void remove_endpoints(const std::string& cluster, std::string_view key);
+  bool remove_endpoints(const std::string& cluster, std::string_view key,
+                        std::uint64_t writer = 0);
   /// Adds or replaces a Pod (for the targetRef join) and recomputes the subsets it can affect.
-  void upsert_pod(const std::string& cluster, std::shared_ptr<const client::Pod> pod);
+  bool upsert_pod(const std::string& cluster, std::shared_ptr<const client::Pod> pod,
+                  std::uint64_t writer = 0);
   /// Forgets a Pod: endpoints naming it keep no labels.
-  void remove_pod(const std::string& cluster, std::string_view key);
-  /// Forgets everything of `cluster` (slices, Endpoints, Pods, shards, its source) and notifies
-  /// every watched subset of every service that had a shard there.
-  void remove_cluster(const std::string& cluster);
+  bool remove_pod(const std::string& cluster, std::string_view key, std::uint64_t writer = 0);
+  /// Forgets everything of `cluster` (slices, Endpoints, Pods, shards, its source; not its
+  /// claim) and notifies every watched subset of every service that had a shard there.
+  bool remove_cluster(const std::string& cluster, std::uint64_t writer = 0);
+  /// Forgets the services unused for forget_after (input calls do it too). Returns how many.
+  std::size_t sweep();
 
   /// Watches one subset: `callback` receives every later snapshot of it. Returns the handle;
   /// `current` (if not null) receives the snapshot at registration, taken atomically with it (no
@@ -214,20 +251,28 @@ class EndpointIndex {
   [[nodiscard]] std::size_t subset_count() const;
   /// The clusters the index holds input for.
   [[nodiscard]] std::vector<std::string> clusters() const;
-  /// The inputs the index holds for one cluster, by key ("namespace/name").
+  /// The inputs the index holds for one cluster: key ("namespace/name") -> resourceVersion.
   struct ClusterKeys {
-    std::vector<std::string> slices;
-    std::vector<std::string> endpoints;
-    std::vector<std::string> pods;
+    std::map<std::string, std::string> slices;
+    std::map<std::string, std::string> endpoints;
+    std::map<std::string, std::string> pods;
   };
   [[nodiscard]] ClusterKeys keys(const std::string& cluster) const;
+  /// Services the index holds shards for, in any cluster (for audits and tests).
+  [[nodiscard]] std::size_t service_count() const;
+  /// Input calls dropped by the fence (a writer that is not the cluster's claimant).
+  [[nodiscard]] std::uint64_t dropped_writes() const;
   /// The index-wide version counter: the version of the newest snapshot or shard computation.
   [[nodiscard]] std::uint64_t version() const;
 
  private:
+  // One input call: the fence, `apply` under the lock, forgetting; callbacks after the lock.
+  template <typename Apply>
+  bool input(std::string_view cluster, std::uint64_t writer, Apply&& apply);
+
   std::shared_ptr<State> state_;
 };
 
 using EndpointIndexPtr = std::shared_ptr<EndpointIndex>;
 
-}  // namespace kinformer::cache
+}  // namespace kinformer::mesh

@@ -1,10 +1,10 @@
-#include "kinformer/informer/cluster_endpoint_feeds.h"
+#include "kinformer/mesh/cluster_endpoint_feeds.h"
 
 #include <utility>
 
-namespace kinformer::informer {
+namespace kinformer::mesh {
 
-ClusterEndpointFeeds::ClusterEndpointFeeds(cache::EndpointIndexPtr index, ClusterRegistry& registry,
+ClusterEndpointFeeds::ClusterEndpointFeeds(EndpointIndexPtr index, ClusterRegistry& registry,
                                            EndpointFeedOptions options, bool include_local)
     : state_(std::make_shared<State>()) {
   state_->index = std::move(index);
@@ -26,28 +26,40 @@ ClusterEndpointFeeds::ClusterEndpointFeeds(cache::EndpointIndexPtr index, Cluste
           },
       .updated =
           [s](const RemoteClusterPtr& now, const RemoteClusterPtr&) {
+            // The new feed claims the cluster in the index: from here on nothing the old
+            // client still delivers lands in a shard.
             auto fresh =
                 std::make_unique<EndpointFeed>(s->index, now->id, *now->factory, s->options);
-            std::lock_guard lock(s->mu);
-            if (s->closed) return;
-            if (auto& old = s->feeds[now->id]) old->close(false);
-            // Prune what only the old client saw once the new one's stores are complete: now
-            // when it synced before the switch, else at its `synced` (after a sync timeout the
-            // old entries stay meanwhile, never an empty shard).
-            if (now->factory->has_synced()) {
-              fresh->prune_stale();
-            } else {
-              s->prune_at[now->id] = now->generation;
+            EndpointFeed* added = fresh.get();
+            std::unique_ptr<EndpointFeed> old;
+            {
+              std::lock_guard lock(s->mu);
+              if (s->closed) return;
+              old = std::exchange(s->feeds[now->id], std::move(fresh));
+              if (!now->factory->has_synced()) s->prune_at[now->id] = now->generation;
             }
-            s->feeds[now->id] = std::move(fresh);
+            // Outside the lock: closing waits for the old handlers' running callbacks, and
+            // those (through the index's watch callbacks) may call into this object.
+            if (old) old->close(false);
+            // Converge on what the new client holds once its stores are complete: now when it
+            // synced before the switch, else at its `synced` (after a sync timeout the old
+            // entries stay meanwhile, never an empty shard). Only the registry's worker thread
+            // runs these handlers, so `added` is still the cluster's feed.
+            if (now->factory->has_synced()) added->prune_stale();
           },
       .synced =
           [s](const RemoteClusterPtr& c) {
-            std::lock_guard lock(s->mu);
-            auto at = s->prune_at.find(c->id);
-            if (at == s->prune_at.end() || at->second != c->generation) return;
-            s->prune_at.erase(at);
-            if (auto it = s->feeds.find(c->id); it != s->feeds.end()) it->second->prune_stale();
+            EndpointFeed* feed = nullptr;
+            {
+              std::lock_guard lock(s->mu);
+              auto at = s->prune_at.find(c->id);
+              if (at == s->prune_at.end() || at->second != c->generation) return;
+              s->prune_at.erase(at);
+              if (auto it = s->feeds.find(c->id); it != s->feeds.end()) feed = it->second.get();
+            }
+            // The feed lives until `removed` or close(), neither of which runs meanwhile (the
+            // registry's handlers run one at a time; close() unsubscribes first).
+            if (feed) feed->prune_stale();
           },
       .removed =
           [s](const RemoteClusterPtr& c) {
@@ -91,4 +103,4 @@ void ClusterEndpointFeeds::close() {
   for (auto& [id, feed] : feeds) feed->close(false);
 }
 
-}  // namespace kinformer::informer
+}  // namespace kinformer::mesh

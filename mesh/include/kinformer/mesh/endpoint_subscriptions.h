@@ -1,8 +1,7 @@
 #pragma once
 // EndpointSubscriptions: delivers an EndpointIndex's snapshots to subscribers, each on its own
-// serial strand of the HandlerExecutor, coalesced to the latest snapshot (issue 11).
+// serial strand of the HandlerExecutor, coalesced to the latest snapshot.
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -11,7 +10,8 @@
 #include <optional>
 #include <string>
 
-#include "kinformer/cache/endpoint_index.h"
+#include "kinformer/client/log.h"
+#include "kinformer/mesh/endpoint_index.h"
 #include "kinformer/informer/clock.h"
 #include "kinformer/informer/handler_executor.h"
 
@@ -19,7 +19,7 @@ namespace prometheus {
 class Registry;
 }
 
-namespace kinformer::informer {
+namespace kinformer::mesh {
 
 namespace detail {
 class Subscriber;
@@ -37,15 +37,16 @@ struct SubscriberStats {
   std::uint64_t coalesced = 0;          ///< snapshots replaced by a newer one before delivery
   /// How long the oldest snapshot not yet delivered (in the callback or waiting) has waited;
   /// zero when the subscriber is up to date.
-  Clock::Duration lag{0};
+  informer::Clock::Duration lag{0};
   /// When the running callback started; nullopt when none runs.
-  std::optional<Clock::TimePoint> stalled_since;
+  std::optional<informer::Clock::TimePoint> stalled_since;
 };
 
 /// One subscriber's delivery options.
 struct SubscriberOptions {
   /// Names the subscriber in metrics (label "subscriber") and logs. Keep it bounded (a component
-  /// or proxy-group name, not a proxy ID). Empty: "subscriber-<n>".
+  /// or proxy-group name, not a proxy ID); several subscribers may share it (their series differ
+  /// by the label "id", unique in the process). Empty: "subscriber-<id>".
   std::string name;
   /// How long close() (and the destructor) waits for a running callback to return.
   std::chrono::milliseconds close_timeout{5000};
@@ -98,20 +99,22 @@ class [[nodiscard]] Subscription {
 /// observable (Subscription::stats(), and Prometheus gauges when a registry is given:
 /// kinformer_endpoint_subscriber_delivered_version, _applied_version, _lag_seconds (at the last
 /// delivery), _stalled_since_seconds (unix time the running callback started, 0 when none) and
-/// the counter kinformer_endpoint_subscriber_coalesced_total, label "subscriber").
+/// the counter kinformer_endpoint_subscriber_coalesced_total, labels "subscriber" and "id"; each
+/// series belongs to one subscriber and is removed when it closes).
 ///
 /// Lifetime: holds the index and the executor by shared_ptr; Subscriptions may outlive it.
 /// Thread-safety: thread-safe; subscribe() may be called concurrently from any thread, also from
 /// inside a subscriber's callback.
 class EndpointSubscriptions {
  public:
-  using Callback = std::function<void(const cache::EndpointSnapshotPtr&)>;
+  using Callback = std::function<void(const EndpointSnapshotPtr&)>;
 
   /// `clock` null: system_clock(). `registry` null: no Prometheus metrics (stats() still works).
-  /// Throws std::invalid_argument for a null index or executor.
-  EndpointSubscriptions(cache::EndpointIndexPtr index, HandlerExecutorPtr executor,
-                        ClockPtr clock = nullptr,
-                        std::shared_ptr<prometheus::Registry> registry = nullptr);
+  /// `log` null: stderr. Throws std::invalid_argument for a null index or executor.
+  EndpointSubscriptions(EndpointIndexPtr index, informer::HandlerExecutorPtr executor,
+                        informer::ClockPtr clock = nullptr,
+                        std::shared_ptr<prometheus::Registry> registry = nullptr,
+                        client::LogSink log = {});
   ~EndpointSubscriptions();
   EndpointSubscriptions(const EndpointSubscriptions&) = delete;
   EndpointSubscriptions& operator=(const EndpointSubscriptions&) = delete;
@@ -120,17 +123,17 @@ class EndpointSubscriptions {
   /// service nobody has seen yet: a snapshot with no cluster); then every newer one, coalesced.
   /// `callback` must stay valid until the Subscription is closed; an exception it throws is
   /// caught and logged, and the next snapshot is delivered as usual.
-  Subscription subscribe(const cache::EndpointQuery& query, Callback callback,
+  Subscription subscribe(const EndpointQuery& query, Callback callback,
                          SubscriberOptions options = {});
 
-  [[nodiscard]] const cache::EndpointIndexPtr& index() const noexcept { return index_; }
+  [[nodiscard]] const EndpointIndexPtr& index() const noexcept { return index_; }
 
  private:
-  cache::EndpointIndexPtr index_;
-  HandlerExecutorPtr executor_;
-  ClockPtr clock_;
+  EndpointIndexPtr index_;
+  informer::HandlerExecutorPtr executor_;
+  informer::ClockPtr clock_;
   std::shared_ptr<detail::SubscriberMetricFamilies> families_;  // null without a registry
-  std::atomic<std::uint64_t> next_id_{0};
+  client::Logger log_;
 };
 
-}  // namespace kinformer::informer
+}  // namespace kinformer::mesh

@@ -1,6 +1,6 @@
-#include "kinformer/informer/endpoint_subscriptions.h"
+#include "kinformer/mesh/endpoint_subscriptions.h"
 
-#include <cstdio>
+#include <atomic>
 #include <deque>
 #include <mutex>
 #include <stdexcept>
@@ -10,7 +10,7 @@
 #include <prometheus/gauge.h>
 #include <prometheus/registry.h>
 
-namespace kinformer::informer {
+namespace kinformer::mesh {
 namespace detail {
 
 struct SubscriberMetricFamilies {
@@ -52,11 +52,6 @@ double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-void log_subscriber(const char* level, const char* msg, const std::string& name) {
-  std::fprintf(stderr, "level=%s component=endpoint_subscriptions msg=\"%s\" subscriber=%s\n",
-               level, msg, name.c_str());
-}
-
 }  // namespace
 
 /// One subscriber: a pending slot holding at most the latest snapshot, and a strand.
@@ -72,16 +67,21 @@ class Subscriber : public std::enable_shared_from_this<Subscriber> {
     prometheus::Counter* coalesced = nullptr;
   };
 
-  Subscriber(std::string name, EndpointSubscriptions::Callback callback, ClockPtr clock,
-             std::shared_ptr<SubscriberMetricFamilies> families,
-             std::chrono::milliseconds close_timeout)
+  // `id` is unique in the process: it keeps the metric series of two subscribers that share a
+  // name apart (one series has one owner, who removes it on close).
+  Subscriber(std::string name, std::uint64_t id, EndpointSubscriptions::Callback callback,
+             informer::ClockPtr clock, std::shared_ptr<SubscriberMetricFamilies> families,
+             std::chrono::milliseconds close_timeout, const client::Logger& log)
       : name_(std::move(name)),
         callback_(std::move(callback)),
         clock_(std::move(clock)),
         families_(std::move(families)),
-        close_timeout_(close_timeout) {
+        close_timeout_(close_timeout),
+        log_(log.with("endpoint-subscriptions",
+                      {{"subscriber", name_}, {"subscriber_id", std::to_string(id)}})) {
     if (families_) {
-      const std::map<std::string, std::string> labels{{"subscriber", name_}};
+      const std::map<std::string, std::string> labels{{"subscriber", name_},
+                                                      {"id", std::to_string(id)}};
       metrics_.delivered_version = &families_->delivered_version.Add(labels);
       metrics_.applied_version = &families_->applied_version.Add(labels);
       metrics_.lag = &families_->lag.Add(labels);
@@ -99,8 +99,8 @@ class Subscriber : public std::enable_shared_from_this<Subscriber> {
     families_->coalesced.Remove(metrics_.coalesced);
   }
 
-  void start(HandlerExecutor& executor, cache::EndpointIndex& index,
-             const cache::EndpointQuery& query) {
+  void start(informer::HandlerExecutor& executor, EndpointIndex& index,
+             const EndpointQuery& query) {
     std::weak_ptr<Subscriber> weak = weak_from_this();
     strand_ = executor.make_strand(
         [weak] {
@@ -108,12 +108,12 @@ class Subscriber : public std::enable_shared_from_this<Subscriber> {
           return self && self->drain();
         },
         name_);
-    cache::EndpointSnapshotPtr current;
+    EndpointSnapshotPtr current;
     {
       std::lock_guard lock(watch_mu_);
       watch_ = index.watch(
           query,
-          [weak](const cache::EndpointSnapshotPtr& s) {
+          [weak](const EndpointSnapshotPtr& s) {
             if (auto self = weak.lock()) self->offer(s);
           },
           &current);
@@ -123,7 +123,7 @@ class Subscriber : public std::enable_shared_from_this<Subscriber> {
 
   // The index's callback: keep only the newest snapshot, wake the strand. Never waits for the
   // subscriber's callback.
-  void offer(const cache::EndpointSnapshotPtr& s) {
+  void offer(const EndpointSnapshotPtr& s) {
     {
       std::lock_guard lock(mu_);
       if (closed_ || s->version <= latest_version_) return;  // an older snapshot, arrived late
@@ -142,7 +142,7 @@ class Subscriber : public std::enable_shared_from_this<Subscriber> {
 
   // One turn of the strand: deliver the pending snapshot, if any. True if another is pending.
   bool drain() {
-    cache::EndpointSnapshotPtr s;
+    EndpointSnapshotPtr s;
     {
       std::lock_guard lock(mu_);
       if (closed_ || pending_.empty()) return false;
@@ -154,11 +154,13 @@ class Subscriber : public std::enable_shared_from_this<Subscriber> {
     if (metrics_.stalled_since) metrics_.stalled_since->Set(unix_now());
     try {
       callback_(s);
+    } catch (const std::exception& e) {
+      log_.error("endpoint subscriber callback threw", {{"error", e.what()}});
     } catch (...) {
-      log_subscriber("error", "endpoint subscriber callback threw", name_);
+      log_.error("endpoint subscriber callback threw", {{"error", "non-standard exception"}});
     }
     std::lock_guard lock(mu_);
-    Clock::TimePoint now = clock_->now();
+    informer::Clock::TimePoint now = clock_->now();
     if (metrics_.lag && in_flight_since_) {
       metrics_.lag->Set(std::chrono::duration<double>(now - *in_flight_since_).count());
     }
@@ -188,8 +190,8 @@ class Subscriber : public std::enable_shared_from_this<Subscriber> {
     if (strand_->running_here()) return false;
     bool idle = strand_->wait_idle(close_timeout_);
     if (!idle) {
-      log_subscriber("warn", "endpoint subscriber callback still running after close timeout",
-                     name_);
+      log_.warn("endpoint subscriber callback still running after close timeout",
+                {{"close_timeout_ms", std::to_string(close_timeout_.count())}});
     }
     return idle;
   }
@@ -210,7 +212,7 @@ class Subscriber : public std::enable_shared_from_this<Subscriber> {
     out.deliveries = deliveries_;
     out.coalesced = coalesced_;
     // The oldest undelivered snapshot is the one in the callback, else the pending one.
-    std::optional<Clock::TimePoint> oldest = in_flight_since_;
+    std::optional<informer::Clock::TimePoint> oldest = in_flight_since_;
     if (!oldest && !pending_.empty()) oldest = pending_since_;
     if (oldest) out.lag = clock_->now() - *oldest;
     out.stalled_since = running_since_;
@@ -220,20 +222,21 @@ class Subscriber : public std::enable_shared_from_this<Subscriber> {
  private:
   const std::string name_;
   const EndpointSubscriptions::Callback callback_;
-  const ClockPtr clock_;
+  const informer::ClockPtr clock_;
   const std::shared_ptr<SubscriberMetricFamilies> families_;
   const std::chrono::milliseconds close_timeout_;
+  const client::Logger log_;
   Metrics metrics_;
-  StrandPtr strand_;  // set by start(), then read only
+  informer::StrandPtr strand_;  // set by start(), then read only
   std::mutex watch_mu_;
-  cache::EndpointIndex::Watch watch_;  // guarded by watch_mu_
+  EndpointIndex::Watch watch_;  // guarded by watch_mu_
 
   mutable std::mutex mu_;
-  std::deque<cache::EndpointSnapshotPtr> pending_;  // guarded by mu_: at most one, the latest
-  Clock::TimePoint pending_since_{};                // guarded by mu_: when pending_ filled
-  std::optional<Clock::TimePoint>
+  std::deque<EndpointSnapshotPtr> pending_;  // guarded by mu_: at most one, the latest
+  informer::Clock::TimePoint pending_since_{};                // guarded by mu_: when pending_ filled
+  std::optional<informer::Clock::TimePoint>
       in_flight_since_;  // guarded by mu_: pending_since_ of the running one
-  std::optional<Clock::TimePoint> running_since_;  // guarded by mu_
+  std::optional<informer::Clock::TimePoint> running_since_;  // guarded by mu_
   std::uint64_t latest_version_ = 0;               // guarded by mu_
   std::uint64_t delivered_version_ = 0;            // guarded by mu_
   std::uint64_t applied_version_ = 0;              // guarded by mu_
@@ -293,12 +296,15 @@ bool Subscription::active() const { return subscriber() != nullptr; }
 
 // ---- EndpointSubscriptions ----
 
-EndpointSubscriptions::EndpointSubscriptions(cache::EndpointIndexPtr index,
-                                             HandlerExecutorPtr executor, ClockPtr clock,
-                                             std::shared_ptr<prometheus::Registry> registry)
+EndpointSubscriptions::EndpointSubscriptions(EndpointIndexPtr index,
+                                             informer::HandlerExecutorPtr executor,
+                                             informer::ClockPtr clock,
+                                             std::shared_ptr<prometheus::Registry> registry,
+                                             client::LogSink log)
     : index_(std::move(index)),
       executor_(std::move(executor)),
-      clock_(clock ? std::move(clock) : system_clock()) {
+      clock_(clock ? std::move(clock) : informer::system_clock()),
+      log_(std::move(log), "endpoint-subscriptions") {
   if (!index_) throw std::invalid_argument("EndpointSubscriptions: the index is null");
   if (!executor_) throw std::invalid_argument("EndpointSubscriptions: the executor is null");
   if (registry) families_ = std::make_shared<detail::SubscriberMetricFamilies>(std::move(registry));
@@ -306,15 +312,18 @@ EndpointSubscriptions::EndpointSubscriptions(cache::EndpointIndexPtr index,
 
 EndpointSubscriptions::~EndpointSubscriptions() = default;
 
-Subscription EndpointSubscriptions::subscribe(const cache::EndpointQuery& query, Callback callback,
+Subscription EndpointSubscriptions::subscribe(const EndpointQuery& query, Callback callback,
                                               SubscriberOptions options) {
-  std::uint64_t id = ++next_id_;
+  // Process-wide, like handler IDs: two EndpointSubscriptions on one registry never hand out
+  // the same ID (nor the same default name).
+  static std::atomic<std::uint64_t> next_id{0};
+  const std::uint64_t id = ++next_id;
   std::string name =
       options.name.empty() ? "subscriber-" + std::to_string(id) : std::move(options.name);
-  auto s = std::make_shared<detail::Subscriber>(std::move(name), std::move(callback), clock_,
-                                                families_, options.close_timeout);
+  auto s = std::make_shared<detail::Subscriber>(std::move(name), id, std::move(callback), clock_,
+                                                families_, options.close_timeout, log_);
   s->start(*executor_, *index_, query);
   return Subscription(std::move(s));
 }
 
-}  // namespace kinformer::informer
+}  // namespace kinformer::mesh

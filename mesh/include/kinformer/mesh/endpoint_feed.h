@@ -1,25 +1,25 @@
 #pragma once
 // EndpointFeed: feeds one cluster's EndpointSlice (or core/v1 Endpoints) and Pod informers into
-// an EndpointIndex (issue 11).
+// an EndpointIndex.
 
 #include <memory>
 #include <string>
 
-#include "kinformer/cache/endpoint_index.h"
+#include "kinformer/mesh/endpoint_index.h"
 #include "kinformer/informer/informer_factory.h"
 #include "kinformer/informer/registration.h"
 
-namespace kinformer::informer {
+namespace kinformer::mesh {
 
 /// Which informers an EndpointFeed uses, and how they are keyed.
 struct EndpointFeedOptions {
   /// slices: discovery.k8s.io/v1 EndpointSlices; endpoints: core/v1 Endpoints, for a cluster
   /// that does not serve discovery.k8s.io/v1.
-  cache::EndpointSource source = cache::EndpointSource::slices;
+  EndpointSource source = EndpointSource::slices;
   /// Key of the EndpointSlice (or Endpoints) informer: namespace and selectors.
-  InformerOptions endpoints;
+  informer::InformerOptions endpoints;
   /// Key of the Pod informer (for the targetRef join of Pod labels).
-  InformerOptions pods;
+  informer::InformerOptions pods;
   /// Names the feed's two handlers in metrics and logs ("<name>-slices", "<name>-pods").
   /// Empty: "endpoint-feed-<cluster>".
   std::string name;
@@ -43,7 +43,7 @@ class EndpointFeed {
  public:
   /// Throws client::ConfigError as InformerFactory::informer() does, std::invalid_argument for a
   /// null index or an empty cluster name, or when the cluster already has the other source.
-  EndpointFeed(cache::EndpointIndexPtr index, std::string cluster, InformerFactory& factory,
+  EndpointFeed(EndpointIndexPtr index, std::string cluster, informer::InformerFactory& factory,
                const EndpointFeedOptions& options = {});
   /// close(false).
   ~EndpointFeed();
@@ -56,22 +56,25 @@ class EndpointFeed {
   /// `remove_cluster_from_index`, removes the cluster from the index. Idempotent.
   void close(bool remove_cluster_from_index);
   [[nodiscard]] const std::string& cluster() const noexcept { return cluster_; }
-  /// Make-before-break (a cluster's client replaced, ClusterRegistry's `updated`): create the
-  /// new feed on the new factory, close the old feed with close(false), then — once the new
-  /// factory's informers have synced (`synced`), never before: an unsynced store would look
-  /// empty — call prune_stale() on the new one. It removes from the index every slice, Endpoints
-  /// and Pod of this cluster that this feed's informers do not hold (what only the old client saw,
-  /// e.g. deleted while its token was already revoked). Only removals: the shard is never absent or
-  /// emptied in between. Returns how many inputs it removed.
+  /// Make-before-break (a cluster's client replaced, ClusterRegistry's `updated`): the new feed
+  /// claims the cluster in the index at construction, so nothing the old feed still delivers
+  /// lands; close the old feed with close(false); then — once the new factory's informers have
+  /// synced (`synced`), never before: an unsynced store would look empty — call prune_stale()
+  /// on the new one. It makes the index's inputs of this cluster equal to this feed's stores:
+  /// removes every slice, Endpoints and Pod they do not hold (what only the old client saw, e.g.
+  /// deleted while its token was already revoked) and writes again what they hold at another
+  /// resourceVersion. The shard is never absent or emptied in between. Returns how many inputs
+  /// it changed.
   std::size_t prune_stale();
 
  private:
-  cache::EndpointIndexPtr index_;
+  EndpointIndexPtr index_;
   std::string cluster_;
+  std::uint64_t writer_ = 0;  // this feed's claim on the cluster (EndpointIndex::claim)
   std::shared_ptr<const cache::Store> endpoints_store_;
   std::shared_ptr<const cache::Store> pods_store_;
-  Registration endpoints_;
-  Registration pods_;
+  informer::Registration endpoints_;
+  informer::Registration pods_;
 };
 
-}  // namespace kinformer::informer
+}  // namespace kinformer::mesh

@@ -1,6 +1,6 @@
 // EndpointIndex tests: one test per rule of the index (see the class comment), each named in
 // the mutant that breaks the rule (tests/mutation/endpoint-index-*.mutant).
-#include "kinformer/cache/endpoint_index.h"
+#include "kinformer/mesh/endpoint_index.h"
 
 #include <algorithm>
 #include <mutex>
@@ -9,8 +9,10 @@
 
 #include <gtest/gtest.h>
 
-namespace kinformer::cache {
+namespace kinformer::mesh {
 namespace {
+
+using cache::LabelSelector;
 
 const std::string kC1 = "c1";
 const std::string kC2 = "c2";
@@ -404,4 +406,116 @@ TEST(EndpointIndexTest, WatchMayOutliveTheIndex) {
 }
 
 }  // namespace
-}  // namespace kinformer::cache
+}  // namespace kinformer::mesh
+
+namespace kinformer::mesh {
+namespace {
+
+// A clock the test moves by hand.
+class StepClock : public client::Clock {
+ public:
+  TimePoint now() const override {
+    std::lock_guard lock(mu_);
+    return now_;
+  }
+  bool sleep_for(Duration d, std::stop_token) override {
+    advance(d);
+    return true;
+  }
+  void advance(Duration d) {
+    std::lock_guard lock(mu_);
+    now_ += d;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  TimePoint now_{};
+};
+
+// Rule: fencing. Once a writer claimed a cluster, input with any other writer ID is dropped and
+// counted: an old feed's late delivery (an older version, or a slice the new client deleted)
+// never lands. Mutant endpoint-index-fence-open.
+TEST(EndpointIndexTest, AClaimFencesEveryOtherWriterOfTheCluster) {
+  EndpointIndex index;
+  const std::uint64_t old_writer = index.claim(kC1);
+  ASSERT_TRUE(index.upsert_slice(kC1, slice("s1", "svc", {{"10.0.0.1", ""}}), old_writer));
+  const std::uint64_t new_writer = index.claim(kC1);
+  EXPECT_NE(new_writer, old_writer);
+  ASSERT_TRUE(index.upsert_slice(kC1, slice("s1", "svc", {{"10.0.0.2", ""}}), new_writer));
+
+  // The old writer delivers late: an older version of s1, a slice the new client never had, and
+  // a removal. None lands; nor does an unclaimed write (writer 0) to the claimed cluster.
+  EXPECT_FALSE(index.upsert_slice(kC1, slice("s1", "svc", {{"10.0.0.1", ""}}), old_writer));
+  EXPECT_FALSE(index.upsert_slice(kC1, slice("s9", "svc", {{"10.0.0.9", ""}}), old_writer));
+  EXPECT_FALSE(index.remove_slice(kC1, "ns/s1", old_writer));
+  EXPECT_FALSE(index.upsert_pod(kC1, pod("p1", {{"app", "a"}}), old_writer));
+  EXPECT_FALSE(index.upsert_slice(kC1, slice("s8", "svc", {{"10.0.0.8", ""}})));
+  EXPECT_EQ(index.dropped_writes(), 5u);
+  EXPECT_EQ(addresses(index.snapshot(query("svc")), kC1), std::vector<std::string>{"10.0.0.2"});
+  EXPECT_EQ(index.keys(kC1).slices.size(), 1u);
+  EXPECT_TRUE(index.keys(kC1).pods.empty());
+
+  // Another cluster is not fenced by kC1's claim; a removed cluster stays claimed, so a late
+  // write of its last writer's predecessor cannot bring it back.
+  EXPECT_TRUE(index.upsert_slice(kC2, slice("s1", "svc", {{"10.1.0.1", ""}})));
+  EXPECT_TRUE(index.remove_cluster(kC1, new_writer));
+  EXPECT_FALSE(index.upsert_slice(kC1, slice("s1", "svc", {{"10.0.0.1", ""}}), old_writer));
+  EXPECT_EQ(addresses(index.snapshot(query("svc")), kC1), std::vector<std::string>{"<absent>"});
+}
+
+// Rule: forgetting. A service with no slice in any cluster for forget_after loses its shards;
+// its watched subsets get a snapshot without clusters, marked forgotten. A service that still
+// has a slice somewhere, or gets one back in time, stays. Mutant endpoint-index-never-forgets.
+TEST(EndpointIndexTest, AServiceGoneFromEveryClusterIsForgottenAfterTheGracePeriod) {
+  auto clock = std::make_shared<StepClock>();
+  EndpointIndex index({.forget_after = std::chrono::minutes(5), .clock = clock});
+  Recorder gone_rec;
+  Recorder kept_rec;
+  auto gone_watch = index.watch(query("gone"), gone_rec.callback());
+  auto kept_watch = index.watch(query("kept"), kept_rec.callback());
+  index.upsert_slice(kC1, slice("g1", "gone", {{"10.0.0.1", "p1"}}));
+  index.upsert_slice(kC2, slice("g2", "gone", {{"10.1.0.1", ""}}));
+  index.upsert_slice(kC1, slice("k1", "kept", {{"10.0.0.5", ""}}));
+  index.upsert_slice(kC2, slice("k2", "kept", {{"10.1.0.5", ""}}));
+  index.upsert_pod(kC1, pod("p1", {{"app", "a"}}));
+  ASSERT_EQ(index.service_count(), 2u);
+
+  // "gone" loses its slices in both clusters; "kept" only in one. Empty shards are a state.
+  index.remove_slice(kC1, "ns/g1");
+  index.remove_slice(kC2, "ns/g2");
+  index.remove_slice(kC2, "ns/k2");
+  auto last = gone_rec.last();
+  EXPECT_FALSE(last->forgotten);
+  EXPECT_EQ(addresses(last, kC1), std::vector<std::string>{});
+  EXPECT_EQ(addresses(last, kC2), std::vector<std::string>{});
+
+  clock->advance(std::chrono::minutes(4));
+  EXPECT_EQ(index.sweep(), 0u);
+  EXPECT_EQ(index.service_count(), 2u);
+  clock->advance(std::chrono::minutes(1));
+  // Any input sweeps; "kept" has a slice in kC1 still.
+  index.upsert_pod(kC1, pod("p2", {{"app", "b"}}));
+  EXPECT_EQ(index.service_count(), 1u);
+  last = gone_rec.last();
+  EXPECT_TRUE(last->forgotten);
+  EXPECT_TRUE(last->clusters.empty());
+  EXPECT_TRUE(index.snapshot(query("gone"))->forgotten) << "a watched subset says so";
+  EXPECT_FALSE(kept_rec.last()->forgotten);
+  EXPECT_EQ(addresses(index.snapshot(query("kept")), kC2), std::vector<std::string>{});
+
+  // A slice coming back brings the service back; one that comes back within the grace period
+  // keeps it from being forgotten.
+  index.upsert_slice(kC1, slice("g1", "gone", {{"10.0.0.7", ""}}));
+  last = gone_rec.last();
+  EXPECT_FALSE(last->forgotten);
+  EXPECT_EQ(addresses(last, kC1), std::vector<std::string>{"10.0.0.7"});
+  index.remove_slice(kC1, "ns/g1");
+  clock->advance(std::chrono::minutes(3));
+  index.upsert_slice(kC2, slice("g2", "gone", {{"10.1.0.7", ""}}));
+  clock->advance(std::chrono::minutes(10));
+  EXPECT_EQ(index.sweep(), 0u);
+  EXPECT_EQ(index.service_count(), 2u);
+}
+
+}  // namespace
+}  // namespace kinformer::mesh

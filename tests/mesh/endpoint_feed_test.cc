@@ -1,7 +1,7 @@
 // EndpointFeed tests: a cluster's EndpointSlice and Pod informers (scripted lister-watchers)
 // feeding an EndpointIndex, delivered through EndpointSubscriptions. Deadlines are failure
 // guards only.
-#include "kinformer/informer/endpoint_feed.h"
+#include "kinformer/mesh/endpoint_feed.h"
 
 #include <map>
 
@@ -11,10 +11,12 @@
 #include "kinformer/client/endpoint_slice.h"
 #include "kinformer/client/endpoints.h"
 #include "kinformer/client/pod.h"
-#include "kinformer/informer/endpoint_subscriptions.h"
+#include "kinformer/mesh/endpoint_subscriptions.h"
 
-namespace kinformer::informer {
+namespace kinformer::mesh {
 namespace {
+
+using namespace informer;
 
 using namespace std::chrono_literals;
 using testing::FakeListerWatcher;
@@ -71,7 +73,7 @@ std::shared_ptr<client::Pod> pod(std::string name, std::string app, std::string 
 }
 
 /// The fakes script LISTs: ask for LIST explicitly (main's factory default becomes WatchList).
-EndpointFeedOptions list_options(cache::EndpointSource source = cache::EndpointSource::slices) {
+EndpointFeedOptions list_options(EndpointSource source = EndpointSource::slices) {
   EndpointFeedOptions o;
   o.source = source;
   o.endpoints.use_watch_list = false;
@@ -79,8 +81,8 @@ EndpointFeedOptions list_options(cache::EndpointSource source = cache::EndpointS
   return o;
 }
 
-cache::EndpointQuery query(std::string selector = "") {
-  cache::EndpointQuery q;
+EndpointQuery query(std::string selector = "") {
+  EndpointQuery q;
   q.service = {"ns", "svc"};
   q.port_name = "http";
   if (!selector.empty()) q.selector = cache::LabelSelector::parse(selector);
@@ -90,7 +92,7 @@ cache::EndpointQuery query(std::string selector = "") {
 /// The newest snapshot a subscriber received.
 class Latest {
  public:
-  void set(const cache::EndpointSnapshotPtr& s) {
+  void set(const EndpointSnapshotPtr& s) {
     std::lock_guard lock(mu_);
     s_ = s;
     cv_.notify_all();
@@ -111,7 +113,7 @@ class Latest {
  private:
   std::mutex mu_;
   std::condition_variable cv_;
-  cache::EndpointSnapshotPtr s_;
+  EndpointSnapshotPtr s_;
 };
 
 TEST(EndpointFeedTest, SlicesAndPodsReachSubscribersAndDeletesEmptyTheShard) {
@@ -121,12 +123,12 @@ TEST(EndpointFeedTest, SlicesAndPodsReachSubscribersAndDeletesEmptyTheShard) {
   c1.fake("pods").add_list({pod("p1", "a"), pod("p2", "b")}, "20");
   auto pod_watch = c1.fake("pods").add_watch();
 
-  auto index = std::make_shared<cache::EndpointIndex>();
+  auto index = std::make_shared<EndpointIndex>();
   EndpointFeed feed(index, "c1", *c1.factory, list_options());
   EndpointSubscriptions subs(index, c1.factory->executor_ptr());
   Latest a, all;
-  auto sa = subs.subscribe(query("app=a"), [&](const cache::EndpointSnapshotPtr& s) { a.set(s); });
-  auto sall = subs.subscribe(query(), [&](const cache::EndpointSnapshotPtr& s) { all.set(s); });
+  auto sa = subs.subscribe(query("app=a"), [&](const EndpointSnapshotPtr& s) { a.set(s); });
+  auto sall = subs.subscribe(query(), [&](const EndpointSnapshotPtr& s) { all.set(s); });
   c1.factory->start();
   ASSERT_TRUE(a.wait_addresses("c1", {"10.0.0.1"}));
   ASSERT_TRUE(all.wait_addresses("c1", {"10.0.0.1", "10.0.0.2"}));
@@ -163,8 +165,8 @@ TEST(EndpointFeedTest, CoreV1EndpointsForAClusterWithoutDiscoveryV1) {
   c1.fake("endpoints").add_list({eps}, "5");
   c1.fake("pods").add_list({pod("p1", "a")}, "6");
 
-  auto index = std::make_shared<cache::EndpointIndex>();
-  EndpointFeed feed(index, "c1", *c1.factory, list_options(cache::EndpointSource::endpoints));
+  auto index = std::make_shared<EndpointIndex>();
+  EndpointFeed feed(index, "c1", *c1.factory, list_options(EndpointSource::endpoints));
   EXPECT_THROW(EndpointFeed(index, "c1", *c1.factory, list_options()), std::invalid_argument)
       << "c1 is on core/v1 Endpoints";
   c1.factory->start();
@@ -177,10 +179,12 @@ TEST(EndpointFeedTest, CoreV1EndpointsForAClusterWithoutDiscoveryV1) {
 }
 
 }  // namespace
-}  // namespace kinformer::informer
+}  // namespace kinformer::mesh
 
-namespace kinformer::informer {
+namespace kinformer::mesh {
 namespace {
+
+using namespace informer;
 
 // ClusterRegistry's "updated": a new client for the same cluster replaces the old one. The old
 // client missed a deletion (its token was already revoked); the new one never saw that slice.
@@ -192,11 +196,11 @@ TEST(EndpointFeedTest, MakeBeforeBreakNeverEmptiesTheShardAndPrunesWhatOnlyTheOl
   old_client.fake("pods").add_list({pod("p1", "a"), pod("p2", "a")}, "20");
   (void)old_client.fake("pods").add_watch();
 
-  auto index = std::make_shared<cache::EndpointIndex>();
+  auto index = std::make_shared<EndpointIndex>();
   std::mutex mu;
   // "west"'s addresses in every snapshot, by version (callbacks may arrive out of order).
   std::map<std::uint64_t, std::vector<std::string>> by_version;
-  auto watch = index->watch(query(), [&](const cache::EndpointSnapshotPtr& s) {
+  auto watch = index->watch(query(), [&](const EndpointSnapshotPtr& s) {
     std::vector<std::string> got{"<absent>"};
     if (const auto* part = s->cluster("west")) {
       got.clear();
@@ -209,7 +213,8 @@ TEST(EndpointFeedTest, MakeBeforeBreakNeverEmptiesTheShardAndPrunesWhatOnlyTheOl
       std::make_unique<EndpointFeed>(index, "west", *old_client.factory, list_options());
   old_client.factory->start();
   ASSERT_TRUE(testing::eventually([&] { return old_feed->has_synced(); }));
-  ASSERT_EQ(index->keys("west").slices, (std::vector<std::string>{"ns/s1", "ns/s2"}));
+  ASSERT_EQ(index->keys("west").slices,
+            (std::map<std::string, std::string>{{"ns/s1", "1"}, {"ns/s2", "1"}}));
 
   Cluster new_client;
   new_client.fake("endpointslices").add_list({slice("s1", {{"10.0.0.1", "p1"}})}, "12");
@@ -225,8 +230,8 @@ TEST(EndpointFeedTest, MakeBeforeBreakNeverEmptiesTheShardAndPrunesWhatOnlyTheOl
   EXPECT_EQ(new_feed.prune_stale(), 0u);
 
   auto keys = index->keys("west");
-  EXPECT_EQ(keys.slices, std::vector<std::string>{"ns/s1"});
-  EXPECT_EQ(keys.pods, std::vector<std::string>{"ns/p1"});
+  EXPECT_EQ(keys.slices, (std::map<std::string, std::string>{{"ns/s1", "1"}}));
+  EXPECT_EQ(keys.pods, (std::map<std::string, std::string>{{"ns/p1", "1"}}));
   const auto* part = index->snapshot(query())->cluster("west");
   ASSERT_NE(part, nullptr);
   ASSERT_EQ(part->endpoints.size(), 1u);
@@ -251,5 +256,57 @@ TEST(EndpointFeedTest, MakeBeforeBreakNeverEmptiesTheShardAndPrunesWhatOnlyTheOl
   EXPECT_EQ(seen.back(), std::vector<std::string>{"10.0.0.1"});
 }
 
+// A switch of client (ClusterRegistry's "updated") while the old client's watch is behind: the
+// new feed holds s1 at resourceVersion 12 and no s3 (deleted meanwhile); the old watch then
+// delivers s1 at 11 and s3 again. The new feed claimed the cluster, so neither lands: the shard
+// stays what the new client holds, by content and resourceVersion. Mutant
+// endpoint-index-fence-open.
+TEST(EndpointFeedTest, AnOldFeedsLateDeliveryNeverLandsAfterTheSwitch) {
+  Cluster old_client;
+  old_client.fake("endpointslices")
+      .add_list({slice("s1", {{"10.0.0.1", "p1"}}, "10"), slice("s3", {{"10.0.0.3", "p3"}}, "10")},
+                "10");
+  auto old_watch = old_client.fake("endpointslices").add_watch();
+  old_client.fake("pods").add_list({}, "20");
+  (void)old_client.fake("pods").add_watch();
+  auto index = std::make_shared<EndpointIndex>();
+  auto old_feed =
+      std::make_unique<EndpointFeed>(index, "west", *old_client.factory, list_options());
+  old_client.factory->start();
+  ASSERT_TRUE(testing::eventually([&] { return old_feed->has_synced(); }));
+  auto addresses = [&] {
+    std::vector<std::string> out;
+    const EndpointSnapshotPtr snap = index->snapshot(query());
+    if (const auto* part = snap->cluster("west")) {
+      for (const auto& e : part->endpoints) out.push_back(e.address);
+    }
+    return out;
+  };
+  ASSERT_EQ(addresses(), (std::vector<std::string>{"10.0.0.1", "10.0.0.3"}));
+
+  Cluster new_client;
+  new_client.fake("endpointslices").add_list({slice("s1", {{"10.0.0.2", "p1"}}, "12")}, "12");
+  (void)new_client.fake("endpointslices").add_watch();
+  new_client.fake("pods").add_list({}, "22");
+  (void)new_client.fake("pods").add_watch();
+  EndpointFeed new_feed(index, "west", *new_client.factory, list_options());
+  new_client.factory->start();
+  ASSERT_TRUE(testing::eventually([&] { return new_feed.has_synced(); }));
+  new_feed.prune_stale();
+  ASSERT_TRUE(
+      testing::eventually([&] { return addresses() == std::vector<std::string>{"10.0.0.2"}; }));
+
+  old_watch->push(testing::event(client::EventType::modified,
+                                 slice("s1", {{"10.0.0.1", "p1"}}, "11")));
+  old_watch->push(testing::event(client::EventType::modified,
+                                 slice("s3", {{"10.0.0.3", "p3"}}, "11")));
+  ASSERT_TRUE(testing::eventually([&] { return index->dropped_writes() == 2; }))
+      << "the old feed's handler delivered both, and the index dropped them";
+  old_feed->close(false);
+  EXPECT_EQ(new_feed.prune_stale(), 0u);
+  EXPECT_EQ(addresses(), std::vector<std::string>{"10.0.0.2"});
+  EXPECT_EQ(index->keys("west").slices, (std::map<std::string, std::string>{{"ns/s1", "12"}}));
+}
+
 }  // namespace
-}  // namespace kinformer::informer
+}  // namespace kinformer::mesh

@@ -1,5 +1,5 @@
 #pragma once
-// ClusterEndpointFeeds: one EndpointFeed per cluster of a ClusterRegistry (issue 11).
+// ClusterEndpointFeeds: one EndpointFeed per cluster of a ClusterRegistry.
 
 #include <cstdint>
 #include <map>
@@ -8,18 +8,19 @@
 #include <string>
 #include <vector>
 
-#include "kinformer/cache/endpoint_index.h"
-#include "kinformer/informer/cluster_registry.h"
-#include "kinformer/informer/endpoint_feed.h"
+#include "kinformer/mesh/endpoint_index.h"
+#include "kinformer/mesh/cluster_registry.h"
+#include "kinformer/mesh/endpoint_feed.h"
 
-namespace kinformer::informer {
+namespace kinformer::mesh {
 
 /// Keeps an EndpointIndex fed from the local cluster and every remote cluster of a registry:
 /// - added: an EndpointFeed on the cluster's factory (its shared informers);
-/// - updated (make-before-break): a feed on the new factory first, then the old feed closed
-///   without removing anything, then prune_stale() once the new client has synced (at once, or
-///   at its `synced` after a sync timeout) — the cluster's shard is never absent or emptied by
-///   the switch;
+/// - updated (make-before-break): a feed on the new factory first (it claims the cluster in the
+///   index, fencing the old feed: nothing the old client still delivers lands), then the old
+///   feed closed without removing anything, then prune_stale() once the new client has synced
+///   (at once, or at its `synced` after a sync timeout) — the cluster's shard is never absent
+///   or emptied by the switch, and ends equal to what the new client's caches hold;
 /// - removed: the feed closed and the cluster removed from the index (its subscribers get a
 ///   snapshot without it).
 /// Every feed uses the same options (`options.name` empty: "endpoint-feed-<cluster>").
@@ -30,7 +31,7 @@ namespace kinformer::informer {
 class ClusterEndpointFeeds {
  public:
   /// `include_local`: also feed the registry's local cluster (ID local_cluster_id()).
-  ClusterEndpointFeeds(cache::EndpointIndexPtr index, ClusterRegistry& registry,
+  ClusterEndpointFeeds(EndpointIndexPtr index, ClusterRegistry& registry,
                        EndpointFeedOptions options, bool include_local = true);
   ~ClusterEndpointFeeds() { close(); }
   ClusterEndpointFeeds(const ClusterEndpointFeeds&) = delete;
@@ -44,7 +45,7 @@ class ClusterEndpointFeeds {
 
  private:
   struct State {
-    cache::EndpointIndexPtr index;
+    EndpointIndexPtr index;
     EndpointFeedOptions options;
     mutable std::mutex mu;
     std::map<std::string, std::unique_ptr<EndpointFeed>> feeds;  // guarded by mu
@@ -56,4 +57,4 @@ class ClusterEndpointFeeds {
   ClusterSubscription subscription_;
 };
 
-}  // namespace kinformer::informer
+}  // namespace kinformer::mesh

@@ -1,4 +1,4 @@
-#include "kinformer/informer/cluster_registry.h"
+#include "kinformer/mesh/cluster_registry.h"
 
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
@@ -13,7 +13,7 @@
 #include "kinformer/cache/label_selector.h"
 #include "kinformer/client/secret.h"
 
-namespace kinformer::informer {
+namespace kinformer::mesh {
 
 using SteadyClock = std::chrono::steady_clock;
 
@@ -146,7 +146,7 @@ struct ClusterRegistry::Metrics {
 // ---- the registry ----
 
 ClusterRegistry::ClusterRegistry(std::shared_ptr<client::RestClient> local_client,
-                                 std::shared_ptr<InformerFactory> local_factory,
+                                 std::shared_ptr<informer::InformerFactory> local_factory,
                                  ClusterRegistryOptions options)
     : local_client_(std::move(local_client)),
       local_factory_(std::move(local_factory)),
@@ -217,13 +217,13 @@ client::Status ClusterRegistry::start_once() {
     secrets_ = &local_factory_->informer(
         client::ResourceTraits<client::Secret>::type(),
         {.namespace_ = options_.secret_namespace, .label_selector = options_.label_selector});
-    auto handler = std::make_shared<ResourceEventHandlerFuncs>();
+    auto handler = std::make_shared<informer::ResourceEventHandlerFuncs>();
     handler->add = [this](const client::ObjectPtr& o, bool) { on_secret(o, false); };
     handler->update = [this](const client::ObjectPtr&, const client::ObjectPtr& o) {
       on_secret(o, false);
     };
     handler->del = [this](const client::ObjectPtr& o, bool) { on_secret(o, true); };
-    Registration registration = secrets_->add_handler(handler, {.name = "cluster-registry"});
+    informer::Registration registration = secrets_->add_handler(handler, {.name = "cluster-registry"});
     std::unique_lock lock(mu_);
     if (stopping_) {
       lock.unlock();
@@ -445,7 +445,7 @@ void ClusterRegistry::build(const std::string& id, Entry& entry, const Desired& 
         want.kubeconfig,
         {.origin = origin, .context = std::nullopt, .policy = options_.kubeconfig_policy});
     auto rest = std::make_shared<client::RestClient>(std::move(config), options_.remote_client);
-    auto factory = std::make_shared<InformerFactory>(
+    auto factory = std::make_shared<informer::InformerFactory>(
         [rest](const client::ResourceType& type, const std::string& ns) {
           return rest->lister_watcher(type, ns);
         },
@@ -485,7 +485,7 @@ void ClusterRegistry::build(const std::string& id, Entry& entry, const Desired& 
   if (entry.active) {
     // Make-before-break: the new client runs every informer the old one has; subscribers move
     // once it has synced (settle()).
-    for (const InformerSpec& spec : entry.active->factory->informer_specs()) {
+    for (const informer::InformerSpec& spec : entry.active->factory->informer_specs()) {
       try {
         (void)built->factory->informer(spec.type, spec.options);
       } catch (const std::exception& e) {
@@ -525,7 +525,7 @@ bool ClusterRegistry::synced(const Entry& entry, const RemoteCluster& cluster) c
 
 void ClusterRegistry::copy_informers(const std::string& id, const RemoteCluster& from,
                                      const RemoteCluster& to) {
-  for (const InformerSpec& spec : from.factory->informer_specs()) {
+  for (const informer::InformerSpec& spec : from.factory->informer_specs()) {
     try {
       (void)to.factory->informer(spec.type, spec.options);  // an existing key is returned as is
     } catch (const std::exception& e) {
@@ -605,7 +605,7 @@ ClusterStatus ClusterRegistry::status_of(const std::string& id, const Entry& ent
     s.reason = entry.refused;
     return s;
   }
-  const InformerFactory& f = *entry.active->factory;
+  const informer::InformerFactory& f = *entry.active->factory;
   s.informers = f.informer_count();
   std::optional<std::string> error;
   if (auto e = f.last_error()) error = e->to_string();
@@ -629,7 +629,7 @@ ClusterStatus ClusterRegistry::status_of(const std::string& id, const Entry& ent
   return s;
 }
 
-std::shared_ptr<InformerFactory> ClusterRegistry::factory(std::string_view id) const {
+std::shared_ptr<informer::InformerFactory> ClusterRegistry::factory(std::string_view id) const {
   if (id == options_.local_cluster_id) return local_factory_;
   auto c = cluster(id);
   return c ? c->factory : nullptr;
@@ -730,8 +730,11 @@ void ClusterRegistry::probe_loop() {
       auto r = probe.get_raw("/version");
       if (!r) {
         error = r.error().to_string();
-      } else if (r->status == 401 || r->status == 403) {
-        error = "GET /version: HTTP " + std::to_string(r->status) + " (credentials rejected)";
+      } else if (r->status < 200 || r->status >= 300) {
+        // Only a 2xx is an API server answering: a 404 is a wrong URL, a 503 a load balancer
+        // without backends.
+        error = "GET /version: HTTP " + std::to_string(r->status) +
+                (r->status == 401 || r->status == 403 ? " (credentials rejected)" : "");
       }
     } catch (const std::exception& e) {
       error = e.what();
@@ -751,4 +754,4 @@ void ClusterRegistry::probe_loop() {
   }
 }
 
-}  // namespace kinformer::informer
+}  // namespace kinformer::mesh

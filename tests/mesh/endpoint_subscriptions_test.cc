@@ -1,12 +1,14 @@
 // EndpointSubscriptions tests (label "concurrency"): run under TSan too. Deadlines are failure
 // guards only; no test sleeps or asserts on elapsed real time (lag and stalled-since are read
 // from a ManualClock that only the test advances).
-#include "kinformer/informer/endpoint_subscriptions.h"
+#include "kinformer/mesh/endpoint_subscriptions.h"
 
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -14,9 +16,12 @@
 #include <prometheus/registry.h>
 
 #include "fakes.h"
+#include "log_capture.h"
 
-namespace kinformer::informer {
+namespace kinformer::mesh {
 namespace {
+
+using namespace informer;
 
 using namespace std::chrono_literals;
 using testing::Gate;
@@ -27,7 +32,7 @@ constexpr auto kGuard = 20s;  // failure guard only
 /// Records delivered snapshots; wait_version(v) until one with version >= v arrived.
 class Deliveries {
  public:
-  void add(const cache::EndpointSnapshotPtr& s) {
+  void add(const EndpointSnapshotPtr& s) {
     std::lock_guard lock(mu_);
     seen_.push_back(s);
     cv_.notify_all();
@@ -40,7 +45,7 @@ class Deliveries {
     std::unique_lock lock(mu_);
     return cv_.wait_for(lock, kGuard, [&] { return seen_.size() >= n; });
   }
-  std::vector<cache::EndpointSnapshotPtr> all() {
+  std::vector<EndpointSnapshotPtr> all() {
     std::lock_guard lock(mu_);
     return seen_;
   }
@@ -48,7 +53,7 @@ class Deliveries {
  private:
   std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<cache::EndpointSnapshotPtr> seen_;
+  std::vector<EndpointSnapshotPtr> seen_;
 };
 
 std::shared_ptr<const client::EndpointSlice> slice(int n_endpoints, std::string name = "s1") {
@@ -65,8 +70,8 @@ std::shared_ptr<const client::EndpointSlice> slice(int n_endpoints, std::string 
   return s;
 }
 
-cache::EndpointQuery svc_http() {
-  cache::EndpointQuery q;
+EndpointQuery svc_http() {
+  EndpointQuery q;
   q.service = {"ns", "svc"};
   q.port_name = "http";
   return q;
@@ -82,11 +87,11 @@ HandlerExecutorPtr pool_of(std::size_t threads) {
 // Rule: coalescing per subscriber. Mutant endpoint-subscriber-backlog: the pending slot keeps
 // every snapshot, so a slow subscriber works through a backlog.
 TEST(EndpointSubscriptionsTest, SlowSubscriberGetsTheNewestSnapshotNotABacklog) {
-  auto index = std::make_shared<cache::EndpointIndex>();
+  auto index = std::make_shared<EndpointIndex>();
   EndpointSubscriptions subs(index, pool_of(2));
   Gate entered, release;
   Deliveries got;
-  auto sub = subs.subscribe(svc_http(), [&](const cache::EndpointSnapshotPtr& s) {
+  auto sub = subs.subscribe(svc_http(), [&](const EndpointSnapshotPtr& s) {
     got.add(s);
     if (got.all().size() == 1) {
       entered.open();
@@ -117,7 +122,7 @@ TEST(EndpointSubscriptionsTest, SlowSubscriberGetsTheNewestSnapshotNotABacklog) 
 // the input's thread. Everything that could block runs on a driver thread, so a regression fails
 // the test instead of hanging it.
 TEST(EndpointSubscriptionsTest, StuckSubscriberDelaysNeitherTheIndexNorOthers) {
-  auto index = std::make_shared<cache::EndpointIndex>();
+  auto index = std::make_shared<EndpointIndex>();
   auto clock = std::make_shared<ManualClock>();
   EndpointSubscriptions subs(index, pool_of(1), clock);  // one worker: the stuck one holds it
   Gate release, inputs_done, stuck_entered;
@@ -127,13 +132,13 @@ TEST(EndpointSubscriptionsTest, StuckSubscriberDelaysNeitherTheIndexNorOthers) {
   std::thread driver([&] {
     stuck.emplace(subs.subscribe(
         svc_http(),
-        [&](const cache::EndpointSnapshotPtr&) {
+        [&](const EndpointSnapshotPtr&) {
           stuck_entered.open();
           release.wait();
         },
         SubscriberOptions{"stuck", 5000ms}));
     other.emplace(subs.subscribe(
-        svc_http(), [&](const cache::EndpointSnapshotPtr& s) { fast.add(s); },
+        svc_http(), [&](const EndpointSnapshotPtr& s) { fast.add(s); },
         SubscriberOptions{"other", 5000ms}));
     for (int i = 1; i <= 5; ++i) index->upsert_slice("c1", slice(i));
     newest = index->snapshot(svc_http())->version;
@@ -165,7 +170,7 @@ TEST(EndpointSubscriptionsTest, StuckSubscriberDelaysNeitherTheIndexNorOthers) {
 // Rule: per subscriber the delivered and applied versions, the lag and stalled-since are
 // observable. Mutant endpoint-subscriber-stalled-since-unset.
 TEST(EndpointSubscriptionsTest, StatsAndMetricsSeparateDeliveredFromApplied) {
-  auto index = std::make_shared<cache::EndpointIndex>();
+  auto index = std::make_shared<EndpointIndex>();
   auto clock = std::make_shared<ManualClock>();
   auto registry = std::make_shared<prometheus::Registry>();
   EndpointSubscriptions subs(index, pool_of(2), clock, registry);
@@ -174,7 +179,7 @@ TEST(EndpointSubscriptionsTest, StatsAndMetricsSeparateDeliveredFromApplied) {
   bool first = true;
   auto sub = subs.subscribe(
       svc_http(),
-      [&](const cache::EndpointSnapshotPtr& s) {
+      [&](const EndpointSnapshotPtr& s) {
         got.add(s);
         if (!first) return;
         first = false;
@@ -222,15 +227,92 @@ TEST(EndpointSubscriptionsTest, StatsAndMetricsSeparateDeliveredFromApplied) {
       << "series removed on close";
 }
 
+// Rule: one metric series has one owner. Two subscribers with one name (explicit, or the default
+// name from two EndpointSubscriptions on one registry) have series of their own: closing one
+// removes its series only, and the survivor's keep moving. (prometheus-cpp hands out the existing
+// series for equal labels and frees it on Remove; ASan does not see writes inside the library,
+// so the survivor's series is checked in the registry.) Mutant endpoint-subscriber-series-shared.
+TEST(EndpointSubscriptionsTest, SubscribersWithOneNameOwnSeriesOfTheirOwn) {
+  auto index = std::make_shared<EndpointIndex>();
+  auto registry = std::make_shared<prometheus::Registry>();
+  auto pool = pool_of(2);
+  EndpointSubscriptions a(index, pool, nullptr, registry);
+  EndpointSubscriptions b(index, pool, nullptr, registry);
+  // delivered_version by (subscriber, id); a series that is gone is absent.
+  auto delivered = [&] {
+    std::map<std::pair<std::string, std::string>, double> out;
+    for (const auto& f : registry->Collect()) {
+      if (f.name != "kinformer_endpoint_subscriber_delivered_version") continue;
+      for (const auto& m : f.metric) {
+        std::string name, id;
+        for (const auto& l : m.label) {
+          if (l.name == "subscriber") name = l.value;
+          if (l.name == "id") id = l.value;
+        }
+        out[{name, id}] = m.gauge.value;
+      }
+    }
+    return out;
+  };
+  for (bool named : {true, false}) {
+    SCOPED_TRACE(named ? "explicit name" : "default name");
+    SubscriberOptions o;
+    if (named) o.name = "proxies";
+    Deliveries got_a, got_b;
+    auto sub_a = a.subscribe(svc_http(), [&](const EndpointSnapshotPtr& s) { got_a.add(s); }, o);
+    auto sub_b = b.subscribe(svc_http(), [&](const EndpointSnapshotPtr& s) { got_b.add(s); }, o);
+    ASSERT_TRUE(got_a.wait_count(1));
+    ASSERT_TRUE(got_b.wait_count(1));
+    ASSERT_TRUE(testing::eventually([&] { return delivered().size() == 2; }))
+        << "two subscribers, two series";
+    sub_a.close();
+    ASSERT_EQ(delivered().size(), 1u) << "closing one removes its own series only";
+
+    index->upsert_slice("c1", slice(named ? 1 : 2));
+    const std::uint64_t v = index->snapshot(svc_http())->version;
+    ASSERT_TRUE(got_b.wait_version(v));
+    ASSERT_TRUE(testing::eventually([&] { return sub_b.stats().delivered_version == v; }));
+    auto left = delivered();
+    ASSERT_EQ(left.size(), 1u);
+    EXPECT_EQ(left.begin()->second, static_cast<double>(v)) << "the survivor's series moves";
+    sub_b.close();
+    EXPECT_TRUE(delivered().empty());
+  }
+}
+
+// Rule: a subscriber's troubles are logged through the component's LogSink, naming the
+// subscriber and what was thrown; the next snapshot is delivered as usual.
+TEST(EndpointSubscriptionsTest, AThrowingCallbackIsLoggedThroughTheSink) {
+  testing::LogCapture capture;
+  auto index = std::make_shared<EndpointIndex>();
+  EndpointSubscriptions subs(index, pool_of(1), nullptr, nullptr, capture.sink());
+  Deliveries got;
+  auto sub = subs.subscribe(
+      svc_http(),
+      [&](const EndpointSnapshotPtr& s) {
+        got.add(s);
+        if (got.all().size() == 1) throw std::runtime_error("proxy push failed");
+      },
+      SubscriberOptions{.name = "proxy-group-b"});
+  ASSERT_TRUE(got.wait_count(1));
+  index->upsert_slice("c1", slice(1));
+  ASSERT_TRUE(got.wait_count(2));
+  auto lines = capture.with_message("endpoint subscriber callback threw");
+  ASSERT_EQ(lines.size(), 1u) << capture.text();
+  EXPECT_EQ(lines[0].level, client::LogLevel::error);
+  EXPECT_EQ(lines[0].field("subscriber"), "proxy-group-b");
+  EXPECT_EQ(lines[0].field("error"), "proxy push failed");
+}
+
 TEST(EndpointSubscriptionsTest, CloseStopsDeliveryAndMayRunFromTheCallback) {
-  auto index = std::make_shared<cache::EndpointIndex>();
+  auto index = std::make_shared<EndpointIndex>();
   EndpointSubscriptions subs(index, pool_of(2));
   Deliveries got;
   Subscription self;
   Gate closed_inside;
   std::mutex mu;
   std::unique_lock hold(mu);  // the callback closes `self` only once it is assigned
-  self = subs.subscribe(svc_http(), [&](const cache::EndpointSnapshotPtr& s) {
+  self = subs.subscribe(svc_http(), [&](const EndpointSnapshotPtr& s) {
     got.add(s);
     std::lock_guard l(mu);
     EXPECT_FALSE(self.close()) << "from inside the callback close() does not wait for itself";
@@ -246,12 +328,12 @@ TEST(EndpointSubscriptionsTest, CloseStopsDeliveryAndMayRunFromTheCallback) {
   // A subscription may outlive the subscriptions object, the index and the executor.
   Subscription late;
   {
-    auto idx = std::make_shared<cache::EndpointIndex>();
+    auto idx = std::make_shared<EndpointIndex>();
     EndpointSubscriptions s2(idx, pool_of(1));
-    late = s2.subscribe(svc_http(), [&](const cache::EndpointSnapshotPtr&) {});
+    late = s2.subscribe(svc_http(), [&](const EndpointSnapshotPtr&) {});
   }
   EXPECT_TRUE(late.close());
 }
 
 }  // namespace
-}  // namespace kinformer::informer
+}  // namespace kinformer::mesh
