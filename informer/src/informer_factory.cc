@@ -90,6 +90,14 @@ SharedInformer& InformerFactory::informer(const client::ResourceType& type,
   config.handler_stop_timeout = options_.handler_stop_timeout;
   config.executor = executor_;
   config.log = log_;
+  config.on_synced = [listeners = sync_listeners_] {
+    std::vector<std::function<void()>> fns;
+    {
+      std::lock_guard lock(listeners->mu);
+      fns = listeners->fns;
+    }
+    for (const auto& fn : fns) fn();
+  };
   config.metrics =
       std::make_shared<InformerMetrics>(metrics_, key.resource, key.namespace_,
                                         selector_hash(key.label_selector, key.field_selector));
@@ -103,6 +111,11 @@ SharedInformer& InformerFactory::informer(const client::ResourceType& type,
   specs_.emplace(key, InformerSpec{type, options});
   if (started_) inf->start();
   return *inf;
+}
+
+void InformerFactory::on_informer_synced(std::function<void()> fn) {
+  std::lock_guard lock(sync_listeners_->mu);
+  sync_listeners_->fns.push_back(std::move(fn));
 }
 
 void InformerFactory::start() {

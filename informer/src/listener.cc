@@ -157,7 +157,10 @@ void Listener::check_synced() {
   if (synced_ || !barrier_) return;
   bool before_pending = head_ != kNone && slots_[head_].seq <= *barrier_;
   bool before_in_flight = in_flight_first_seq_ != 0 && in_flight_first_seq_ <= *barrier_;
-  if (!before_pending && !before_in_flight) synced_ = true;
+  if (!before_pending && !before_in_flight) {
+    synced_ = true;
+    synced_cv_.notify_all();
+  }
 }
 
 void Listener::clear_pending() {
@@ -173,6 +176,7 @@ void Listener::request_stop() {
   {
     std::lock_guard lock(mu_);
     stopped_ = true;
+    synced_cv_.notify_all();
     clear_pending();
     metrics_->queue_depth.Set(0);
     strand = strand_;
@@ -227,6 +231,12 @@ bool Listener::join(std::chrono::milliseconds timeout) {
 
 bool Listener::has_synced() const {
   std::lock_guard lock(mu_);
+  return synced_;
+}
+
+bool Listener::wait_for_sync(std::chrono::milliseconds timeout) const {
+  std::unique_lock lock(mu_);
+  synced_cv_.wait_for(lock, timeout, [this] { return synced_ || stopped_.load(); });
   return synced_;
 }
 

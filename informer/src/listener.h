@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -80,6 +81,8 @@ class Listener : public std::enable_shared_from_this<Listener> {
   [[nodiscard]] bool on_executor_thread() const;
 
   [[nodiscard]] bool has_synced() const;
+  /// Waits until has_synced() or stopped, at most `timeout`; returns has_synced().
+  bool wait_for_sync(std::chrono::milliseconds timeout) const;
   [[nodiscard]] bool closed() const;
   [[nodiscard]] std::size_t queue_depth() const;
   [[nodiscard]] std::uint64_t exceptions() const { return exceptions_.load(); }
@@ -142,6 +145,7 @@ class Listener : public std::enable_shared_from_this<Listener> {
   std::unique_ptr<HandlerMetrics> metrics_;
 
   mutable std::mutex mu_;
+  mutable std::condition_variable synced_cv_;  // synced_ became true, or stopped_
   std::vector<Slot> slots_;                                           // guarded by mu_
   std::vector<std::uint32_t> free_;                                   // guarded by mu_
   boost::unordered_flat_set<std::uint32_t, SlotHash, SlotEq> index_;  // guarded by mu_

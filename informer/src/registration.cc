@@ -60,6 +60,10 @@ bool Registration::has_synced() const {
   auto l = listener();
   return l && l->has_synced();
 }
+bool Registration::wait_for_sync(std::chrono::milliseconds timeout) const {
+  auto l = listener();
+  return l && l->wait_for_sync(timeout);
+}
 bool Registration::active() const {
   auto l = listener();
   return l && !l->closed();

@@ -239,6 +239,7 @@ void SharedInformer::on_replace(std::vector<client::ObjectPtr> items, const std:
     config_.metrics->objects.Set(static_cast<double>(store_->size()));
   }
   sync_cv_.notify_all();  // has_synced() does not wait for the handlers
+  if (initial && config_.on_synced) config_.on_synced();
   for (auto& d : batch) d.hash = detail::key_hash(d.object->metadata);  // once for all handlers
   fan_out(*to, batch, initial);
   touch_sync_time();

@@ -676,3 +676,102 @@ TEST(ClusterRegistryTest, ASwitchAfterASyncTimeoutNeverEmptiesTheShard) {
 
 }  // namespace
 }  // namespace kinformer::mesh
+
+namespace kinformer::mesh {
+namespace {
+
+using namespace informer;
+
+// A subscriber that arrives after a cluster synced hears `synced` in its replay (the header
+// tells it to wait for `synced` before trusting the caches). Mutant registry-replay-drops-synced.
+TEST(ClusterRegistryTest, ALateSubscriberHearsSyncedForAClusterThatSynced) {
+  MiniCluster west;
+  west.serve(kPods, "PodList");
+  Fixture f;
+  f.local.put(kSecrets, "remotes", secret("remotes", {{"west", kubeconfig_for(west.server, "t")}}));
+  Journal early;
+  auto first = f.registry->subscribe(early.handler(uses_pods()));
+  ASSERT_TRUE(f.registry->start());
+  ASSERT_TRUE(f.registry->wait_for_sync(10s));
+  ASSERT_EQ(status(*f.registry, "west").state, ClusterState::synced);
+
+  std::mutex mu;
+  std::vector<std::string> lines;
+  auto note = [&](const std::string& what, const RemoteClusterPtr& c) {
+    std::lock_guard lock(mu);
+    lines.push_back(what + " " + c->id + " " + std::to_string(c->generation));
+  };
+  auto late = f.registry->subscribe(ClusterHandler{
+      .added = [&](const RemoteClusterPtr& c) { note("added", c); },
+      .synced = [&](const RemoteClusterPtr& c) { note("synced", c); },
+  });
+  ASSERT_TRUE(testing::eventually([&] {
+    std::lock_guard lock(mu);
+    return lines.size() >= 2;
+  }));
+  std::lock_guard lock(mu);
+  EXPECT_EQ(lines, (std::vector<std::string>{"added west 1", "synced west 1"}));
+}
+
+// A switch of client while one of the old client's handlers runs an index callback that calls
+// into ClusterEndpointFeeds (it takes the feeds' lock): the old feed is closed outside that lock,
+// so the callback returns and the switch completes. Closing it under the lock deadlocked: the
+// switch waited for the callback, the callback for the lock. Mutant
+// registry-feeds-close-under-lock (a deadlock: killed by its timeout).
+TEST(ClusterRegistryTest, ASwitchWhileAnOldHandlerCallsIntoTheFeedsCompletes) {
+  MiniCluster west;
+  west.serve(kPods, "PodList");
+  west.serve(kSlices, "EndpointSliceList");
+  west.put(kSlices, "s1", slice("s1", {"10.0.0.1"}));
+  Fixture f;
+  f.local.put(kSecrets, "remotes",
+              secret("remotes", {{"west", kubeconfig_for(west.server, "tok-1")}}));
+  auto index = std::make_shared<EndpointIndex>();
+  EndpointQuery q;
+  q.service = {"app", "svc"};
+  q.port_name = "http";
+  auto addresses = [&] {
+    std::vector<std::string> out;
+    const EndpointSnapshotPtr snap = index->snapshot(q);
+    if (const auto* part = snap->cluster("west")) {
+      for (const auto& e : part->endpoints) out.push_back(e.address);
+    }
+    return out;
+  };
+  // Subscribed before the feeds: its `updated` runs just before theirs.
+  testing::Gate switching;
+  auto before_feeds = f.registry->subscribe(ClusterHandler{
+      .updated = [&](const RemoteClusterPtr&, const RemoteClusterPtr&) { switching.open(); }});
+  std::unique_ptr<ClusterEndpointFeeds> feeds;
+  std::atomic<bool> armed{false};
+  std::atomic<bool> callback_returned{false};
+  auto watch = index->watch(q, [&](const EndpointSnapshotPtr&) {
+    if (!armed.exchange(false)) return;
+    // On the old client's handler: stay until the switch is under way, then call into the feeds
+    // for a while (their `updated` closes this very handler meanwhile).
+    ASSERT_TRUE(switching.wait());
+    const auto until = std::chrono::steady_clock::now() + 500ms;
+    while (std::chrono::steady_clock::now() < until) (void)feeds->clusters();
+    callback_returned = true;
+  });
+  feeds = std::make_unique<ClusterEndpointFeeds>(index, *f.registry, EndpointFeedOptions{},
+                                                 /*include_local=*/false);
+  ASSERT_TRUE(f.registry->start());
+  ASSERT_TRUE(
+      testing::eventually([&] { return addresses() == std::vector<std::string>{"10.0.0.1"}; }));
+  ASSERT_TRUE(f.local.wait_watch_requests(kSecrets, 1));  // changes go to open watches only
+
+  armed = true;
+  west.put(kSlices, "s1", slice("s1", {"10.0.0.1", "10.0.0.2"}));  // reaches the old client
+  f.local.put(kSecrets, "remotes",
+              secret("remotes", {{"west", kubeconfig_for(west.server, "tok-2")}}));
+  ASSERT_TRUE(testing::eventually([&] {
+    auto c = f.registry->cluster("west");
+    return callback_returned.load() && c && c->generation == 2 &&
+           addresses() == std::vector<std::string>{"10.0.0.1", "10.0.0.2"};
+  }));
+  feeds->close();
+}
+
+}  // namespace
+}  // namespace kinformer::mesh

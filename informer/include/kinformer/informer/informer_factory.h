@@ -131,6 +131,11 @@ class InformerFactory {
   bool wait_for_cache_sync(std::chrono::milliseconds timeout);
   /// Every informer created so far has synced (true when there is none).
   [[nodiscard]] bool has_synced() const;
+  /// Calls `fn` each time one of the factory's informers (also one created later) completes its
+  /// initial sync: a signal to look at has_synced() again, instead of polling it. `fn` runs on
+  /// that informer's reflector thread, outside the factory's and the informer's locks, and must
+  /// not block; it stays registered for the factory's life (capture weakly what may go first).
+  void on_informer_synced(std::function<void()> fn);
   /// The latest failure of an informer that has not synced, else of any informer; nullopt when
   /// none has one.
   [[nodiscard]] std::optional<SyncError> last_error() const;
@@ -164,6 +169,13 @@ class InformerFactory {
   ReconnectBudgetPtr budget_;
   HandlerExecutorPtr executor_;
   client::Logger log_;
+
+  // What on_informer_synced() registered; shared with the informers' on_synced callbacks.
+  struct SyncListeners {
+    std::mutex mu;
+    std::vector<std::function<void()>> fns;  // guarded by mu
+  };
+  std::shared_ptr<SyncListeners> sync_listeners_ = std::make_shared<SyncListeners>();
 
   mutable std::mutex mu_;
   std::map<InformerKey, std::shared_ptr<SharedInformer>> informers_;  // guarded by mu_

@@ -1,6 +1,7 @@
 #pragma once
 // Registration: the RAII handle of one handler on one informer.
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -39,6 +40,9 @@ class [[nodiscard]] Registration {
   /// True once this handler received every notification of the informer's initial list (or, for
   /// a handler added after sync, the synthetic adds of the contents at registration).
   [[nodiscard]] bool has_synced() const;
+  /// Waits (real time) until has_synced(), the registration is closed, or the timeout; returns
+  /// has_synced(). Not from inside this handler's own callback (it would wait for itself).
+  bool wait_for_sync(std::chrono::milliseconds timeout) const;
   /// False after close() (or for a default-constructed Registration).
   [[nodiscard]] bool active() const;
   /// Unique per process; the "id" label of this handler's metrics.

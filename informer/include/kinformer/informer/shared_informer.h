@@ -58,6 +58,9 @@ struct InformerConfig {
   HandlerExecutorPtr executor;
   /// The factory's logger; the informer names itself (informer="...") on its lines.
   client::Logger log;
+  /// Called once, on the reflector's thread and outside the informer's locks, when the initial
+  /// list is in the store (right after has_synced() became true). Must not block.
+  std::function<void()> on_synced;
 };
 
 /// A type-erased informer (objects are client::ObjectPtr). Owned by InformerFactory; users get a

@@ -2,17 +2,12 @@
 // ClusterRegistry: remote clusters from kubeconfig Secrets (mesh/cluster-registry.md).
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
-#include <set>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
 #include "kinformer/client/cluster_config.h"
@@ -20,8 +15,6 @@
 #include "kinformer/client/rest_client.h"
 #include "kinformer/client/result.h"
 #include "kinformer/informer/informer_factory.h"
-#include "kinformer/informer/once_guard.h"
-#include "kinformer/informer/registration.h"
 
 namespace prometheus {
 class Registry;
@@ -54,7 +47,8 @@ using RemoteClusterPtr = std::shared_ptr<const RemoteCluster>;
 /// on the registry's worker thread, one at a time, in order per cluster; a handler may call the
 /// registry's accessors but must not block for long (it delays the other clusters' events).
 /// - added: a new cluster ID; create informers on cluster->factory (it is started). A new
-///   subscription first gets added for every cluster already known.
+///   subscription first gets added for every cluster already known, then synced for each whose
+///   current client has synced.
 /// - updated: make-before-break. `now` is a new client for the same ID, whose factory already
 ///   runs — and has synced, or hit sync_timeout — every informer `before`'s factory had. Move
 ///   registrations to now->factory; after the call returns, before's factory is shut down.
@@ -110,6 +104,9 @@ struct ClusterRegistryOptions {
 };
 
 class ClusterRegistry;
+namespace detail {
+class ClusterStore;
+}
 
 /// Keeps one ClusterHandler subscribed; closing it (or destroying it) unsubscribes exactly that
 /// handler — never the registry, never a cluster. close() waits for a running call of that
@@ -125,9 +122,10 @@ class [[nodiscard]] ClusterSubscription {
   void close();
   [[nodiscard]] bool active() const noexcept { return !state_.expired(); }
 
+  struct State;  ///< the registry's; opaque here
+
  private:
-  friend class ClusterRegistry;
-  struct State;
+  friend class detail::ClusterStore;
   explicit ClusterSubscription(std::weak_ptr<State> state) : state_(std::move(state)) {}
   std::weak_ptr<State> state_;
 };
@@ -136,6 +134,13 @@ class [[nodiscard]] ClusterSubscription {
 /// its value a kubeconfig. For each remote cluster it builds a RestClient and an InformerFactory
 /// and tells subscribers (ClusterHandler). Components reach a remote's shared informers through
 /// factory(id), so N components still mean one watch per key per cluster.
+///
+/// Inside (mesh/src): a SecretSource turns Secrets into the wanted clusters, one
+/// RemoteClusterLife per cluster builds, probes, syncs and replaces its client
+/// (make-before-break), and a ClusterStore tells subscribers. One worker thread runs them,
+/// woken by Secret events, subscriptions and informers that synced (never a poll), and by the
+/// deadlines of sync timeouts and probe retries; blocking calls (GET /version probes, shutting
+/// down a replaced client) run on a second thread, so a blackholed remote delays no other.
 ///
 /// Lifetime: one registry per process, owned by a long-lived owner (next to the local factory);
 /// components call start() and subscribe() as often as they are built — start() runs behind a
@@ -147,7 +152,8 @@ class ClusterRegistry {
   /// The Secret informer lives in `local_factory` (shared with its other users). Throws
   /// client::ConfigError for an empty secret_namespace or an invalid label selector.
   ClusterRegistry(std::shared_ptr<client::RestClient> local_client,
-                  std::shared_ptr<informer::InformerFactory> local_factory, ClusterRegistryOptions options);
+                  std::shared_ptr<informer::InformerFactory> local_factory,
+                  ClusterRegistryOptions options);
   /// shutdown().
   // NOLINTNEXTLINE(bugprone-exception-escape): bad_alloc, or shutdown() on its worker: terminate
   ~ClusterRegistry();
@@ -159,9 +165,10 @@ class ClusterRegistry {
   /// for that informer's initial list (start_timeout). A failure creates no second watch: the
   /// next call checks again and reuses the informer.
   client::Status start();
-  [[nodiscard]] bool started() const { return once_.done(); }
+  [[nodiscard]] bool started() const;
 
-  /// The handler first gets `added` for every cluster already known (on the worker thread).
+  /// The handler first gets `added` for every cluster already known, and `synced` for each
+  /// whose current client has synced (on the worker thread).
   ClusterSubscription subscribe(ClusterHandler handler);
 
   /// The factory for a cluster ID: the local factory for local_cluster_id, the active factory of
@@ -177,9 +184,7 @@ class ClusterRegistry {
   [[nodiscard]] bool has_synced() const;
   /// Waits (real time) for has_synced(); false on timeout.
   bool wait_for_sync(std::chrono::milliseconds timeout) const;
-  [[nodiscard]] const std::string& local_cluster_id() const noexcept {
-    return options_.local_cluster_id;
-  }
+  [[nodiscard]] const std::string& local_cluster_id() const noexcept;
 
   /// Stops the worker, tells subscribers nothing more, shuts every remote factory down (bounded
   /// as InformerFactory::shutdown is, plus a probe in flight: 5 s) and closes the Secret
@@ -188,59 +193,8 @@ class ClusterRegistry {
   void shutdown();
 
  private:
-  struct Metrics;
-  struct Entry;
-  struct Desired {
-    std::string secret;
-    std::string kubeconfig;
-  };
-
-  client::Status start_once();
-  void on_secret(const client::ObjectPtr& object, bool deleted);
-  void run();
-  void reconcile(std::unique_lock<std::mutex>& lock);
-  void build(const std::string& id, Entry& entry, const Desired& desired,
-             std::unique_lock<std::mutex>& lock);
-  void settle(const std::string& id, Entry& entry, std::unique_lock<std::mutex>& lock);
-  void notify(const std::function<void(const ClusterHandler&)>& call,
-              std::unique_lock<std::mutex>& lock);
-  void report(const std::string& thrown) const;
-  [[nodiscard]] bool synced(const Entry& entry, const RemoteCluster& cluster) const;
-  void copy_informers(const std::string& id, const RemoteCluster& from, const RemoteCluster& to);
-  void probe_loop();
-  void retire(RemoteClusterPtr cluster);
-  [[nodiscard]] ClusterStatus status_of(const std::string& id, const Entry& entry) const;
-  [[nodiscard]] std::chrono::steady_clock::time_point next_deadline() const;
-
-  std::shared_ptr<client::RestClient> local_client_;
-  std::shared_ptr<informer::InformerFactory> local_factory_;
-  ClusterRegistryOptions options_;
-  client::Logger log_;
-  std::unique_ptr<Metrics> metrics_;
-  informer::OnceGuard once_;
-  informer::SharedInformer* secrets_ = nullptr;  // set by start_once; owned by local_factory_
-
-  mutable std::mutex mu_;
-  mutable std::condition_variable cv_;
-  // Secret key -> its cluster IDs and kubeconfigs, as the Secret handler last saw them.
-  std::map<std::string, std::map<std::string, std::string>> secrets_seen_;  // guarded by mu_
-  std::map<std::string, std::unique_ptr<Entry>, std::less<>> entries_;      // guarded by mu_
-  std::vector<std::shared_ptr<ClusterSubscription::State>> subscribers_;    // guarded by mu_
-  std::uint64_t changes_ = 0;             // guarded by mu_: bumped by each Secret event
-  bool stopping_ = false;                 // guarded by mu_
-  bool secrets_registered_ = false;       // guarded by mu_: secret_handler_ is assigned
-  bool reconciled_after_sync_ = false;    // guarded by mu_
-  bool reaper_done_ = false;              // guarded by mu_: the worker is joined
-  bool shut_down_ = false;                // guarded by mu_
-  std::set<std::string> ignored_;         // guarded by mu_: ignored keys already logged
-  std::vector<RemoteClusterPtr> probes_;  // guarded by mu_: clients to GET /version
-  std::thread::id worker_id_;             // set once by the worker before it takes work
-  std::mutex shutdown_mu_;
-  std::vector<RemoteClusterPtr> retiring_;  // guarded by mu_: factories to shut down
-  informer::Registration secret_handler_;
-  std::thread worker_;
-  std::thread prober_;
-  std::thread reaper_;
+  class Impl;
+  std::shared_ptr<Impl> impl_;  // shared with the sync signals the factories hold (weakly)
 };
 
 }  // namespace kinformer::mesh
