@@ -369,6 +369,14 @@ TEST_F(MulticlusterE2E, NewTokenForTheSameClusterNeverShowsItsShardMissingOrEmpt
     EXPECT_FALSE(it->empty()) << ::testing::PrintToString(all);
   }
   EXPECT_EQ(registry_->clusters().back().state, ClusterState::synced);
+  // The shard ends equal to what the server holds, content and resourceVersion: nothing the
+  // old client still delivered after the switch landed (the new feed fenced it).
+  auto on_server = remote_admin_.get(endpoint_slices(), remote_ns_, "svc-a");
+  ASSERT_TRUE(on_server) << on_server.error().to_string();
+  const std::map<std::string, std::string> want{
+      {remote_ns_ + "/svc-a", on_server.value()->metadata.resource_version}};
+  EXPECT_TRUE(eventually([&] { return index->keys("west").slices == want; }, 30s))
+      << ::testing::PrintToString(index->keys("west").slices);
 }
 
 TEST_F(MulticlusterE2E, AThousandComponentBuildsLeaveOneSecretWatchAndAFailedFirstStartIsRetried) {

@@ -5,55 +5,36 @@
 
 namespace kinformer::informer {
 
+// One handler on one informer, as a Handle closes it.
+class Registration::Registered final : public Closable {
+ public:
+  Registered(std::weak_ptr<SharedInformer> informer, std::shared_ptr<detail::Listener> listener)
+      : informer_(std::move(informer)), listener_(std::move(listener)) {}
+
+  bool close() override {
+    if (auto owner = informer_.lock()) {
+      owner->remove_listener(listener_);
+    } else {
+      listener_->request_stop();
+      if (!listener_->on_executor_thread()) listener_->join(std::chrono::hours(24 * 365));
+    }
+    return true;
+  }
+  [[nodiscard]] bool active() const override { return !listener_->closed(); }
+  [[nodiscard]] const std::shared_ptr<detail::Listener>& listener() const { return listener_; }
+
+ private:
+  const std::weak_ptr<SharedInformer> informer_;
+  const std::shared_ptr<detail::Listener> listener_;
+};
+
 Registration::Registration(std::weak_ptr<SharedInformer> informer,
                            std::shared_ptr<detail::Listener> listener)
-    : informer_(std::move(informer)), listener_(std::move(listener)) {}
-
-Registration::Registration(Registration&& other) noexcept {
-  std::lock_guard lock(other.mu_);
-  informer_ = std::move(other.informer_);
-  listener_ = std::move(other.listener_);
-}
-
-Registration& Registration::operator=(Registration&& other) noexcept {
-  if (this != &other) {
-    close();
-    std::scoped_lock lock(mu_, other.mu_);
-    informer_ = std::move(other.informer_);
-    listener_ = std::move(other.listener_);
-  }
-  return *this;
-}
-
-Registration::~Registration() { close(); }
+    : Handle(std::make_shared<Registered>(std::move(informer), std::move(listener))) {}
 
 std::shared_ptr<detail::Listener> Registration::listener() const {
-  std::lock_guard lock(mu_);
-  return listener_;
-}
-
-void Registration::close() {
-  // Every caller, also a second concurrent one, returns only after the handler was stopped and
-  // its running callback (if any) returned: the listener is released only after that.
-  std::shared_ptr<detail::Listener> listener;
-  std::weak_ptr<SharedInformer> informer;
-  {
-    std::lock_guard lock(mu_);
-    listener = listener_;
-    informer = informer_;
-  }
-  if (!listener) return;
-  if (auto owner = informer.lock()) {
-    owner->remove_listener(listener);
-  } else {
-    listener->request_stop();
-    if (!listener->on_executor_thread()) listener->join(std::chrono::hours(24 * 365));
-  }
-  std::lock_guard lock(mu_);
-  if (listener_ == listener) {
-    listener_.reset();
-    informer_.reset();
-  }
+  auto t = target();
+  return t ? static_cast<const Registered&>(*t).listener() : nullptr;
 }
 
 bool Registration::has_synced() const {
@@ -63,10 +44,6 @@ bool Registration::has_synced() const {
 bool Registration::wait_for_sync(std::chrono::milliseconds timeout) const {
   auto l = listener();
   return l && l->wait_for_sync(timeout);
-}
-bool Registration::active() const {
-  auto l = listener();
-  return l && !l->closed();
 }
 std::uint64_t Registration::id() const {
   auto l = listener();

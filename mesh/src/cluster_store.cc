@@ -27,25 +27,21 @@ std::string ClusterSubscription::State::call(
   return thrown;
 }
 
-ClusterSubscription& ClusterSubscription::operator=(ClusterSubscription&& other) noexcept {
-  if (this != &other) {
-    close();
-    state_ = std::move(other.state_);
-  }
-  return *this;
+bool ClusterSubscription::State::close() {
+  std::unique_lock lock(mu);
+  closed = true;
+  if (running && runner == std::this_thread::get_id()) return true;  // from inside its own call
+  cv.wait(lock, [&] { return !running; });
+  return true;
 }
 
-void ClusterSubscription::close() {
-  auto state = state_.lock();
-  state_.reset();
-  if (!state) return;
-  std::unique_lock lock(state->mu);
-  state->closed = true;
-  if (state->running && state->runner == std::this_thread::get_id()) {
-    return;  // from inside its own call
-  }
-  state->cv.wait(lock, [&] { return !state->running; });
+bool ClusterSubscription::State::active() const {
+  std::lock_guard lock(mu);
+  return !closed;
 }
+
+ClusterSubscription::ClusterSubscription(std::shared_ptr<State> state)
+    : Handle(std::move(state)) {}
 
 namespace detail {
 namespace {
@@ -139,6 +135,10 @@ void ClusterStore::publish(const ClusterEvent& event) {
 
 void ClusterStore::clear() {
   std::lock_guard lock(mu_);
+  for (const auto& s : subscribers_) {
+    std::lock_guard l(s.state->mu);
+    s.state->closed = true;  // the registry tells nothing more; active() says so
+  }
   subscribers_.clear();
   known_.clear();
 }

@@ -17,14 +17,17 @@
 namespace kinformer::mesh {
 
 /// One subscriber: its handler, and whether a call of it runs (close() waits for that).
-struct ClusterSubscription::State {
+struct ClusterSubscription::State final : informer::Closable {
   explicit State(ClusterHandler h) : handler(std::move(h)) {}
   /// Runs one call unless closed; returns what an exception said ("" when none): a component's
   /// exception must not stop the registry.
   std::string call(const std::function<void(const ClusterHandler&)>& fn);
+  /// No call starts after it; waits for a running one unless called from inside it.
+  bool close() override;
+  [[nodiscard]] bool active() const override;
 
   const ClusterHandler handler;
-  std::mutex mu;
+  mutable std::mutex mu;
   std::condition_variable cv;
   bool closed = false;     // guarded by mu
   bool running = false;    // guarded by mu

@@ -42,32 +42,24 @@ std::string subset_key(const std::string& service_key, const std::string& port,
 
 // ---- Watch ----
 
-EndpointIndex::Watch::Watch(std::weak_ptr<State> state, std::string subset, std::uint64_t id)
-    : state_(std::move(state)), subset_(std::move(subset)), id_(id) {}
-
-EndpointIndex::Watch::Watch(Watch&& other) noexcept
-    : state_(std::move(other.state_)),
-      subset_(std::move(other.subset_)),
-      id_(std::exchange(other.id_, 0)) {}
-
-EndpointIndex::Watch& EndpointIndex::Watch::operator=(Watch&& other) noexcept {
-  if (this != &other) {
-    close();
-    state_ = std::move(other.state_);
-    subset_ = std::move(other.subset_);
-    id_ = std::exchange(other.id_, 0);
+// One watch on one subset, as a Handle closes it.
+class EndpointIndex::SubsetWatch final : public informer::Closable {
+ public:
+  SubsetWatch(std::weak_ptr<State> state, std::string subset, std::uint64_t id)
+      : state_(std::move(state)), subset_(std::move(subset)), id_(id) {}
+  bool close() override {
+    if (auto state = state_.lock()) state->unwatch(subset_, id_);
+    closed_ = true;
+    return true;
   }
-  return *this;
-}
+  [[nodiscard]] bool active() const override { return !closed_; }
 
-EndpointIndex::Watch::~Watch() { close(); }
-
-void EndpointIndex::Watch::close() {
-  if (id_ == 0) return;
-  if (auto state = state_.lock()) state->unwatch(subset_, id_);
-  id_ = 0;
-  state_.reset();
-}
+ private:
+  const std::weak_ptr<State> state_;
+  const std::string subset_;
+  const std::uint64_t id_;
+  std::atomic<bool> closed_{false};
+};
 
 // ---- EndpointIndex ----
 
@@ -254,7 +246,7 @@ EndpointIndex::Watch EndpointIndex::watch(const EndpointQuery& query, Callback c
   std::uint64_t id = ++state_->next_watch_id;
   subset.watchers.push_back({id, std::make_shared<const Callback>(std::move(callback))});
   if (current != nullptr) *current = subset.snapshot;
-  return Watch(state_, std::move(key), id);
+  return Watch(std::make_shared<SubsetWatch>(state_, std::move(key), id));
 }
 
 EndpointSnapshotPtr EndpointIndex::snapshot(const EndpointQuery& query) const {

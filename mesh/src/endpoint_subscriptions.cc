@@ -57,7 +57,8 @@ double unix_now() {
 /// One subscriber: a pending slot holding at most the latest snapshot, and a strand.
 /// Thread-safety: offer() from any thread (the index's input threads), drain() on the strand,
 /// the rest from any thread.
-class Subscriber : public std::enable_shared_from_this<Subscriber> {
+class Subscriber final : public informer::Closable,
+                         public std::enable_shared_from_this<Subscriber> {
  public:
   struct Metrics {
     prometheus::Gauge* delivered_version = nullptr;
@@ -175,7 +176,7 @@ class Subscriber : public std::enable_shared_from_this<Subscriber> {
     return !pending_.empty() && !closed_;
   }
 
-  bool close() {
+  bool close() override {
     {
       std::lock_guard lock(mu_);
       closed_ = true;
@@ -194,6 +195,11 @@ class Subscriber : public std::enable_shared_from_this<Subscriber> {
                 {{"close_timeout_ms", std::to_string(close_timeout_.count())}});
     }
     return idle;
+  }
+
+  [[nodiscard]] bool active() const override {
+    std::lock_guard lock(mu_);
+    return !closed_;
   }
 
   void ack(std::uint64_t version) {
@@ -249,38 +255,10 @@ class Subscriber : public std::enable_shared_from_this<Subscriber> {
 
 // ---- Subscription ----
 
-Subscription::Subscription(std::shared_ptr<detail::Subscriber> s) : subscriber_(std::move(s)) {}
-
-Subscription::Subscription(Subscription&& other) noexcept {
-  std::lock_guard lock(other.mu_);
-  subscriber_ = std::move(other.subscriber_);
-}
-
-Subscription& Subscription::operator=(Subscription&& other) noexcept {
-  if (this != &other) {
-    close();
-    std::scoped_lock lock(mu_, other.mu_);
-    subscriber_ = std::move(other.subscriber_);
-  }
-  return *this;
-}
-
-Subscription::~Subscription() { close(); }
+Subscription::Subscription(std::shared_ptr<detail::Subscriber> s) : Handle(std::move(s)) {}
 
 std::shared_ptr<detail::Subscriber> Subscription::subscriber() const {
-  std::lock_guard lock(mu_);
-  return subscriber_;
-}
-
-bool Subscription::close() {
-  std::shared_ptr<detail::Subscriber> s;
-  {
-    std::lock_guard lock(mu_);
-    s = std::move(subscriber_);
-  }
-  // A concurrent close() that found it already taken returns at once; Subscriber::close() is
-  // idempotent, so the order of the two does not matter.
-  return s ? s->close() : true;
+  return std::static_pointer_cast<detail::Subscriber>(target());
 }
 
 void Subscription::ack(std::uint64_t version) {
@@ -291,8 +269,6 @@ SubscriberStats Subscription::stats() const {
   auto s = subscriber();
   return s ? s->stats() : SubscriberStats{};
 }
-
-bool Subscription::active() const { return subscriber() != nullptr; }
 
 // ---- EndpointSubscriptions ----
 

@@ -1,5 +1,6 @@
 // Built against the installed kinformer package, as a user's project would be: a factory with
-// an in-memory lister-watcher, one handler, one object. Exits non-zero if anything misbehaves.
+// an in-memory lister-watcher, one handler, one object; and the mesh layer's endpoint index with
+// one slice. Exits non-zero if anything misbehaves.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -7,8 +8,10 @@
 #include <mutex>
 #include <thread>
 
+#include "kinformer/client/endpoint_slice.h"
 #include "kinformer/client/secret.h"
 #include "kinformer/informer/informer_factory.h"
+#include "kinformer/mesh/endpoint_index.h"
 #include "kinformer/version.h"
 
 namespace {
@@ -70,8 +73,30 @@ int main() {
   }
   registration.close();
   factory.shutdown();
+
+  // The mesh layer: one slice of a service in one cluster reaches a watched subset.
+  mesh::EndpointIndex index;
+  mesh::EndpointQuery query;
+  query.service = {"mesh", "api"};
+  query.port_name = "http";
+  std::atomic<std::size_t> seen{0};
+  auto watch = index.watch(query, [&](const mesh::EndpointSnapshotPtr& s) {
+    if (const auto* part = s->cluster("local")) seen = part->endpoints.size();
+  });
+  auto slice = std::make_shared<client::EndpointSlice>();
+  slice->metadata.namespace_ = "mesh";
+  slice->metadata.name = "api-1";
+  slice->metadata.labels = {{"kubernetes.io/service-name", "api"}};
+  slice->ports = {{"http", 8080, "TCP", ""}};
+  slice->endpoints.resize(1);
+  slice->endpoints[0].addresses = {"10.0.0.1"};
+  if (!index.upsert_slice("local", slice) || seen.load() != 1) {
+    std::fprintf(stderr, "consumer: the endpoint index did not deliver the slice\n");
+    return 1;
+  }
   std::printf(
-      "consumer ok (kinformer %s): informer synced, handler saw the secret, shutdown clean\n",
+      "consumer ok (kinformer %s): informer synced, handler saw the secret, shutdown clean; "
+      "endpoint index delivered the slice\n",
       kinformer::kVersion);
   return 0;
 }

@@ -14,6 +14,7 @@
 #include "kinformer/client/log.h"
 #include "kinformer/client/rest_client.h"
 #include "kinformer/client/result.h"
+#include "kinformer/informer/handle.h"
 #include "kinformer/informer/informer_factory.h"
 
 namespace prometheus {
@@ -108,26 +109,18 @@ namespace detail {
 class ClusterStore;
 }
 
-/// Keeps one ClusterHandler subscribed; closing it (or destroying it) unsubscribes exactly that
-/// handler — never the registry, never a cluster. close() waits for a running call of that
-/// handler unless called from inside it. May outlive the registry.
-class [[nodiscard]] ClusterSubscription {
+/// Keeps one ClusterHandler subscribed (a Handle); closing it (or destroying it) unsubscribes
+/// exactly that handler — never the registry, never a cluster. close() waits for a running call
+/// of that handler unless called from inside it. May outlive the registry; active() is false
+/// once closed or once the registry shut down.
+class [[nodiscard]] ClusterSubscription : public informer::Handle {
  public:
   ClusterSubscription() = default;
-  ClusterSubscription(ClusterSubscription&& other) noexcept = default;
-  ClusterSubscription& operator=(ClusterSubscription&& other) noexcept;
-  ClusterSubscription(const ClusterSubscription&) = delete;
-  ClusterSubscription& operator=(const ClusterSubscription&) = delete;
-  ~ClusterSubscription() { close(); }
-  void close();
-  [[nodiscard]] bool active() const noexcept { return !state_.expired(); }
-
   struct State;  ///< the registry's; opaque here
 
  private:
   friend class detail::ClusterStore;
-  explicit ClusterSubscription(std::weak_ptr<State> state) : state_(std::move(state)) {}
-  std::weak_ptr<State> state_;
+  explicit ClusterSubscription(std::shared_ptr<State> state);
 };
 
 /// Watches the Secrets of one namespace selected by a label; each data key is a cluster ID and

@@ -21,6 +21,7 @@
 #include "kinformer/client/endpoints.h"
 #include "kinformer/client/object.h"
 #include "kinformer/client/pod.h"
+#include "kinformer/informer/handle.h"
 
 namespace kinformer::mesh {
 
@@ -163,34 +164,25 @@ struct EndpointIndexOptions {
 /// Thread-safety: thread-safe; every public method may be called concurrently from any thread,
 /// including from inside a watch callback. One mutex serialises inputs and snapshot building.
 class EndpointIndex {
-  class State;  // defined in endpoint_index.cc
+  class State;        // mesh/src/endpoint_index_state.h
+  class SubsetWatch;  // a Watch's Closable
 
  public:
   /// Called with every new snapshot of a watched subset.
   using Callback = std::function<void(const EndpointSnapshotPtr&)>;
 
-  /// The RAII handle of one watch on one subset: destroying or closing it stops that watch
-  /// (idempotent). A callback already taken by a concurrent input call may still run once after
-  /// close() returns: its captures must hold shared ownership of what it uses.
+  /// The RAII handle of one watch on one subset (a Handle): destroying or closing it stops that
+  /// watch (idempotent). A callback already taken by a concurrent input call may still run once
+  /// after close() returns: its captures must hold shared ownership of what it uses.
   /// Thread-safety: close() may be called from any thread, also from inside the callback; moving
   /// must not race with other calls on the same object.
-  class [[nodiscard]] Watch {
+  class [[nodiscard]] Watch : public informer::Handle {
    public:
     Watch() = default;
-    Watch(Watch&& other) noexcept;
-    Watch& operator=(Watch&& other) noexcept;
-    Watch(const Watch&) = delete;
-    Watch& operator=(const Watch&) = delete;
-    ~Watch();
-    void close();
-    [[nodiscard]] bool active() const noexcept { return id_ != 0; }
 
    private:
     friend class EndpointIndex;
-    Watch(std::weak_ptr<State> state, std::string subset, std::uint64_t id);
-    std::weak_ptr<State> state_;
-    std::string subset_;
-    std::uint64_t id_ = 0;
+    explicit Watch(std::shared_ptr<informer::Closable> watch) : Handle(std::move(watch)) {}
   };
 
   explicit EndpointIndex(EndpointIndexOptions options = {});

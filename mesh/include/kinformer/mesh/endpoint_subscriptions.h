@@ -6,11 +6,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 
 #include "kinformer/client/log.h"
+#include "kinformer/informer/handle.h"
 #include "kinformer/mesh/endpoint_index.h"
 #include "kinformer/informer/clock.h"
 #include "kinformer/informer/handler_executor.h"
@@ -52,39 +52,28 @@ struct SubscriberOptions {
   std::chrono::milliseconds close_timeout{5000};
 };
 
-/// The RAII handle of one subscriber: destroying or closing it stops the subscriber.
+/// The RAII handle of one subscriber (a Handle): destroying or closing it stops the subscriber.
 ///
 /// close() is idempotent; after it returns no callback starts, and it has waited up to
 /// close_timeout for a running one (from inside the subscriber's own callback it does not wait).
+/// It returns true when no callback of this subscriber runs any more (false: close_timeout
+/// passed with the callback still running, or called from inside it).
 /// Lifetime: may outlive the EndpointSubscriptions, the index and the executor (calls are then
 /// no-ops or return at once).
 /// Thread-safety: close(), ack() and stats() may be called concurrently from any thread,
 /// including from inside the callback; moving must not race with other calls on the object.
-class [[nodiscard]] Subscription {
+class [[nodiscard]] Subscription : public informer::Handle {
  public:
   Subscription() = default;
-  Subscription(Subscription&& other) noexcept;
-  /// Closes the current subscriber first.
-  Subscription& operator=(Subscription&& other) noexcept;
-  Subscription(const Subscription&) = delete;
-  Subscription& operator=(const Subscription&) = delete;
-  ~Subscription();
 
-  /// Returns true when no callback of this subscriber runs any more (false: close_timeout passed
-  /// with the callback still running, or called from inside it).
-  bool close();
   /// Records that the subscriber applied `version` (kept if newer than the last one acked).
   void ack(std::uint64_t version);
   [[nodiscard]] SubscriberStats stats() const;
-  [[nodiscard]] bool active() const;
 
  private:
   friend class EndpointSubscriptions;
   explicit Subscription(std::shared_ptr<detail::Subscriber> s);
-  std::shared_ptr<detail::Subscriber> subscriber() const;  // copies subscriber_ under mu_
-
-  mutable std::mutex mu_;  // close() may run on the callback's strand and on the owner's thread
-  std::shared_ptr<detail::Subscriber> subscriber_;  // guarded by mu_
+  [[nodiscard]] std::shared_ptr<detail::Subscriber> subscriber() const;
 };
 
 /// Delivers snapshots of an EndpointIndex to many subscribers. Delivery is separate from
