@@ -22,11 +22,11 @@
 
 #include "base64.h"
 #include "e2e_env.h"
-#include "kinformer/mesh/endpoint_index.h"
 #include "kinformer/client/endpoint_slice.h"
 #include "kinformer/client/pod.h"
 #include "kinformer/mesh/cluster_endpoint_feeds.h"
 #include "kinformer/mesh/cluster_registry.h"
+#include "kinformer/mesh/endpoint_index.h"
 #include "kinformer/mesh/endpoint_subscriptions.h"
 #include "tcp_proxy.h"
 

@@ -127,12 +127,12 @@ class Listener : public std::enable_shared_from_this<Listener> {
 
   bool drain();  // one turn of the strand
   void deliver(const Notification& n);
-  std::uint32_t new_slot();         // mu_ held
-  void link_tail(std::uint32_t i);  // mu_ held
-  void unlink(std::uint32_t i);     // mu_ held
-  void check_synced();              // mu_ held
-  void clear_pending();             // mu_ held
-  void shrink_if_idle();            // mu_ held
+  std::uint32_t new_slot();                                    // mu_ held
+  void link_tail(std::uint32_t i);                             // mu_ held
+  void unlink(std::uint32_t i);                                // mu_ held
+  void check_synced();                                         // mu_ held
+  void clear_pending();                                        // mu_ held
+  void shrink_if_idle();                                       // mu_ held
   [[nodiscard]] bool waits_for(const Listener* target) const;  // wait-graph mutex held
 
   const ResourceEventHandlerPtr handler_;
@@ -146,8 +146,8 @@ class Listener : public std::enable_shared_from_this<Listener> {
 
   mutable std::mutex mu_;
   mutable std::condition_variable synced_cv_;  // synced_ became true, or stopped_
-  std::vector<Slot> slots_;                                           // guarded by mu_
-  std::vector<std::uint32_t> free_;                                   // guarded by mu_
+  std::vector<Slot> slots_;                    // guarded by mu_
+  std::vector<std::uint32_t> free_;            // guarded by mu_
   boost::unordered_flat_set<std::uint32_t, SlotHash, SlotEq> index_;  // guarded by mu_
   std::uint32_t head_ = kNone;                                        // guarded by mu_
   std::uint32_t tail_ = kNone;                                        // guarded by mu_

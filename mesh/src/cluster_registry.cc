@@ -78,7 +78,7 @@ class ClusterRegistry::Impl : public std::enable_shared_from_this<Impl> {
                  std::vector<RemoteClusterPtr>& retire);
   void run_blocking();  // probes and retirements
   void probe(const RemoteClusterPtr& cluster);
-  void poke();  // a change for the worker to look at
+  void poke();                               // a change for the worker to look at
   [[nodiscard]] bool synced_locked() const;  // mu_ held
 
   const client::Logger log_;
@@ -91,14 +91,14 @@ class ClusterRegistry::Impl : public std::enable_shared_from_this<Impl> {
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;  // the worker, and wait_for_sync()
   std::condition_variable jobs_cv_;     // the blocking thread
-  detail::SecretSource source_;                                                 // guarded by mu_
+  detail::SecretSource source_;         // guarded by mu_
   std::map<std::string, std::unique_ptr<detail::RemoteClusterLife>, std::less<>> lives_;  // mu_
-  std::uint64_t changes_ = 0;            // guarded by mu_: bumped by each signal
-  bool stopping_ = false;                // guarded by mu_
-  bool secrets_registered_ = false;      // guarded by mu_: secret_handler_ is assigned
-  bool reconciled_after_sync_ = false;   // guarded by mu_
-  bool jobs_closing_ = false;            // guarded by mu_: the worker is joined
-  bool shut_down_ = false;               // guarded by mu_
+  std::uint64_t changes_ = 0;              // guarded by mu_: bumped by each signal
+  bool stopping_ = false;                  // guarded by mu_
+  bool secrets_registered_ = false;        // guarded by mu_: secret_handler_ is assigned
+  bool reconciled_after_sync_ = false;     // guarded by mu_
+  bool jobs_closing_ = false;              // guarded by mu_: the worker is joined
+  bool shut_down_ = false;                 // guarded by mu_
   std::deque<RemoteClusterPtr> probes_;    // guarded by mu_: clients to GET /version
   std::deque<RemoteClusterPtr> retiring_;  // guarded by mu_: factories to shut down
   std::thread::id worker_id_;              // set once before the worker takes work
@@ -200,9 +200,9 @@ client::Status ClusterRegistry::Impl::start_once() {
   local_factory_->start();
   const auto deadline = SteadyClock::now() + options_.start_timeout;
   if (!secrets_->wait_for_sync(options_.start_timeout) ||
-      !secret_handler_.wait_for_sync(std::max(std::chrono::milliseconds(0),
-                                              std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                  deadline - SteadyClock::now())))) {
+      !secret_handler_.wait_for_sync(std::max(
+          std::chrono::milliseconds(0),
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now())))) {
     std::string why = "ClusterRegistry: the Secrets of namespace " + options_.secret_namespace +
                       " did not sync within " + std::to_string(options_.start_timeout.count()) +
                       " ms";

@@ -5,8 +5,7 @@
 
 namespace kinformer::mesh {
 
-std::string ClusterSubscription::State::call(
-    const std::function<void(const ClusterHandler&)>& fn) {
+std::string ClusterSubscription::State::call(const std::function<void(const ClusterHandler&)>& fn) {
   {
     std::lock_guard lock(mu);
     if (closed) return {};
@@ -40,8 +39,7 @@ bool ClusterSubscription::State::active() const {
   return !closed;
 }
 
-ClusterSubscription::ClusterSubscription(std::shared_ptr<State> state)
-    : Handle(std::move(state)) {}
+ClusterSubscription::ClusterSubscription(std::shared_ptr<State> state) : Handle(std::move(state)) {}
 
 namespace detail {
 namespace {
@@ -130,7 +128,8 @@ void ClusterStore::publish(const ClusterEvent& event) {
       if (s.replayed) targets.push_back(s.state);
     }
   }
-  for (const auto& s : targets) report(s->call([&](const ClusterHandler& h) { deliver(h, event); }));
+  for (const auto& s : targets)
+    report(s->call([&](const ClusterHandler& h) { deliver(h, event); }));
 }
 
 void ClusterStore::clear() {

@@ -66,7 +66,7 @@ class ClusterStore {
 
   const client::Logger log_;
   std::mutex mu_;
-  std::map<std::string, Known> known_;  // guarded by mu_
+  std::map<std::string, Known> known_;   // guarded by mu_
   std::vector<Subscriber> subscribers_;  // guarded by mu_
 };
 

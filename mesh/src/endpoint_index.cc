@@ -39,7 +39,6 @@ std::string subset_key(const std::string& service_key, const std::string& port,
 
 }  // namespace
 
-
 // ---- Watch ----
 
 // One watch on one subset, as a Handle closes it.
@@ -280,8 +279,10 @@ EndpointIndex::ClusterKeys EndpointIndex::keys(const std::string& cluster) const
   ClusterKeys out;
   auto c = state_->clusters.find(cluster);
   if (c == state_->clusters.end()) return out;
-  for (const auto& [key, s] : c->second.slices) out.slices[key] = s.slice->metadata.resource_version;
-  for (const auto& [key, e] : c->second.endpoints) out.endpoints[key] = e->metadata.resource_version;
+  for (const auto& [key, s] : c->second.slices)
+    out.slices[key] = s.slice->metadata.resource_version;
+  for (const auto& [key, e] : c->second.endpoints)
+    out.endpoints[key] = e->metadata.resource_version;
   for (const auto& [key, pod] : c->second.pods) out.pods[key] = pod->metadata.resource_version;
   return out;
 }

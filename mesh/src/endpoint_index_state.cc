@@ -121,7 +121,8 @@ bool EndpointIndex::State::recompute_shard(Cluster& c, const std::string& servic
 }
 
 std::shared_ptr<const ClusterEndpoints> EndpointIndex::State::part(const std::string& cluster,
-                                                    const Shard& shard, const Subset& subset) {
+                                                                   const Shard& shard,
+                                                                   const Subset& subset) {
   auto out = std::make_shared<ClusterEndpoints>();
   out->cluster = cluster;
   out->version = shard.version;
@@ -140,7 +141,8 @@ void EndpointIndex::State::fill_merged(EndpointSnapshot& s) {
   }
 }
 
-EndpointSnapshotPtr EndpointIndex::State::build(const Subset& subset, std::uint64_t snapshot_version) const {
+EndpointSnapshotPtr EndpointIndex::State::build(const Subset& subset,
+                                                std::uint64_t snapshot_version) const {
   auto s = std::make_shared<EndpointSnapshot>();
   s->service = subset.service;
   s->port_name = subset.port;
@@ -157,7 +159,7 @@ EndpointSnapshotPtr EndpointIndex::State::build(const Subset& subset, std::uint6
 }
 
 void EndpointIndex::State::refresh(const std::string& service_key, const std::string& cluster,
-             const SubsetFilter& filter, Pending& pending) {
+                                   const SubsetFilter& filter, Pending& pending) {
   auto by_service = subsets_by_service.find(service_key);
   if (by_service == subsets_by_service.end()) return;
   const Shard* shard = nullptr;
@@ -197,16 +199,16 @@ void EndpointIndex::State::refresh(const std::string& service_key, const std::st
   }
 }
 
-void EndpointIndex::State::recompute_and_refresh(const std::string& cluster, Cluster& c, const std::string& service_key,
-                           Pending& pending) {
+void EndpointIndex::State::recompute_and_refresh(const std::string& cluster, Cluster& c,
+                                                 const std::string& service_key, Pending& pending) {
   if (service_key.empty()) return;
   if (recompute_shard(c, service_key)) refresh(service_key, cluster, nullptr, pending);
   track_use(service_key);
 }
 
-void EndpointIndex::State::pod_changed(const std::string& cluster, Cluster& c, const std::string& key,
-                 const client::StringMap* old_labels, const client::StringMap& new_labels,
-                 Pending& pending) {
+void EndpointIndex::State::pod_changed(const std::string& cluster, Cluster& c,
+                                       const std::string& key, const client::StringMap* old_labels,
+                                       const client::StringMap& new_labels, Pending& pending) {
   auto r = c.services_by_pod.find(key);
   if (r == c.services_by_pod.end()) return;
   const std::set<std::string> services = r->second;  // recompute_shard edits services_by_pod
@@ -229,7 +231,8 @@ void EndpointIndex::State::notify(Pending& pending) {
   }
 }
 
-EndpointIndex::State::Cluster* EndpointIndex::State::cluster_for(const std::string& name, EndpointSource source) {
+EndpointIndex::State::Cluster* EndpointIndex::State::cluster_for(const std::string& name,
+                                                                 EndpointSource source) {
   Cluster& c = clusters[name];
   if (!c.source) c.source = source;
   return *c.source == source ? &c : nullptr;

@@ -74,7 +74,7 @@ class EndpointIndex::State {
   std::uint64_t dropped = 0;                                 // guarded by mu
   // Services with no input in any cluster, since when; and the same in the order they became
   // so (an entry whose time no longer matches `unused` is stale and skipped).
-  std::map<std::string, client::Clock::TimePoint> unused;                   // guarded by mu
+  std::map<std::string, client::Clock::TimePoint> unused;                     // guarded by mu
   std::deque<std::pair<client::Clock::TimePoint, std::string>> unused_order;  // guarded by mu
 
   // mu held. True when `writer` may write to `cluster` (counted when not).
@@ -128,6 +128,5 @@ class EndpointIndex::State {
 
   void unwatch(const std::string& key, std::uint64_t id);
 };
-
 
 }  // namespace kinformer::mesh

@@ -8,7 +8,8 @@ namespace {
 
 // Sorted by name, one port per name.
 std::vector<EndpointPort> by_name(std::vector<EndpointPort> ports) {
-  std::sort(ports.begin(), ports.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  std::sort(ports.begin(), ports.end(),
+            [](const auto& a, const auto& b) { return a.name < b.name; });
   ports.erase(std::unique(ports.begin(), ports.end(),
                           [](const auto& a, const auto& b) { return a.name == b.name; }),
               ports.end());
@@ -51,7 +52,8 @@ void add_endpoints(const client::Endpoints& endpoints, EndpointsByAddress& out) 
   for (const auto& subset : endpoints.subsets) {
     std::vector<EndpointPort> ports;
     ports.reserve(subset.ports.size());
-    for (const auto& p : subset.ports) ports.push_back({p.name, p.port, p.protocol, p.app_protocol});
+    for (const auto& p : subset.ports)
+      ports.push_back({p.name, p.port, p.protocol, p.app_protocol});
     ports = by_name(std::move(ports));
     auto add = [&](const client::EndpointAddress& a, bool ready) {
       if (a.ip.empty()) return;

@@ -238,17 +238,17 @@ class Subscriber final : public informer::Closable,
   EndpointIndex::Watch watch_;  // guarded by watch_mu_
 
   mutable std::mutex mu_;
-  std::deque<EndpointSnapshotPtr> pending_;  // guarded by mu_: at most one, the latest
-  informer::Clock::TimePoint pending_since_{};                // guarded by mu_: when pending_ filled
+  std::deque<EndpointSnapshotPtr> pending_;     // guarded by mu_: at most one, the latest
+  informer::Clock::TimePoint pending_since_{};  // guarded by mu_: when pending_ filled
   std::optional<informer::Clock::TimePoint>
       in_flight_since_;  // guarded by mu_: pending_since_ of the running one
   std::optional<informer::Clock::TimePoint> running_since_;  // guarded by mu_
-  std::uint64_t latest_version_ = 0;               // guarded by mu_
-  std::uint64_t delivered_version_ = 0;            // guarded by mu_
-  std::uint64_t applied_version_ = 0;              // guarded by mu_
-  std::uint64_t deliveries_ = 0;                   // guarded by mu_
-  std::uint64_t coalesced_ = 0;                    // guarded by mu_
-  bool closed_ = false;                            // guarded by mu_
+  std::uint64_t latest_version_ = 0;                         // guarded by mu_
+  std::uint64_t delivered_version_ = 0;                      // guarded by mu_
+  std::uint64_t applied_version_ = 0;                        // guarded by mu_
+  std::uint64_t deliveries_ = 0;                             // guarded by mu_
+  std::uint64_t coalesced_ = 0;                              // guarded by mu_
+  bool closed_ = false;                                      // guarded by mu_
 };
 
 }  // namespace detail

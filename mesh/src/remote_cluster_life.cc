@@ -101,10 +101,9 @@ std::optional<ClusterEvent> RemoteClusterLife::apply(const WantedCluster& wanted
     if (pending_) retire.push_back(std::exchange(pending_, nullptr));
     pending_ = std::move(cluster);
     pending_since_ = SteadyClock::now();
-    log_.info("remote cluster kubeconfig changed; syncing the new client",
-              {{"cluster", id_},
-               {"secret", wanted.secret},
-               {"generation", std::to_string(generation_)}});
+    log_.info(
+        "remote cluster kubeconfig changed; syncing the new client",
+        {{"cluster", id_}, {"secret", wanted.secret}, {"generation", std::to_string(generation_)}});
     return std::nullopt;
   }
   cluster->factory->start();
@@ -134,7 +133,8 @@ std::vector<ClusterEvent> RemoteClusterLife::settle(SteadyClock::time_point now,
     active_since_ = pending_since_;
     timed_out_ = !synced;
     settled_ = true;
-    events.push_back(ClusterEvent{.kind = ClusterEvent::Kind::updated, .now = active_, .before = before});
+    events.push_back(
+        ClusterEvent{.kind = ClusterEvent::Kind::updated, .now = active_, .before = before});
     retire.push_back(std::move(before));
   }
   if (!active_) return events;

@@ -115,10 +115,10 @@ class RemoteClusterLife {
   RemoteClusterPtr pending_;  // make-before-break: the new client, syncing
   SteadyClock::time_point active_since_{};
   SteadyClock::time_point pending_since_{};
-  bool timed_out_ = false;        // active_ did not sync within sync_timeout
-  bool settled_ = false;          // sticky: active_ synced or timed out, or refused
+  bool timed_out_ = false;         // active_ did not sync within sync_timeout
+  bool settled_ = false;           // sticky: active_ synced or timed out, or refused
   std::uint64_t synced_told_ = 0;  // the generation whose `synced` was told
-  std::string refused_;           // why the latest kubeconfig was refused; empty otherwise
+  std::string refused_;            // why the latest kubeconfig was refused; empty otherwise
   // Reachability of active_ while it runs no informer (GET /version).
   std::uint64_t probed_ = 0;  // generation of the last answer
   bool probe_ok_ = false;

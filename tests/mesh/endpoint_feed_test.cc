@@ -296,10 +296,10 @@ TEST(EndpointFeedTest, AnOldFeedsLateDeliveryNeverLandsAfterTheSwitch) {
   ASSERT_TRUE(
       testing::eventually([&] { return addresses() == std::vector<std::string>{"10.0.0.2"}; }));
 
-  old_watch->push(testing::event(client::EventType::modified,
-                                 slice("s1", {{"10.0.0.1", "p1"}}, "11")));
-  old_watch->push(testing::event(client::EventType::modified,
-                                 slice("s3", {{"10.0.0.3", "p3"}}, "11")));
+  old_watch->push(
+      testing::event(client::EventType::modified, slice("s1", {{"10.0.0.1", "p1"}}, "11")));
+  old_watch->push(
+      testing::event(client::EventType::modified, slice("s3", {{"10.0.0.3", "p3"}}, "11")));
   ASSERT_TRUE(testing::eventually([&] { return index->dropped_writes() == 2; }))
       << "the old feed's handler delivered both, and the index dropped them";
   old_feed->close(false);

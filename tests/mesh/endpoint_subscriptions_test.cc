@@ -259,8 +259,10 @@ TEST(EndpointSubscriptionsTest, SubscribersWithOneNameOwnSeriesOfTheirOwn) {
     SubscriberOptions o;
     if (named) o.name = "proxies";
     Deliveries got_a, got_b;
-    auto sub_a = a.subscribe(svc_http(), [&](const EndpointSnapshotPtr& s) { got_a.add(s); }, o);
-    auto sub_b = b.subscribe(svc_http(), [&](const EndpointSnapshotPtr& s) { got_b.add(s); }, o);
+    auto sub_a = a.subscribe(
+        svc_http(), [&](const EndpointSnapshotPtr& s) { got_a.add(s); }, o);
+    auto sub_b = b.subscribe(
+        svc_http(), [&](const EndpointSnapshotPtr& s) { got_b.add(s); }, o);
     ASSERT_TRUE(got_a.wait_count(1));
     ASSERT_TRUE(got_b.wait_count(1));
     ASSERT_TRUE(testing::eventually([&] { return delivered().size() == 2; }))

@@ -93,6 +93,23 @@ TEST(MeshReport, EndpointsJsonKeepsTheEmptyShard) {
       "\n");
 }
 
+// A forgotten service (no slice in any cluster for the index's grace period) says so, in both
+// forms; a service that exists prints as before.
+TEST(MeshReport, AForgottenServiceSaysSo) {
+  mesh::EndpointSnapshot gone;
+  gone.service = {"ns", "svc"};
+  gone.port_name = "http";
+  gone.version = 7;
+  gone.forgotten = true;
+  EXPECT_NE(render_endpoints_table(gone).find("(forgotten: no cluster has had a slice"),
+            std::string::npos)
+      << render_endpoints_table(gone);
+  EXPECT_EQ(render_endpoints_json(gone),
+            R"({"version":7,"service":"ns/svc","port":"http","subset":"","clusters":[],)"
+            R"("forgotten":true})"
+            "\n");
+}
+
 TEST(MeshReport, ClustersTableAndJsonNameStateReasonAndWatches) {
   std::vector<ClusterRow> rows;
   rows.push_back({.status = {.id = "local",

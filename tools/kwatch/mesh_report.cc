@@ -71,12 +71,12 @@ std::string render_clusters_json(const std::vector<ClusterRow>& rows) {
   std::string out = "{\"clusters\":[";
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const auto& s = rows[i].status;
-    out +=
-        std::string(i ? "," : "") + "{\"id\":" + quoted(s.id) + ",\"local\":" + yes_no(s.local) +
-        ",\"state\":" + quoted(mesh::to_string(s.state)) + ",\"reason\":" + quoted(s.reason) +
-        ",\"secret\":" + quoted(s.secret) + ",\"generation\":" + std::to_string(s.generation) +
-        ",\"process_watches\":" + std::to_string(rows[i].process_watches) + ",\"server_watches\":" +
-        (rows[i].server_watches < 0 ? "null" : std::to_string(rows[i].server_watches)) + "}";
+    out += std::string(i ? "," : "") + "{\"id\":" + quoted(s.id) + ",\"local\":" + yes_no(s.local) +
+           ",\"state\":" + quoted(mesh::to_string(s.state)) + ",\"reason\":" + quoted(s.reason) +
+           ",\"secret\":" + quoted(s.secret) + ",\"generation\":" + std::to_string(s.generation) +
+           ",\"process_watches\":" + std::to_string(rows[i].process_watches) +
+           ",\"server_watches\":" +
+           (rows[i].server_watches < 0 ? "null" : std::to_string(rows[i].server_watches)) + "}";
   }
   return out + "]}\n";
 }
@@ -98,7 +98,12 @@ std::string render_endpoints_table(const mesh::EndpointSnapshot& snapshot) {
                        yes_no(e.serving), yes_no(e.terminating), e.zone.empty() ? "-" : e.zone});
     }
   }
-  if (snapshot.clusters.empty()) cells.push_back({"(no cluster has a shard for this service)"});
+  if (snapshot.forgotten) {
+    cells.push_back(
+        {"(forgotten: no cluster has had a slice of this service for the grace period)"});
+  } else if (snapshot.clusters.empty()) {
+    cells.push_back({"(no cluster has a shard for this service)"});
+  }
   return out + columns(cells);
 }
 
@@ -123,7 +128,8 @@ std::string render_endpoints_json(const mesh::EndpointSnapshot& snapshot) {
     }
     out += "]}";
   }
-  return out + "]}\n";
+  // "forgotten" only when it is: the output of a service that exists is unchanged.
+  return out + "]" + (snapshot.forgotten ? ",\"forgotten\":true" : "") + "}\n";
 }
 
 }  // namespace kinformer::tools

@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "kinformer/mesh/endpoint_index.h"
 #include "kinformer/mesh/cluster_registry.h"
+#include "kinformer/mesh/endpoint_index.h"
 
 namespace kinformer::tools {
 

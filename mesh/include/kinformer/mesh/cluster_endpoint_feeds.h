@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "kinformer/mesh/endpoint_index.h"
 #include "kinformer/mesh/cluster_registry.h"
 #include "kinformer/mesh/endpoint_feed.h"
+#include "kinformer/mesh/endpoint_index.h"
 
 namespace kinformer::mesh {
 

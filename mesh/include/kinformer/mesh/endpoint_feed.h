@@ -5,9 +5,9 @@
 #include <memory>
 #include <string>
 
-#include "kinformer/mesh/endpoint_index.h"
 #include "kinformer/informer/informer_factory.h"
 #include "kinformer/informer/registration.h"
+#include "kinformer/mesh/endpoint_index.h"
 
 namespace kinformer::mesh {
 

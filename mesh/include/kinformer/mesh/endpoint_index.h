@@ -82,7 +82,8 @@ struct ClusterEndpoints {
 struct EndpointSnapshot {
   ServiceRef service;
   std::string port_name;
-  std::string selector;  ///< canonical text (cache::LabelSelector::to_string()); "" = every endpoint
+  std::string
+      selector;  ///< canonical text (cache::LabelSelector::to_string()); "" = every endpoint
   /// Strictly increasing per subset (index-wide counter): a newer snapshot has a larger version.
   std::uint64_t version = 0;
   /// Per cluster that has a shard for the service (possibly empty). A cluster absent here has
@@ -218,8 +219,7 @@ class EndpointIndex {
                         std::shared_ptr<const client::Endpoints> endpoints,
                         std::uint64_t writer = 0);
   /// Removes the Endpoints with `key`; its shard becomes empty.
-  bool remove_endpoints(const std::string& cluster, std::string_view key,
-                        std::uint64_t writer = 0);
+  bool remove_endpoints(const std::string& cluster, std::string_view key, std::uint64_t writer = 0);
   /// Adds or replaces a Pod (for the targetRef join) and recomputes the subsets it can affect.
   bool upsert_pod(const std::string& cluster, std::shared_ptr<const client::Pod> pod,
                   std::uint64_t writer = 0);

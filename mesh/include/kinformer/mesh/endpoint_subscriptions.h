@@ -10,10 +10,10 @@
 #include <string>
 
 #include "kinformer/client/log.h"
-#include "kinformer/informer/handle.h"
-#include "kinformer/mesh/endpoint_index.h"
 #include "kinformer/informer/clock.h"
+#include "kinformer/informer/handle.h"
 #include "kinformer/informer/handler_executor.h"
+#include "kinformer/mesh/endpoint_index.h"
 
 namespace prometheus {
 class Registry;
