@@ -128,8 +128,9 @@ void ClusterStore::publish(const ClusterEvent& event) {
       if (s.replayed) targets.push_back(s.state);
     }
   }
-  for (const auto& s : targets)
+  for (const auto& s : targets) {
     report(s->call([&](const ClusterHandler& h) { deliver(h, event); }));
+  }
 }
 
 void ClusterStore::clear() {

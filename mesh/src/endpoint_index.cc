@@ -279,10 +279,12 @@ EndpointIndex::ClusterKeys EndpointIndex::keys(const std::string& cluster) const
   ClusterKeys out;
   auto c = state_->clusters.find(cluster);
   if (c == state_->clusters.end()) return out;
-  for (const auto& [key, s] : c->second.slices)
+  for (const auto& [key, s] : c->second.slices) {
     out.slices[key] = s.slice->metadata.resource_version;
-  for (const auto& [key, e] : c->second.endpoints)
+  }
+  for (const auto& [key, e] : c->second.endpoints) {
     out.endpoints[key] = e->metadata.resource_version;
+  }
   for (const auto& [key, pod] : c->second.pods) out.pods[key] = pod->metadata.resource_version;
   return out;
 }

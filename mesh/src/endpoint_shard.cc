@@ -52,8 +52,9 @@ void add_endpoints(const client::Endpoints& endpoints, EndpointsByAddress& out) 
   for (const auto& subset : endpoints.subsets) {
     std::vector<EndpointPort> ports;
     ports.reserve(subset.ports.size());
-    for (const auto& p : subset.ports)
+    for (const auto& p : subset.ports) {
       ports.push_back({p.name, p.port, p.protocol, p.app_protocol});
+    }
     ports = by_name(std::move(ports));
     auto add = [&](const client::EndpointAddress& a, bool ready) {
       if (a.ip.empty()) return;

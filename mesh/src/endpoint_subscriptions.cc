@@ -91,7 +91,7 @@ class Subscriber final : public informer::Closable,
     }
   }
 
-  ~Subscriber() {
+  ~Subscriber() override {
     if (!families_) return;
     families_->delivered_version.Remove(metrics_.delivered_version);
     families_->applied_version.Remove(metrics_.applied_version);

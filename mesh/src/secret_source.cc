@@ -24,7 +24,9 @@ std::map<std::string, WantedCluster> SecretSource::wanted() {
   std::set<std::string> ignored;
   for (const auto& [secret, ids] : secrets_) {
     for (const auto& [id, kubeconfig] : ids) {
-      std::string pair = id + '\n' + secret;
+      std::string pair = id;
+      pair += '\n';
+      pair += secret;
       if (id == local_id_) {
         if (ignored.insert(pair).second && !ignored_.contains(pair)) {
           log_.warn("ignoring a remote kubeconfig named like the local cluster",
