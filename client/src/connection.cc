@@ -271,6 +271,8 @@ awaitable<Result<ConnectionPtr>> Connector::connect(
   if (cec) co_return from_ec(cec, "connect to " + url_.host + ":" + url_.port);
   error_code ignored;
   conn->lowest().socket().set_option(tcp::no_delay(true), ignored);
+  // Best effort: a socket that refuses them still works, and the read-idle deadline remains.
+  (void)set_tcp_liveness(conn->lowest().socket().native_handle());
   if (conn->tls) {
     auto shaken = co_await handshake(*conn->tls, tls_, url_);
     if (!shaken) co_return std::move(shaken).error();

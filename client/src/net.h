@@ -31,6 +31,18 @@ inline constexpr auto kTuple = asio::as_tuple(asio::use_awaitable);
 /// limit) or network, with `what` and the error's message.
 Error from_ec(const error_code& ec, const std::string& what);
 
+/// TCP liveness of every connection to an API server: keepalive probes after kKeepAliveIdle of
+/// silence, every kKeepAliveInterval, kKeepAliveProbes of them; and TCP_USER_TIMEOUT, the
+/// longest data may stay unacknowledged. A path that drops every packet is then closed by the
+/// kernel within 60 s, idle or not. (A proxy that still ACKs defeats both: the watch's read-idle
+/// deadline covers that.)
+inline constexpr int kKeepAliveIdleSeconds = 30;
+inline constexpr int kKeepAliveIntervalSeconds = 10;
+inline constexpr int kKeepAliveProbes = 3;
+inline constexpr int kUserTimeoutMilliseconds = 60'000;
+/// Sets the options above on a connected TCP socket; false (errno set) if one could not be set.
+bool set_tcp_liveness(int fd);
+
 /// The response's header fields, in order.
 std::vector<std::pair<std::string, std::string>> copy_headers(const http::fields& fields);
 

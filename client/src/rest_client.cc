@@ -235,6 +235,7 @@ struct RestClient::Impl {
                                     const ListOptions& options) {
     detail::HttpRequest req;
     req.target = type.gvr.path(ns) + "?" + list_query(options, true);
+    req.idle_timeout = options.idle_timeout;
     if (protobuf_for(type)) req.accept = detail::pb::kWatchAccept;  // decoded by Content-Type
     std::string resource = type.gvr.to_string();
     for (int attempt = 0;; ++attempt) {

@@ -171,11 +171,11 @@ Result<WatchStreamPtr> Transport::watch(
   asio::co_spawn(
       impl_->ioc,
       [impl = impl_.get(), st, req = impl_->build(request, credentials, false),
-       ctx = context.value(), cert_id, deadline,
-       codec = std::move(codec)]() mutable -> awaitable<void> {
+       ctx = context.value(), cert_id, deadline, codec = std::move(codec),
+       idle = request.idle_timeout]() mutable -> awaitable<void> {
         try {
           co_await run_watch(st, impl->connector, impl->options, std::move(req), std::move(ctx),
-                             cert_id, deadline, std::move(codec));
+                             cert_id, deadline, std::move(codec), idle);
         } catch (const std::exception& e) {
           std::lock_guard lock(st->mu);
           Error err = Error::make(Errc::network, std::string("internal error: ") + e.what());

@@ -24,6 +24,9 @@ struct HttpRequest {
   std::string body;
   std::string content_type;
   std::string accept = "application/json";
+  /// Watch only: the read-idle deadline (0: TransportOptions::watch_idle_timeout, else derived
+  /// from the request's timeoutSeconds).
+  std::chrono::milliseconds idle_timeout{0};
 };
 
 struct HttpResponse {

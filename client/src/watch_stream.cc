@@ -225,7 +225,8 @@ awaitable<void> run_watch(std::shared_ptr<WatchState> st, Connector& connector,
                           const TransportOptions& options, http::request<http::string_body> req,
                           std::shared_ptr<ssl::context> context, std::size_t cert_id,
                           std::chrono::steady_clock::time_point deadline,
-                          std::shared_ptr<const Codec> codec) {
+                          std::shared_ptr<const Codec> codec,
+                          std::chrono::milliseconds requested_idle_timeout) {
   auto fail_open = [&](Error e) {
     std::lock_guard lock(st->mu);
     st->phase = Phase::open_failed;
@@ -283,7 +284,10 @@ awaitable<void> run_watch(std::shared_ptr<WatchState> st, Connector& connector,
     st->cv.notify_all();
   }
   conn.lowest().expires_never();
-  auto idle_timeout = watch_idle_timeout(options.watch_idle_timeout, req.target());
+  auto idle_timeout = watch_idle_timeout(requested_idle_timeout > std::chrono::milliseconds::zero()
+                                             ? requested_idle_timeout
+                                             : options.watch_idle_timeout,
+                                         req.target());
   co_await conn.with_stream([&](auto& s) {
     return stream_body(st, s, parser, std::move(codec), options.max_watch_event_bytes,
                        idle_timeout);

@@ -72,7 +72,8 @@ awaitable<void> run_watch(std::shared_ptr<WatchState> st, Connector& connector,
                           const TransportOptions& options, http::request<http::string_body> req,
                           std::shared_ptr<ssl::context> context, std::size_t cert_id,
                           std::chrono::steady_clock::time_point deadline,
-                          std::shared_ptr<const Codec> codec);
+                          std::shared_ptr<const Codec> codec,
+                          std::chrono::milliseconds idle_timeout = {});
 
 /// The reader's side. next() from one thread at a time; cancel() from any thread.
 class WatchStreamImpl final : public WatchStream {

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include <gtest/gtest.h>
@@ -349,6 +350,30 @@ TEST(Transport, ConnectionsAreCloseOnExec) {
     const int flags = ::fcntl(fd, F_GETFD);
     ASSERT_GE(flags, 0);
     EXPECT_TRUE(flags & FD_CLOEXEC) << "fd " << fd << " would be inherited by a child process";
+  }
+}
+
+// A path that silently drops packets (a dead NAT entry) must be found by the kernel within a
+// bound, idle or not: every client connection has TCP keepalive (30 s idle, 10 s interval, 3
+// probes) and TCP_USER_TIMEOUT (60 s). Mutant client-sockets-no-keepalive.
+TEST(Transport, ConnectionsHaveKeepaliveAndAUserTimeout) {
+  auto server = tls_server();
+  RestClient client(server->cluster_config(), fast());
+  ASSERT_TRUE(client.get_raw("/readyz"));  // the connection stays open in the pool
+  const auto fds = sockets_connected_to(server->port());
+  ASSERT_FALSE(fds.empty());
+  auto option = [](int fd, int level, int name) {
+    int value = -1;
+    socklen_t len = sizeof value;
+    EXPECT_EQ(::getsockopt(fd, level, name, &value, &len), 0);
+    return value;
+  };
+  for (int fd : fds) {
+    EXPECT_EQ(option(fd, SOL_SOCKET, SO_KEEPALIVE), 1) << "fd " << fd;
+    EXPECT_EQ(option(fd, IPPROTO_TCP, TCP_KEEPIDLE), 30);
+    EXPECT_EQ(option(fd, IPPROTO_TCP, TCP_KEEPINTVL), 10);
+    EXPECT_EQ(option(fd, IPPROTO_TCP, TCP_KEEPCNT), 3);
+    EXPECT_EQ(option(fd, IPPROTO_TCP, TCP_USER_TIMEOUT), 60'000);
   }
 }
 

@@ -2,6 +2,7 @@
 // The list/watch seam between client/ (which talks to the API server) and informer/ (which keeps
 // caches true). informer/ depends only on these interfaces, so its tests can drive a fake.
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -35,6 +36,10 @@ struct ListOptions {
   bool allow_watch_bookmarks = false;
   /// Watch only: streaming list (WatchList), with resource_version_match "NotOlderThan".
   bool send_initial_events = false;
+  /// Watch only, never sent: how long the stream may deliver no byte before the client closes it
+  /// (the stream then fails with Errc::timeout, "watch idle"). 0: RestClientOptions::
+  /// watch_idle_timeout, or when that is 0 too, the request's timeoutSeconds + 60 s.
+  std::chrono::milliseconds idle_timeout{0};
 };
 
 /// One page of a list.
