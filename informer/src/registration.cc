@@ -12,13 +12,9 @@ class Registration::Registered final : public Closable {
       : informer_(std::move(informer)), listener_(std::move(listener)) {}
 
   bool close() override {
-    if (auto owner = informer_.lock()) {
-      owner->remove_listener(listener_);
-    } else {
-      listener_->request_stop();
-      if (!listener_->on_executor_thread()) listener_->join(std::chrono::hours(24 * 365));
-    }
-    return true;
+    if (auto owner = informer_.lock()) return owner->remove_listener(listener_);
+    listener_->request_stop();
+    return listener_->join(std::chrono::hours(24 * 365));
   }
   [[nodiscard]] bool active() const override { return !listener_->closed(); }
   [[nodiscard]] const std::shared_ptr<detail::Listener>& listener() const { return listener_; }

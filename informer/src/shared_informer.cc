@@ -82,7 +82,7 @@ void SharedInformer::set_listeners_locked(std::shared_ptr<const ListenerList> ne
   config_.metrics->handlers.Set(static_cast<double>(listeners_->size()));
 }
 
-void SharedInformer::remove_listener(const std::shared_ptr<detail::Listener>& listener) {
+bool SharedInformer::remove_listener(const std::shared_ptr<detail::Listener>& listener) {
   {
     std::lock_guard lock(dist_mu_);
     auto it = std::find(listeners_->begin(), listeners_->end(), listener);
@@ -95,7 +95,7 @@ void SharedInformer::remove_listener(const std::shared_ptr<detail::Listener>& li
   listener->request_stop();
   // Returns at once from the handler's own callback; see Listener::join for a callback of
   // another handler.
-  listener->join(std::chrono::hours(24 * 365));
+  return listener->join(std::chrono::hours(24 * 365));
 }
 
 void SharedInformer::fan_out(const ListenerList& to, std::span<const detail::Delta> batch,
@@ -215,7 +215,7 @@ void SharedInformer::on_replace(std::vector<client::ObjectPtr> items, const std:
   std::vector<detail::Delta> batch;
   std::shared_ptr<const ListenerList> to;
   bool initial = false;
-  std::lock_guard fanout(fanout_mu_);
+  std::unique_lock fanout(fanout_mu_);
   {
     std::lock_guard lock(dist_mu_);
     initial = !synced_;
@@ -239,10 +239,19 @@ void SharedInformer::on_replace(std::vector<client::ObjectPtr> items, const std:
     config_.metrics->objects.Set(static_cast<double>(store_->size()));
   }
   sync_cv_.notify_all();  // has_synced() does not wait for the handlers
-  if (initial && config_.on_synced) config_.on_synced();
   for (auto& d : batch) d.hash = detail::key_hash(d.object->metadata);  // once for all handlers
   fan_out(*to, batch, initial);
   touch_sync_time();
+  fanout.unlock();
+  if (initial && config_.on_synced) {
+    try {
+      config_.on_synced();
+    } catch (const std::exception& e) {
+      log_.error("a sync listener threw", {{"error", e.what()}});
+    } catch (...) {
+      log_.error("a sync listener threw", {{"error", "non-standard exception"}});
+    }
+  }
 }
 
 void SharedInformer::on_event(client::EventType type, client::ObjectPtr object) {

@@ -3,6 +3,16 @@
 #include <utility>
 
 namespace kinformer::mesh {
+namespace {
+
+// A remote cluster's feed carries its client's epoch (the index fences older clients by it).
+EndpointFeedOptions options_for(const EndpointFeedOptions& common, const RemoteCluster& cluster) {
+  EndpointFeedOptions o = common;
+  o.epoch = cluster.epoch;
+  return o;
+}
+
+}  // namespace
 
 ClusterEndpointFeeds::ClusterEndpointFeeds(EndpointIndexPtr index, ClusterRegistry& registry,
                                            EndpointFeedOptions options, bool include_local)
@@ -20,16 +30,18 @@ ClusterEndpointFeeds::ClusterEndpointFeeds(EndpointIndexPtr index, ClusterRegist
   subscription_ = registry.subscribe(ClusterHandler{
       .added =
           [s](const RemoteClusterPtr& c) {
-            auto feed = std::make_unique<EndpointFeed>(s->index, c->id, *c->factory, s->options);
+            auto feed = std::make_unique<EndpointFeed>(s->index, c->id, *c->factory,
+                                                       options_for(s->options, *c));
+            std::unique_ptr<EndpointFeed> replaced;  // none expected; closed outside the lock
             std::lock_guard lock(s->mu);
-            if (!s->closed) s->feeds[c->id] = std::move(feed);
+            if (!s->closed) replaced = std::exchange(s->feeds[c->id], std::move(feed));
           },
       .updated =
           [s](const RemoteClusterPtr& now, const RemoteClusterPtr&) {
-            // The new feed claims the cluster in the index: from here on nothing the old
-            // client still delivers lands in a shard.
-            auto fresh =
-                std::make_unique<EndpointFeed>(s->index, now->id, *now->factory, s->options);
+            // The new feed fences the cluster in the index at the new client's epoch: from
+            // here on nothing the old client still delivers lands in a shard.
+            auto fresh = std::make_unique<EndpointFeed>(s->index, now->id, *now->factory,
+                                                        options_for(s->options, *now));
             EndpointFeed* added = fresh.get();
             std::unique_ptr<EndpointFeed> old;
             {

@@ -66,6 +66,7 @@ class ClusterRegistry::Impl : public std::enable_shared_from_this<Impl> {
   [[nodiscard]] bool has_synced() const;
   bool wait_for_sync(std::chrono::milliseconds timeout) const;
   void shutdown();
+  void poke();  // a change for the worker (and wait_for_sync()) to look at
 
   const std::shared_ptr<client::RestClient> local_client_;
   const std::shared_ptr<informer::InformerFactory> local_factory_;
@@ -78,7 +79,6 @@ class ClusterRegistry::Impl : public std::enable_shared_from_this<Impl> {
                  std::vector<RemoteClusterPtr>& retire);
   void run_blocking();  // probes and retirements
   void probe(const RemoteClusterPtr& cluster);
-  void poke();                               // a change for the worker to look at
   [[nodiscard]] bool synced_locked() const;  // mu_ held
 
   const client::Logger log_;
@@ -93,15 +93,16 @@ class ClusterRegistry::Impl : public std::enable_shared_from_this<Impl> {
   std::condition_variable jobs_cv_;     // the blocking thread
   detail::SecretSource source_;         // guarded by mu_
   std::map<std::string, std::unique_ptr<detail::RemoteClusterLife>, std::less<>> lives_;  // mu_
-  std::uint64_t changes_ = 0;              // guarded by mu_: bumped by each signal
-  bool stopping_ = false;                  // guarded by mu_
-  bool secrets_registered_ = false;        // guarded by mu_: secret_handler_ is assigned
-  bool reconciled_after_sync_ = false;     // guarded by mu_
-  bool jobs_closing_ = false;              // guarded by mu_: the worker is joined
-  bool shut_down_ = false;                 // guarded by mu_
-  std::deque<RemoteClusterPtr> probes_;    // guarded by mu_: clients to GET /version
-  std::deque<RemoteClusterPtr> retiring_;  // guarded by mu_: factories to shut down
-  std::thread::id worker_id_;              // set once before the worker takes work
+  std::uint64_t changes_ = 0;                  // guarded by mu_: bumped by each signal
+  bool stopping_ = false;                      // guarded by mu_
+  bool secrets_registered_ = false;            // guarded by mu_: secret_handler_ is assigned
+  bool reconciled_after_sync_ = false;         // guarded by mu_
+  bool jobs_closing_ = false;                  // guarded by mu_: the worker is joined
+  bool shut_down_ = false;                     // guarded by mu_
+  std::deque<RemoteClusterPtr> first_probes_;  // guarded by mu_: clients to GET /version
+  std::deque<RemoteClusterPtr> retry_probes_;  // guarded by mu_: ... after a failed one
+  std::deque<RemoteClusterPtr> retiring_;      // guarded by mu_: factories to shut down
+  std::thread::id worker_id_;                  // set once before the worker takes work
   std::mutex shutdown_mu_;
   std::thread worker_;
   std::thread blocking_;
@@ -279,6 +280,8 @@ void ClusterRegistry::Impl::reconcile(std::unique_lock<std::mutex>& lock,
       continue;
     }
     log_.info("remote cluster removed", {{"cluster", it->first}});
+    // Its series go with it: cluster IDs come and go, the families must not grow with them.
+    metrics_->sync_timeouts.Remove(&metrics_->sync_timeouts.Add({{"cluster", it->first}}));
     if (RemoteClusterPtr before = it->second->active()) {
       events.push_back({.kind = ClusterEvent::Kind::removed, .before = std::move(before)});
     }
@@ -311,8 +314,10 @@ void ClusterRegistry::Impl::reconcile(std::unique_lock<std::mutex>& lock,
   const auto now = SteadyClock::now();
   for (auto& [id, life] : lives_) {
     for (auto& e : life->settle(now, retire)) events.push_back(std::move(e));
-    if (RemoteClusterPtr c = life->probe_due(now)) {
-      probes_.push_back(std::move(c));
+    if (auto due = life->probe_due(now)) {
+      // A cluster's first probe goes before every retry of a failing one: K blackholed remotes
+      // delay a new cluster's first answer by at most the one probe in flight.
+      (due->retry ? retry_probes_ : first_probes_).push_back(std::move(due->cluster));
       jobs_cv_.notify_all();
     }
   }
@@ -323,7 +328,8 @@ void ClusterRegistry::Impl::run_blocking() {
   std::unique_lock lock(mu_);
   for (;;) {
     jobs_cv_.wait(lock, [&] {
-      return jobs_closing_ || !retiring_.empty() || (!stopping_ && !probes_.empty());
+      return jobs_closing_ || !retiring_.empty() ||
+             (!stopping_ && (!first_probes_.empty() || !retry_probes_.empty()));
     });
     if (!retiring_.empty()) {
       RemoteClusterPtr cluster = std::move(retiring_.front());
@@ -334,8 +340,9 @@ void ClusterRegistry::Impl::run_blocking() {
       continue;
     }
     if (jobs_closing_) return;  // the worker is joined: nothing more is retired
-    RemoteClusterPtr cluster = std::move(probes_.front());
-    probes_.pop_front();
+    auto& queue = first_probes_.empty() ? retry_probes_ : first_probes_;
+    RemoteClusterPtr cluster = std::move(queue.front());
+    queue.pop_front();
     lock.unlock();
     probe(cluster);
     lock.lock();
@@ -434,7 +441,8 @@ void ClusterRegistry::Impl::shutdown() {
       for (auto& c : life->release()) left.push_back(std::move(c));
     }
     lives_.clear();
-    probes_.clear();
+    first_probes_.clear();
+    retry_probes_.clear();
     jobs_closing_ = true;  // whatever the worker retired is in retiring_
     jobs_cv_.notify_all();
   }
@@ -458,7 +466,10 @@ ClusterRegistry::ClusterRegistry(std::shared_ptr<client::RestClient> local_clien
 ClusterRegistry::~ClusterRegistry() { shutdown(); }
 
 client::Status ClusterRegistry::start() {
-  return impl_->once_.run([this] { return impl_->start_once(); });
+  client::Status s = impl_->once_.run([this] { return impl_->start_once(); });
+  // has_synced() needs the guard done, which it is only now: wake wait_for_sync().
+  if (s) impl_->poke();
+  return s;
 }
 bool ClusterRegistry::started() const { return impl_->once_.done(); }
 ClusterSubscription ClusterRegistry::subscribe(ClusterHandler handler) {

@@ -69,7 +69,11 @@ ClusterStore::ClusterStore(client::Logger log) : log_(std::move(log)) {}
 ClusterSubscription ClusterStore::subscribe(ClusterHandler handler) {
   auto state = std::make_shared<ClusterSubscription::State>(std::move(handler));
   std::lock_guard lock(mu_);
-  subscribers_.push_back({state, false});
+  if (cleared_) {
+    state->closed = true;  // the registry shut down meanwhile: nothing will be told
+  } else {
+    subscribers_.push_back({state, false});
+  }
   return ClusterSubscription(state);
 }
 
@@ -135,6 +139,7 @@ void ClusterStore::publish(const ClusterEvent& event) {
 
 void ClusterStore::clear() {
   std::lock_guard lock(mu_);
+  cleared_ = true;
   for (const auto& s : subscribers_) {
     std::lock_guard l(s.state->mu);
     s.state->closed = true;  // the registry tells nothing more; active() says so

@@ -49,7 +49,8 @@ class ClusterStore {
   void replay();
   /// Records `event` and tells it to every subscriber already replayed.
   void publish(const ClusterEvent& event);
-  /// Drops every subscriber (the registry shut down): nothing more is told.
+  /// Drops every subscriber (the registry shut down): nothing more is told, and a later
+  /// subscribe() returns a closed subscription.
   void clear();
 
  private:
@@ -68,6 +69,7 @@ class ClusterStore {
   std::mutex mu_;
   std::map<std::string, Known> known_;   // guarded by mu_
   std::vector<Subscriber> subscribers_;  // guarded by mu_
+  bool cleared_ = false;                 // guarded by mu_: the registry shut down
 };
 
 }  // namespace detail

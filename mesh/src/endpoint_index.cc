@@ -3,7 +3,6 @@
 #include "endpoint_index_state.h"
 
 #include <algorithm>
-#include <atomic>
 #include <deque>
 #include <mutex>
 #include <set>
@@ -71,23 +70,21 @@ bool EndpointIndex::set_source(const std::string& cluster, EndpointSource source
   return state_->cluster_for(cluster, source) != nullptr;
 }
 
-std::uint64_t EndpointIndex::claim(const std::string& cluster) {
-  static std::atomic<std::uint64_t> next_writer{0};
-  const std::uint64_t writer = ++next_writer;
+void EndpointIndex::fence(const std::string& cluster, std::uint64_t epoch) {
   std::lock_guard lock(state_->mu);
-  state_->claims.insert_or_assign(cluster, writer);
-  return writer;
+  std::uint64_t& fence = state_->fences[cluster];
+  fence = std::max(fence, epoch);
 }
 
 // Every input call: under the lock, the fence, then `apply` (which queues notifications), then
 // the services unused for forget_after are forgotten; the callbacks run after the lock.
 template <typename Apply>
-bool EndpointIndex::input(std::string_view cluster, std::uint64_t writer, Apply&& apply) {
+bool EndpointIndex::input(std::string_view cluster, std::uint64_t epoch, Apply&& apply) {
   State::Pending pending;
   bool taken = false;
   {
     std::lock_guard lock(state_->mu);
-    if (!state_->accepts(cluster, writer)) return false;
+    if (!state_->accepts(cluster, epoch)) return false;
     taken = apply(pending);
     state_->sweep(pending);
   }
@@ -97,8 +94,8 @@ bool EndpointIndex::input(std::string_view cluster, std::uint64_t writer, Apply&
 
 bool EndpointIndex::upsert_slice(const std::string& cluster,
                                  std::shared_ptr<const client::EndpointSlice> slice,
-                                 std::uint64_t writer) {
-  return input(cluster, writer, [&](State::Pending& pending) {
+                                 std::uint64_t epoch) {
+  return input(cluster, epoch, [&](State::Pending& pending) {
     State::Cluster* c = state_->cluster_for(cluster, EndpointSource::slices);
     if (c == nullptr) return false;
     std::string key = slice->key();
@@ -124,8 +121,8 @@ bool EndpointIndex::upsert_slice(const std::string& cluster,
 }
 
 bool EndpointIndex::remove_slice(const std::string& cluster, std::string_view key,
-                                 std::uint64_t writer) {
-  return input(cluster, writer, [&](State::Pending& pending) {
+                                 std::uint64_t epoch) {
+  return input(cluster, epoch, [&](State::Pending& pending) {
     auto c = state_->clusters.find(cluster);
     if (c == state_->clusters.end()) return true;
     auto it = c->second.slices.find(key);
@@ -140,8 +137,8 @@ bool EndpointIndex::remove_slice(const std::string& cluster, std::string_view ke
 
 bool EndpointIndex::upsert_endpoints(const std::string& cluster,
                                      std::shared_ptr<const client::Endpoints> endpoints,
-                                     std::uint64_t writer) {
-  return input(cluster, writer, [&](State::Pending& pending) {
+                                     std::uint64_t epoch) {
+  return input(cluster, epoch, [&](State::Pending& pending) {
     State::Cluster* c = state_->cluster_for(cluster, EndpointSource::endpoints);
     if (c == nullptr) return false;
     std::string key = endpoints->key();
@@ -152,8 +149,8 @@ bool EndpointIndex::upsert_endpoints(const std::string& cluster,
 }
 
 bool EndpointIndex::remove_endpoints(const std::string& cluster, std::string_view key,
-                                     std::uint64_t writer) {
-  return input(cluster, writer, [&](State::Pending& pending) {
+                                     std::uint64_t epoch) {
+  return input(cluster, epoch, [&](State::Pending& pending) {
     auto c = state_->clusters.find(cluster);
     if (c == state_->clusters.end()) return true;
     auto it = c->second.endpoints.find(key);
@@ -166,8 +163,8 @@ bool EndpointIndex::remove_endpoints(const std::string& cluster, std::string_vie
 }
 
 bool EndpointIndex::upsert_pod(const std::string& cluster, std::shared_ptr<const client::Pod> pod,
-                               std::uint64_t writer) {
-  return input(cluster, writer, [&](State::Pending& pending) {
+                               std::uint64_t epoch) {
+  return input(cluster, epoch, [&](State::Pending& pending) {
     State::Cluster& c = state_->clusters[cluster];
     std::string key = pod->key();
     auto it = c.pods.find(key);
@@ -183,8 +180,8 @@ bool EndpointIndex::upsert_pod(const std::string& cluster, std::shared_ptr<const
 }
 
 bool EndpointIndex::remove_pod(const std::string& cluster, std::string_view key,
-                               std::uint64_t writer) {
-  return input(cluster, writer, [&](State::Pending& pending) {
+                               std::uint64_t epoch) {
+  return input(cluster, epoch, [&](State::Pending& pending) {
     auto c = state_->clusters.find(cluster);
     if (c == state_->clusters.end()) return true;
     auto it = c->second.pods.find(key);
@@ -198,8 +195,8 @@ bool EndpointIndex::remove_pod(const std::string& cluster, std::string_view key,
   });
 }
 
-bool EndpointIndex::remove_cluster(const std::string& cluster, std::uint64_t writer) {
-  return input(cluster, writer, [&](State::Pending& pending) {
+bool EndpointIndex::remove_cluster(const std::string& cluster, std::uint64_t epoch) {
+  return input(cluster, epoch, [&](State::Pending& pending) {
     auto c = state_->clusters.find(cluster);
     if (c == state_->clusters.end()) return true;
     std::vector<std::string> services;

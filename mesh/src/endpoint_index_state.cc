@@ -15,9 +15,9 @@ std::string service_namespace(const std::string& service_key) {
 
 }  // namespace
 
-bool EndpointIndex::State::accepts(std::string_view cluster, std::uint64_t writer) {
-  auto it = claims.find(cluster);
-  const bool ok = it == claims.end() ? writer == 0 : it->second == writer;
+bool EndpointIndex::State::accepts(std::string_view cluster, std::uint64_t epoch) {
+  auto it = fences.find(cluster);
+  const bool ok = it == fences.end() || epoch >= it->second;
   if (!ok) ++dropped;
   return ok;
 }

@@ -1,6 +1,6 @@
 #pragma once
 // EndpointIndex's state: the inputs per cluster, the shards computed from them, the watched
-// subsets and their snapshots, the writers' claims, and the services waiting to be forgotten.
+// subsets and their snapshots, the clusters' fences, and the services waiting to be forgotten.
 // Private to mesh/src; every member is guarded by `mu`, every method expects it held (except
 // notify(), which runs the callbacks after it was released, and unwatch(), which takes it).
 
@@ -70,15 +70,15 @@ class EndpointIndex::State {
   std::uint64_t version = 0;                                        // guarded by mu
   std::uint64_t next_seq = 0;                                       // guarded by mu
   std::uint64_t next_watch_id = 0;                                  // guarded by mu
-  std::map<std::string, std::uint64_t, std::less<>> claims;  // guarded by mu: cluster -> writer
+  std::map<std::string, std::uint64_t, std::less<>> fences;  // guarded by mu: cluster -> epoch
   std::uint64_t dropped = 0;                                 // guarded by mu
   // Services with no input in any cluster, since when; and the same in the order they became
   // so (an entry whose time no longer matches `unused` is stale and skipped).
   std::map<std::string, client::Clock::TimePoint> unused;                     // guarded by mu
   std::deque<std::pair<client::Clock::TimePoint, std::string>> unused_order;  // guarded by mu
 
-  // mu held. True when `writer` may write to `cluster` (counted when not).
-  bool accepts(std::string_view cluster, std::uint64_t writer);
+  // mu held. True when input of `epoch` may change `cluster` (counted when not).
+  bool accepts(std::string_view cluster, std::uint64_t epoch);
 
   // mu held. Whether any cluster holds a slice (or Endpoints) of the service.
   bool has_input(const std::string& service_key) const;

@@ -1,6 +1,7 @@
 #include "remote_cluster_life.h"
 
 #include <algorithm>
+#include <atomic>
 #include <utility>
 
 namespace kinformer::mesh::detail {
@@ -61,6 +62,8 @@ Built build_remote(const std::string& id, const WantedCluster& wanted, std::uint
     cluster->id = id;
     cluster->secret = wanted.secret;
     cluster->generation = generation;
+    static std::atomic<std::uint64_t> epochs{0};
+    cluster->epoch = ++epochs;
     cluster->client = std::move(rest);
     cluster->factory = std::move(factory);
     return Built{.cluster = std::move(cluster)};
@@ -122,21 +125,24 @@ std::vector<ClusterEvent> RemoteClusterLife::settle(SteadyClock::time_point now,
     // Informers a component created on the active client since the change join the new one.
     copy_informers(*active_, *pending_);
     const bool synced = pending_->factory->has_synced();
-    if (!synced && now - pending_since_ < sync_timeout_) return events;
-    if (!synced) {
-      metrics_.sync_timeouts.Add({{"cluster", id_}}).Increment();
-      auto e = pending_->factory->last_error();
-      log_.warn("the new client did not sync in time; switching to it anyway",
-                {{"cluster", id_}, {"error", e ? e->to_string() : "no error reported"}});
+    if (synced || now - pending_since_ >= sync_timeout_) {
+      if (!synced) {
+        metrics_.sync_timeouts.Add({{"cluster", id_}}).Increment();
+        auto e = pending_->factory->last_error();
+        log_.warn("the new client did not sync in time; switching to it anyway",
+                  {{"cluster", id_}, {"error", e ? e->to_string() : "no error reported"}});
+      }
+      RemoteClusterPtr before = std::exchange(active_, std::exchange(pending_, nullptr));
+      active_since_ = pending_since_;
+      timed_out_ = !synced;
+      settled_ = true;
+      events.push_back(
+          ClusterEvent{.kind = ClusterEvent::Kind::updated, .now = active_, .before = before});
+      retire.push_back(std::move(before));
     }
-    RemoteClusterPtr before = std::exchange(active_, std::exchange(pending_, nullptr));
-    active_since_ = pending_since_;
-    timed_out_ = !synced;
-    settled_ = true;
-    events.push_back(
-        ClusterEvent{.kind = ClusterEvent::Kind::updated, .now = active_, .before = before});
-    retire.push_back(std::move(before));
   }
+  // The active client's own sync and timeout are looked at also while a new one syncs: its
+  // deadline passes once and it is then settled (next_deadline() never returns a passed time).
   if (!active_) return events;
   if (synced_told_ != active_->generation && synced(*active_)) {
     synced_told_ = active_->generation;
@@ -157,11 +163,13 @@ std::vector<ClusterEvent> RemoteClusterLife::settle(SteadyClock::time_point now,
   return events;
 }
 
-RemoteClusterPtr RemoteClusterLife::probe_due(SteadyClock::time_point now) {
-  if (!active_ || probe_queued_ || active_->factory->informer_count() != 0) return nullptr;
-  if (probed_ == active_->generation && (probe_ok_ || now < next_probe_)) return nullptr;
+std::optional<RemoteClusterLife::ProbeDue> RemoteClusterLife::probe_due(
+    SteadyClock::time_point now) {
+  if (!active_ || probe_queued_ || active_->factory->informer_count() != 0) return std::nullopt;
+  const bool retry = probed_ == active_->generation;
+  if (retry && (probe_ok_ || now < next_probe_)) return std::nullopt;
   probe_queued_ = true;
-  return active_;
+  return ProbeDue{active_, retry};
 }
 
 void RemoteClusterLife::probe_done(std::uint64_t generation, std::string error,

@@ -84,16 +84,21 @@ class RemoteClusterLife {
   /// (`updated`), tells `synced` once per client, marks the sync timeout of the active one.
   std::vector<ClusterEvent> settle(SteadyClock::time_point now,
                                    std::vector<RemoteClusterPtr>& retire);
-  /// The client to GET /version now (its factory runs no informer: nothing else says whether
-  /// it is reachable), or null.
-  RemoteClusterPtr probe_due(SteadyClock::time_point now);
+  /// A client to GET /version now (its factory runs no informer: nothing else says whether it
+  /// is reachable): `retry` when this client's earlier probe failed.
+  struct ProbeDue {
+    RemoteClusterPtr cluster;
+    bool retry = false;
+  };
+  std::optional<ProbeDue> probe_due(SteadyClock::time_point now);
   /// The probe's answer for `generation` ("" when reachable).
   void probe_done(std::uint64_t generation, std::string error, SteadyClock::time_point now);
   /// When settle() or probe_due() next has work that no signal announces (a sync timeout, a
   /// probe retry); time_point::max() when none.
   [[nodiscard]] SteadyClock::time_point next_deadline() const;
 
-  /// Synced, timed out or refused (sticky): has_synced() waits for no more.
+  /// Synced, timed out or refused: has_synced() waits for no more. Sticky per client: a first
+  /// refused kubeconfig replaced by a valid one is a new client, not settled until it is.
   [[nodiscard]] bool settled() const noexcept { return settled_; }
   [[nodiscard]] const RemoteClusterPtr& active() const noexcept { return active_; }
   [[nodiscard]] ClusterStatus status() const;
@@ -116,7 +121,7 @@ class RemoteClusterLife {
   SteadyClock::time_point active_since_{};
   SteadyClock::time_point pending_since_{};
   bool timed_out_ = false;         // active_ did not sync within sync_timeout
-  bool settled_ = false;           // sticky: active_ synced or timed out, or refused
+  bool settled_ = false;           // active_ synced or timed out, or refused (per client)
   std::uint64_t synced_told_ = 0;  // the generation whose `synced` was told
   std::string refused_;            // why the latest kubeconfig was refused; empty otherwise
   // Reachability of active_ while it runs no informer (GET /version).

@@ -30,11 +30,18 @@ struct Cluster {
       {"pods", std::make_shared<FakeListerWatcher>()}};
   std::unique_ptr<InformerFactory> factory;
 
-  Cluster() {
+  /// `pool_threads` > 0: handlers run on that many threads, never compensated (a stuck handler
+  /// holds its thread); 0: the factory's default pool.
+  explicit Cluster(std::size_t pool_threads = 0) {
     FactoryOptions o;
     o.clock = std::make_shared<testing::ManualClock>(std::chrono::hours(1));
     o.random = [] { return 0.5; };
     o.handler_stop_timeout = 2000ms;
+    if (pool_threads > 0) {
+      o.executor.threads = pool_threads;
+      o.executor.blocking_threshold = std::chrono::hours(1);
+      o.executor.max_extra_threads = 0;
+    }
     factory = std::make_unique<InformerFactory>(
         [this](const client::ResourceType& type, const std::string&) {
           return std::make_unique<ListerWatcherProxy>(fakes.at(type.gvr.resource));
@@ -258,9 +265,9 @@ TEST(EndpointFeedTest, MakeBeforeBreakNeverEmptiesTheShardAndPrunesWhatOnlyTheOl
 
 // A switch of client (ClusterRegistry's "updated") while the old client's watch is behind: the
 // new feed holds s1 at resourceVersion 12 and no s3 (deleted meanwhile); the old watch then
-// delivers s1 at 11 and s3 again. The new feed claimed the cluster, so neither lands: the shard
-// stays what the new client holds, by content and resourceVersion. Mutant
-// endpoint-index-fence-open.
+// delivers s1 at 11 and s3 again. The new feed fenced the cluster at its client's epoch, so
+// neither lands: the shard stays what the new client holds, by content and resourceVersion.
+// Mutant endpoint-feed-late-delivery-lands.
 TEST(EndpointFeedTest, AnOldFeedsLateDeliveryNeverLandsAfterTheSwitch) {
   Cluster old_client;
   old_client.fake("endpointslices")
@@ -270,8 +277,9 @@ TEST(EndpointFeedTest, AnOldFeedsLateDeliveryNeverLandsAfterTheSwitch) {
   old_client.fake("pods").add_list({}, "20");
   (void)old_client.fake("pods").add_watch();
   auto index = std::make_shared<EndpointIndex>();
-  auto old_feed =
-      std::make_unique<EndpointFeed>(index, "west", *old_client.factory, list_options());
+  EndpointFeedOptions old_options = list_options();
+  old_options.epoch = 1;  // the old client's
+  auto old_feed = std::make_unique<EndpointFeed>(index, "west", *old_client.factory, old_options);
   old_client.factory->start();
   ASSERT_TRUE(testing::eventually([&] { return old_feed->has_synced(); }));
   auto addresses = [&] {
@@ -289,7 +297,9 @@ TEST(EndpointFeedTest, AnOldFeedsLateDeliveryNeverLandsAfterTheSwitch) {
   (void)new_client.fake("endpointslices").add_watch();
   new_client.fake("pods").add_list({}, "22");
   (void)new_client.fake("pods").add_watch();
-  EndpointFeed new_feed(index, "west", *new_client.factory, list_options());
+  EndpointFeedOptions new_options = list_options();
+  new_options.epoch = 2;  // the new client's
+  EndpointFeed new_feed(index, "west", *new_client.factory, new_options);
   new_client.factory->start();
   ASSERT_TRUE(testing::eventually([&] { return new_feed.has_synced(); }));
   new_feed.prune_stale();
@@ -306,6 +316,88 @@ TEST(EndpointFeedTest, AnOldFeedsLateDeliveryNeverLandsAfterTheSwitch) {
   EXPECT_EQ(new_feed.prune_stale(), 0u);
   EXPECT_EQ(addresses(), std::vector<std::string>{"10.0.0.2"});
   EXPECT_EQ(index->keys("west").slices, (std::map<std::string, std::string>{{"ns/s1", "12"}}));
+}
+
+// Two feeds of one client (two components on one index, or a component rebuilt while the old
+// instance still runs) share its epoch: neither fences the other, and a change reaches the
+// index through either.
+TEST(EndpointFeedTest, FeedsOfOneClientDoNotFenceEachOther) {
+  Cluster client;
+  client.fake("endpointslices").add_list({slice("s1", {{"10.0.0.1", "p1"}}, "10")}, "10");
+  auto watch = client.fake("endpointslices").add_watch();
+  client.fake("pods").add_list({}, "20");
+  (void)client.fake("pods").add_watch();
+  auto index = std::make_shared<EndpointIndex>();
+  EndpointFeedOptions o = list_options();
+  o.epoch = 7;
+  EndpointFeedOptions o2 = o;
+  o2.name = "second-component";
+  auto first = std::make_unique<EndpointFeed>(index, "west", *client.factory, o);
+  EndpointFeed second(index, "west", *client.factory, o2);
+  client.factory->start();
+  ASSERT_TRUE(testing::eventually([&] { return first->has_synced() && second.has_synced(); }));
+  first->close(false);  // the first component goes; the second still feeds
+  watch->push(testing::event(client::EventType::modified, slice("s1", {{"10.0.0.2", "p1"}}, "11")));
+  ASSERT_TRUE(testing::eventually([&] {
+    return index->keys("west").slices == std::map<std::string, std::string>{{"ns/s1", "11"}};
+  }));
+  EXPECT_EQ(index->dropped_writes(), 0u);
+}
+
+// After a switch, prune_stale() writes what the new client holds before it removes what only the
+// old one held: the EndpointSlice controller replaced slice abc by xyz while the old client was
+// behind, and the shard must never be empty in between. The new feed's handlers are held (a
+// stuck handler first in line on a one-thread pool), so only prune_stale() writes here. Mutant
+// endpoint-feed-prune-removes-first.
+TEST(EndpointFeedTest, PruneWritesTheNewClientsSlicesBeforeItRemovesTheOldOnes) {
+  Cluster old_client;
+  old_client.fake("endpointslices").add_list({slice("abc", {{"10.0.0.1", "p1"}}, "10")}, "10");
+  (void)old_client.fake("endpointslices").add_watch();
+  old_client.fake("pods").add_list({}, "20");
+  (void)old_client.fake("pods").add_watch();
+  auto index = std::make_shared<EndpointIndex>();
+  auto old_feed =
+      std::make_unique<EndpointFeed>(index, "west", *old_client.factory, list_options());
+  old_client.factory->start();
+  ASSERT_TRUE(testing::eventually([&] { return old_feed->has_synced(); }));
+
+  Cluster new_client(/*pool_threads=*/1);
+  new_client.fake("endpointslices").add_list({slice("xyz", {{"10.0.0.2", "p2"}}, "12")}, "12");
+  (void)new_client.fake("endpointslices").add_watch();
+  new_client.fake("pods").add_list({}, "22");
+  (void)new_client.fake("pods").add_watch();
+  testing::Gate release;
+  testing::Gate stuck;
+  TypedInformer<client::EndpointSlice>::Handler blocker;
+  blocker.add = [&](const TypedInformer<client::EndpointSlice>::Ptr&, bool) {
+    stuck.open();
+    release.wait();
+  };
+  auto blocking = new_client.factory->informer<client::EndpointSlice>(list_options().endpoints)
+                      .add_handler(std::move(blocker));
+  EndpointFeed new_feed(index, "west", *new_client.factory, list_options());
+  std::mutex mu;
+  std::vector<std::size_t> sizes;  // west's endpoints in every snapshot from here on
+  auto watch = index->watch(query(), [&](const EndpointSnapshotPtr& s) {
+    const auto* part = s->cluster("west");
+    std::lock_guard lock(mu);
+    sizes.push_back(part ? part->endpoints.size() : 0);
+  });
+  new_client.factory->start();
+  ASSERT_TRUE(new_client.factory->wait_for_cache_sync(testing::kDeadline));
+  ASSERT_TRUE(stuck.wait());
+  old_feed->close(false);
+  EXPECT_EQ(new_feed.prune_stale(), 2u);  // xyz written, abc removed
+  const auto* part = index->snapshot(query())->cluster("west");
+  ASSERT_NE(part, nullptr);
+  ASSERT_EQ(part->endpoints.size(), 1u);
+  EXPECT_EQ(part->endpoints[0].address, "10.0.0.2");
+  {
+    std::lock_guard lock(mu);
+    for (std::size_t n : sizes) EXPECT_GT(n, 0u) << ::testing::PrintToString(sizes);
+  }
+  release.open();
+  blocking.close();
 }
 
 }  // namespace

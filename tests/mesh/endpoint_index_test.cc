@@ -432,34 +432,35 @@ class StepClock : public client::Clock {
   TimePoint now_{};
 };
 
-// Rule: fencing. Once a writer claimed a cluster, input with any other writer ID is dropped and
-// counted: an old feed's late delivery (an older version, or a slice the new client deleted)
-// never lands. Mutant endpoint-index-fence-open.
-TEST(EndpointIndexTest, AClaimFencesEveryOtherWriterOfTheCluster) {
+// Rule: fencing. Once a cluster is fenced at an epoch, input of an earlier epoch is dropped and
+// counted: an old client's late delivery (an older version, a slice the new client saw deleted,
+// a removal) never lands. Input of the fence's epoch or later is taken. Mutant
+// endpoint-index-fence-open.
+TEST(EndpointIndexTest, AFenceDropsInputOfEarlierEpochs) {
   EndpointIndex index;
-  const std::uint64_t old_writer = index.claim(kC1);
-  ASSERT_TRUE(index.upsert_slice(kC1, slice("s1", "svc", {{"10.0.0.1", ""}}), old_writer));
-  const std::uint64_t new_writer = index.claim(kC1);
-  EXPECT_NE(new_writer, old_writer);
-  ASSERT_TRUE(index.upsert_slice(kC1, slice("s1", "svc", {{"10.0.0.2", ""}}), new_writer));
+  ASSERT_TRUE(index.upsert_slice(kC1, slice("s1", "svc", {{"10.0.0.1", ""}}), 1));
+  index.fence(kC1, 2);
+  ASSERT_TRUE(index.upsert_slice(kC1, slice("s1", "svc", {{"10.0.0.2", ""}}), 2));
 
-  // The old writer delivers late: an older version of s1, a slice the new client never had, and
-  // a removal. None lands; nor does an unclaimed write (writer 0) to the claimed cluster.
-  EXPECT_FALSE(index.upsert_slice(kC1, slice("s1", "svc", {{"10.0.0.1", ""}}), old_writer));
-  EXPECT_FALSE(index.upsert_slice(kC1, slice("s9", "svc", {{"10.0.0.9", ""}}), old_writer));
-  EXPECT_FALSE(index.remove_slice(kC1, "ns/s1", old_writer));
-  EXPECT_FALSE(index.upsert_pod(kC1, pod("p1", {{"app", "a"}}), old_writer));
-  EXPECT_FALSE(index.upsert_slice(kC1, slice("s8", "svc", {{"10.0.0.8", ""}})));
+  EXPECT_FALSE(index.upsert_slice(kC1, slice("s1", "svc", {{"10.0.0.1", ""}}), 1));
+  EXPECT_FALSE(index.upsert_slice(kC1, slice("s9", "svc", {{"10.0.0.9", ""}}), 1));
+  EXPECT_FALSE(index.remove_slice(kC1, "ns/s1", 1));
+  EXPECT_FALSE(index.upsert_pod(kC1, pod("p1", {{"app", "a"}}), 1));
+  EXPECT_FALSE(index.upsert_slice(kC1, slice("s8", "svc", {{"10.0.0.8", ""}})));  // epoch 0
   EXPECT_EQ(index.dropped_writes(), 5u);
   EXPECT_EQ(addresses(index.snapshot(query("svc")), kC1), std::vector<std::string>{"10.0.0.2"});
   EXPECT_EQ(index.keys(kC1).slices.size(), 1u);
   EXPECT_TRUE(index.keys(kC1).pods.empty());
 
-  // Another cluster is not fenced by kC1's claim; a removed cluster stays claimed, so a late
-  // write of its last writer's predecessor cannot bring it back.
+  // A fence never goes down; a later epoch is taken; another cluster is not fenced.
+  index.fence(kC1, 1);
+  EXPECT_FALSE(index.upsert_slice(kC1, slice("s1", "svc", {{"10.0.0.1", ""}}), 1));
+  EXPECT_TRUE(index.upsert_slice(kC1, slice("s2", "svc", {{"10.0.0.3", ""}}), 3));
   EXPECT_TRUE(index.upsert_slice(kC2, slice("s1", "svc", {{"10.1.0.1", ""}})));
-  EXPECT_TRUE(index.remove_cluster(kC1, new_writer));
-  EXPECT_FALSE(index.upsert_slice(kC1, slice("s1", "svc", {{"10.0.0.1", ""}}), old_writer));
+  // A removed cluster stays fenced: a late write of an older client cannot bring it back.
+  index.fence(kC1, 3);
+  EXPECT_TRUE(index.remove_cluster(kC1, 3));
+  EXPECT_FALSE(index.upsert_slice(kC1, slice("s1", "svc", {{"10.0.0.1", ""}}), 2));
   EXPECT_EQ(addresses(index.snapshot(query("svc")), kC1), std::vector<std::string>{"<absent>"});
 }
 

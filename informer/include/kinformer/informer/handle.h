@@ -13,8 +13,8 @@ class Closable {
  public:
   virtual ~Closable() = default;
   /// Ends the registration. Idempotent, and safe to call concurrently: every call returns after
-  /// the registration ended, or returns false when it gave up waiting (what for is the
-  /// registration's own rule, e.g. a callback that outlived its close timeout).
+  /// the registration ended, or returns false when it gave up waiting for a running callback
+  /// (the registration's own rule says when, e.g. a close timeout).
   virtual bool close() = 0;
   /// False once closed (or ended by its owner).
   [[nodiscard]] virtual bool active() const = 0;
@@ -39,9 +39,10 @@ class Handle {
   Handle& operator=(const Handle&) = delete;
   ~Handle() { close(); }
 
-  /// Closes the registration (idempotent); every concurrent call returns after it ended. True
-  /// when nothing of it runs any more (also for an empty handle); false as the registration's
-  /// rule says (its callback still running after its close timeout, or close() from inside it).
+  /// Closes the registration (idempotent); every concurrent call returns after it ended. Returns
+  /// what the registration's close says: false when it gave up waiting for a running callback
+  /// (a stop or close timeout; a Subscription also from inside its own callback), else true
+  /// (also for an empty handle).
   bool close();
   [[nodiscard]] bool active() const;
 

@@ -132,9 +132,11 @@ class InformerFactory {
   /// Every informer created so far has synced (true when there is none).
   [[nodiscard]] bool has_synced() const;
   /// Calls `fn` each time one of the factory's informers (also one created later) completes its
-  /// initial sync: a signal to look at has_synced() again, instead of polling it. `fn` runs on
-  /// that informer's reflector thread, outside the factory's and the informer's locks, and must
-  /// not block; it stays registered for the factory's life (capture weakly what may go first).
+  /// initial sync (the list is in the store and was handed to the handlers): a signal to look at
+  /// has_synced() again, instead of polling it. `fn` runs on that informer's reflector thread,
+  /// outside the factory's and the informer's locks, and must not block (an exception is caught
+  /// and logged); it stays registered for the factory's life (capture weakly what may go
+  /// first).
   void on_informer_synced(std::function<void()> fn);
   /// The latest failure of an informer that has not synced, else of any informer; nullopt when
   /// none has one.

@@ -25,8 +25,9 @@ class Listener;
 /// one of several concurrent close() calls, and so does a close() from another handler's
 /// callback, also when this handler's callback is itself closing a third handler (a chain of
 /// closes is waited for to its end). One exception: handlers whose callbacks close each other
-/// in a cycle (A closes B while B closes A) would wait for ever; each close() in the cycle
-/// returns without waiting, while the other callback is still inside its own close().
+/// in a cycle (A closes B while B closes A) would wait for ever: a close() that finds itself in
+/// such a cycle returns without waiting (the other callback is still inside its own close(),
+/// which then returns too once this callback has returned).
 ///
 /// Lifetime: may outlive the informer and the factory (closing is then a no-op).
 /// Thread-safety: close(), has_synced() and the accessors may be called concurrently; moving

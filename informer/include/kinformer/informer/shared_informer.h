@@ -59,7 +59,8 @@ struct InformerConfig {
   /// The factory's logger; the informer names itself (informer="...") on its lines.
   client::Logger log;
   /// Called once, on the reflector's thread and outside the informer's locks, when the initial
-  /// list is in the store (right after has_synced() became true). Must not block.
+  /// list is in the store and was handed to the handlers (has_synced() is true). Must not block;
+  /// an exception is caught and logged.
   std::function<void()> on_synced;
 };
 
@@ -143,7 +144,8 @@ class SharedInformer : public std::enable_shared_from_this<SharedInformer>, priv
  private:
   friend class Registration;
   using ListenerList = std::vector<std::shared_ptr<detail::Listener>>;
-  void remove_listener(const std::shared_ptr<detail::Listener>& listener);
+  /// False when the handler's running callback did not return within the stop timeout.
+  bool remove_listener(const std::shared_ptr<detail::Listener>& listener);
   // Replaces listeners_ and what mirrors it (handler_count_, the handlers gauge). dist_mu_ held.
   void set_listeners_locked(std::shared_ptr<const ListenerList> next);
   // Hands one batch to every listener of `to` (outside dist_mu_), then marks their sync barrier.

@@ -16,8 +16,8 @@ namespace kinformer::mesh {
 
 /// Keeps an EndpointIndex fed from the local cluster and every remote cluster of a registry:
 /// - added: an EndpointFeed on the cluster's factory (its shared informers);
-/// - updated (make-before-break): a feed on the new factory first (it claims the cluster in the
-///   index, fencing the old feed: nothing the old client still delivers lands), then the old
+/// - updated (make-before-break): a feed on the new factory first (it fences the cluster in the
+///   index at the new client's epoch: nothing the old client still delivers lands), then the old
 ///   feed closed without removing anything, then prune_stale() once the new client has synced
 ///   (at once, or at its `synced` after a sync timeout) — the cluster's shard is never absent
 ///   or emptied by the switch, and ends equal to what the new client's caches hold;

@@ -25,11 +25,11 @@ namespace kinformer::mesh {
 
 /// syncing: the client is built, its informers have not all synced (with no informer: the
 /// GET /version probe has not answered yet), no error yet.
-/// unreachable: not synced and the last attempt failed (connection, TLS, 401/403): retried with
-/// the informers' backoff. timed_out: not synced within sync_timeout (still retried; counts as
-/// settled for has_synced()). refused: the kubeconfig was refused or is malformed; nothing is
-/// built until the Secret changes (a cluster that had a working kubeconfig keeps using it and
-/// shows refused with both reasons).
+/// unreachable: the last request failed (connection, TLS, 401/403, a probe's non-2xx), also
+/// after the cluster had synced: retried with the informers' backoff. timed_out: not synced within
+/// sync_timeout (still retried; counts as settled for has_synced()). refused: the kubeconfig was
+/// refused or is malformed; nothing is built until the Secret changes (a cluster that had a working
+/// kubeconfig keeps using it and shows refused with both reasons).
 enum class ClusterState { syncing, synced, timed_out, refused, unreachable };
 [[nodiscard]] std::string_view to_string(ClusterState state) noexcept;
 
@@ -39,6 +39,9 @@ struct RemoteCluster {
   std::string id;
   std::string secret;  ///< "namespace/name" of the Secret holding the kubeconfig
   std::uint64_t generation = 0;
+  /// Unique in the process and growing with every client built: a newer client of a cluster
+  /// (also of a cluster removed and added again) has a larger epoch. EndpointIndex fences by it.
+  std::uint64_t epoch = 0;
   std::shared_ptr<client::RestClient> client;
   std::shared_ptr<informer::InformerFactory> factory;
 };

@@ -23,6 +23,11 @@ struct EndpointFeedOptions {
   /// Names the feed's two handlers in metrics and logs ("<name>-slices", "<name>-pods").
   /// Empty: "endpoint-feed-<cluster>".
   std::string name;
+  /// The client's epoch (RemoteCluster::epoch; 0 for a cluster that has one client for ever).
+  /// A feed fences its cluster in the index at this epoch when it starts: input of feeds from
+  /// older clients is dropped from then on (make-before-break: the old client's late deliveries
+  /// never land). Feeds of one client share the epoch and do not fence each other.
+  std::uint64_t epoch = 0;
 };
 
 /// Registers handlers on one cluster's endpoint and Pod informers (from that cluster's
@@ -57,20 +62,22 @@ class EndpointFeed {
   void close(bool remove_cluster_from_index);
   [[nodiscard]] const std::string& cluster() const noexcept { return cluster_; }
   /// Make-before-break (a cluster's client replaced, ClusterRegistry's `updated`): the new feed
-  /// claims the cluster in the index at construction, so nothing the old feed still delivers
-  /// lands; close the old feed with close(false); then — once the new factory's informers have
-  /// synced (`synced`), never before: an unsynced store would look empty — call prune_stale()
-  /// on the new one. It makes the index's inputs of this cluster equal to this feed's stores:
-  /// removes every slice, Endpoints and Pod they do not hold (what only the old client saw, e.g.
-  /// deleted while its token was already revoked) and writes again what they hold at another
-  /// resourceVersion. The shard is never absent or emptied in between. Returns how many inputs
-  /// it changed.
+  /// (options.epoch: the new client's) fences the cluster in the index at construction, so
+  /// nothing the old feed still delivers lands; close the old feed with close(false); then —
+  /// once the new factory's informers have synced (`synced`), never before: an unsynced store
+  /// would look empty — call prune_stale() on the new one. It makes the index's inputs of this
+  /// cluster equal to this feed's stores: first it writes what they hold and the index lacks
+  /// (or holds at another resourceVersion), then it removes what they do not hold (what only
+  /// the old client saw, e.g. deleted while its token was already revoked), so the shard never
+  /// passes through an emptier state. A write is checked against the store afterwards and
+  /// repeated if the store changed meanwhile. Returns how many inputs it changed.
   std::size_t prune_stale();
 
  private:
   EndpointIndexPtr index_;
   std::string cluster_;
-  std::uint64_t writer_ = 0;  // this feed's claim on the cluster (EndpointIndex::claim)
+  std::uint64_t epoch_ = 0;  // the client's epoch: this feed's input, and its fence
+  EndpointSource source_ = EndpointSource::slices;
   std::shared_ptr<const cache::Store> endpoints_store_;
   std::shared_ptr<const cache::Store> pods_store_;
   informer::Registration endpoints_;

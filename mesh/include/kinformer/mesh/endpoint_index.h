@@ -148,9 +148,9 @@ struct EndpointIndexOptions {
 /// - Forgetting: a service with no slice (or Endpoints) in any cluster for forget_after loses
 ///   its shards in every cluster; its watched subsets get a snapshot without clusters, marked
 ///   forgotten. Memory is bounded by the services that exist, not by those ever seen.
-/// - Fencing: claim(cluster) makes the caller the cluster's only writer; input for that cluster
-///   with another writer ID (an earlier feed's late delivery after a client switch) is dropped
-///   and counted (dropped_writes()), so a switch can never bring back older content.
+/// - Fencing: fence(cluster, epoch) drops, from then on, input for that cluster from an earlier
+///   epoch (the old client's feed after a client switch: its late deliveries), counted in
+///   dropped_writes(), so a switch can never bring back older content.
 /// Subsets are tracked (and notified) while at least one Watch on them is open; snapshot()
 /// computes an untracked subset on demand.
 ///
@@ -195,39 +195,41 @@ class EndpointIndex {
   /// Returns false (and changes nothing) when the cluster already has the other source.
   bool set_source(const std::string& cluster, EndpointSource source);
 
-  /// Makes the caller the only writer of `cluster`: returns a writer ID, unique in the process,
-  /// to pass to the input calls; from now on input for the cluster with any other ID (also 0)
-  /// is dropped. The claim survives remove_cluster() (a late write of the last writer cannot
-  /// bring the cluster back) and ends only with the next claim.
-  std::uint64_t claim(const std::string& cluster);
+  /// Raises the fence of `cluster` to `epoch` (never lowers it): input for the cluster with an
+  /// earlier epoch is dropped from now on. An epoch names one client of a cluster
+  /// (RemoteCluster::epoch, unique in the process and growing); feeds of one client share it,
+  /// so two components feeding one index from the same client do not fence each other. The
+  /// fence survives remove_cluster() (a late write of a removed client cannot bring the cluster
+  /// back; a re-added cluster has a newer client).
+  void fence(const std::string& cluster, std::uint64_t epoch);
 
-  // Input calls. `writer`: the ID from claim(), or 0 for a cluster nobody claimed. Each returns
-  // false when the input was not taken: dropped by the fence, or (upsert_slice,
-  // upsert_endpoints) the cluster has the other source.
+  // Input calls. `epoch`: the client the input comes from (0 for input that names none: taken
+  // while the cluster was never fenced). Each returns false when the input was not taken:
+  // dropped by the fence, or (upsert_slice, upsert_endpoints) the cluster has the other source.
 
   /// Adds or replaces an EndpointSlice (keyed by namespace/name) in `cluster` and recomputes the
   /// shards of its service (label kubernetes.io/service-name) and, if the label changed, of its
   /// previous service. A slice without the label is held but belongs to no service.
   bool upsert_slice(const std::string& cluster, std::shared_ptr<const client::EndpointSlice> slice,
-                    std::uint64_t writer = 0);
+                    std::uint64_t epoch = 0);
   /// Removes the slice with `key` ("namespace/name") and recomputes its service's shard (which
   /// becomes empty, not absent, when it was the last slice). Unknown keys are a no-op.
-  bool remove_slice(const std::string& cluster, std::string_view key, std::uint64_t writer = 0);
+  bool remove_slice(const std::string& cluster, std::string_view key, std::uint64_t epoch = 0);
   /// Adds or replaces a core/v1 Endpoints (its namespace/name is the service's) and recomputes
   /// that shard.
   bool upsert_endpoints(const std::string& cluster,
                         std::shared_ptr<const client::Endpoints> endpoints,
-                        std::uint64_t writer = 0);
+                        std::uint64_t epoch = 0);
   /// Removes the Endpoints with `key`; its shard becomes empty.
-  bool remove_endpoints(const std::string& cluster, std::string_view key, std::uint64_t writer = 0);
+  bool remove_endpoints(const std::string& cluster, std::string_view key, std::uint64_t epoch = 0);
   /// Adds or replaces a Pod (for the targetRef join) and recomputes the subsets it can affect.
   bool upsert_pod(const std::string& cluster, std::shared_ptr<const client::Pod> pod,
-                  std::uint64_t writer = 0);
+                  std::uint64_t epoch = 0);
   /// Forgets a Pod: endpoints naming it keep no labels.
-  bool remove_pod(const std::string& cluster, std::string_view key, std::uint64_t writer = 0);
+  bool remove_pod(const std::string& cluster, std::string_view key, std::uint64_t epoch = 0);
   /// Forgets everything of `cluster` (slices, Endpoints, Pods, shards, its source; not its
-  /// claim) and notifies every watched subset of every service that had a shard there.
-  bool remove_cluster(const std::string& cluster, std::uint64_t writer = 0);
+  /// fence) and notifies every watched subset of every service that had a shard there.
+  bool remove_cluster(const std::string& cluster, std::uint64_t epoch = 0);
   /// Forgets the services unused for forget_after (input calls do it too). Returns how many.
   std::size_t sweep();
 
@@ -252,7 +254,7 @@ class EndpointIndex {
   [[nodiscard]] ClusterKeys keys(const std::string& cluster) const;
   /// Services the index holds shards for, in any cluster (for audits and tests).
   [[nodiscard]] std::size_t service_count() const;
-  /// Input calls dropped by the fence (a writer that is not the cluster's claimant).
+  /// Input calls dropped by the fence (from an earlier epoch than the cluster's fence).
   [[nodiscard]] std::uint64_t dropped_writes() const;
   /// The index-wide version counter: the version of the newest snapshot or shard computation.
   [[nodiscard]] std::uint64_t version() const;
@@ -260,7 +262,7 @@ class EndpointIndex {
  private:
   // One input call: the fence, `apply` under the lock, forgetting; callbacks after the lock.
   template <typename Apply>
-  bool input(std::string_view cluster, std::uint64_t writer, Apply&& apply);
+  bool input(std::string_view cluster, std::uint64_t epoch, Apply&& apply);
 
   std::shared_ptr<State> state_;
 };
