@@ -136,7 +136,8 @@ class [[nodiscard]] ClusterSubscription : public informer::Handle {
 /// (make-before-break), and a ClusterStore tells subscribers. One worker thread runs them,
 /// woken by Secret events, subscriptions and informers that synced (never a poll), and by the
 /// deadlines of sync timeouts and probe retries; blocking calls (GET /version probes, shutting
-/// down a replaced client) run on a second thread, so a blackholed remote delays no other.
+/// down a replaced client) run on a second thread, so a blackholed remote delays no other
+/// cluster's events (probes take turns there; a first probe goes before retries).
 ///
 /// Lifetime: one registry per process, owned by a long-lived owner (next to the local factory);
 /// components call start() and subscribe() as often as they are built — start() runs behind a
