@@ -108,6 +108,18 @@ void bound_signal_delay(const std::shared_ptr<WatchState>& st) {
   });
 }
 
+// Arms the read-idle deadline of the body read in progress: when it passes, the read is
+// cancelled and counted as idle. Re-arming replaces the previous deadline. Io thread.
+void arm_idle(const std::shared_ptr<WatchState>& st, std::chrono::milliseconds timeout) {
+  st->idle_timer->expires_after(timeout);
+  st->idle_timer->async_wait([st](error_code ec) {
+    if (ec || !st->reading || !st->conn) return;  // re-armed, or the read completed
+    st->idle_fired = true;
+    error_code ignored;
+    st->conn->lowest().socket().cancel(ignored);
+  });
+}
+
 // Reads the body of an open watch into `st` until it ends, fails or is cancelled.
 template <class Stream>
 awaitable<void> stream_body(std::shared_ptr<WatchState> st, Stream& stream,
@@ -134,10 +146,14 @@ awaitable<void> stream_body(std::shared_ptr<WatchState> st, Stream& stream,
     }
     parser.get().body().data = chunk.data();
     parser.get().body().size = chunk.size();
-    // Read-idle deadline, re-armed for every read (never while paused for flow control).
-    conn.lowest().expires_after(idle_timeout);
+    // Read-idle deadline, re-armed for every read (never while paused for flow control), at its
+    // value now (set_idle_timeout() may have changed it).
+    idle_timeout = std::chrono::milliseconds(st->idle_timeout_ms.load(std::memory_order_relaxed));
+    st->reading = true;
+    arm_idle(st, idle_timeout);
     error_code ec = co_await read_some(stream, conn.buffer, parser);
-    conn.lowest().expires_never();
+    st->reading = false;
+    st->idle_timer->cancel();
     // need_buffer: the parser stopped because `chunk` is full, with more of the body at hand.
     const bool chunk_full = ec == http::error::need_buffer;
     if (chunk_full) ec = {};
@@ -185,7 +201,7 @@ awaitable<void> stream_body(std::shared_ptr<WatchState> st, Stream& stream,
       failure = fed.error();
       break;
     }
-    if (ec == beast::error::timeout) {
+    if (st->idle_fired || ec == beast::error::timeout) {
       failure = Error::make(Errc::timeout, "watch idle for " + format_seconds(idle_timeout) +
                                                ": no data from the server");
       break;
@@ -233,6 +249,7 @@ awaitable<void> run_watch(std::shared_ptr<WatchState> st, Connector& connector,
     st->error = std::move(e);
     st->cv.notify_all();
   };
+  st->idle_timer.emplace(co_await asio::this_coro::executor);
   st->pause_timer.emplace(co_await asio::this_coro::executor,
                           asio::steady_timer::time_point::max());
   st->signal_timer.emplace(co_await asio::this_coro::executor);
@@ -288,6 +305,9 @@ awaitable<void> run_watch(std::shared_ptr<WatchState> st, Connector& connector,
                                              ? requested_idle_timeout
                                              : options.watch_idle_timeout,
                                          req.target());
+  // Unless the reader already changed it (set_idle_timeout() before the headers came).
+  std::int64_t unset = 0;
+  st->idle_timeout_ms.compare_exchange_strong(unset, idle_timeout.count());
   co_await conn.with_stream([&](auto& s) {
     return stream_body(st, s, parser, std::move(codec), options.max_watch_event_bytes,
                        idle_timeout);
@@ -315,6 +335,16 @@ Result<std::optional<WatchEvent>> WatchStreamImpl::next() {
   }
   if (state_->error) return *state_->error;
   return std::optional<WatchEvent>();
+}
+
+void WatchStreamImpl::set_idle_timeout(std::chrono::milliseconds timeout) {
+  if (timeout <= std::chrono::milliseconds::zero()) return;
+  state_->idle_timeout_ms = timeout.count();
+  // The read in progress was armed with the old deadline: re-arm it from now (on the io thread,
+  // which owns the connection; not while paused for flow control, when nothing is read).
+  asio::post(state_->ex, [st = state_, timeout] {
+    if (st->reading && st->idle_timer) arm_idle(st, timeout);
+  });
 }
 
 std::size_t WatchStreamImpl::buffered() const {

@@ -3,6 +3,7 @@
 // the io thread (decoding events, flow control when the reader is far behind) and the
 // WatchStream the reader pulls them from, joined by one WatchState.
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -51,6 +52,12 @@ struct WatchState {
   std::size_t unsignalled = 0;                     // events queued since the reader was last woken
   std::optional<asio::steady_timer> signal_timer;  // the bound on a deferred wake-up
   bool signal_armed = false;
+  /// The read-idle deadline in milliseconds, read before every read (set_idle_timeout() may
+  /// change it from the reader's thread, and re-arms the read in progress on the io thread).
+  std::atomic<std::int64_t> idle_timeout_ms{0};
+  bool reading = false;                          // io thread only: a body read is in progress
+  bool idle_fired = false;                       // io thread only: the idle timer ended it
+  std::optional<asio::steady_timer> idle_timer;  // io thread only: the read-idle deadline
 
   // The reader is far behind: stop reading the socket (mu held).
   [[nodiscard]] bool full() const { return events.size() >= limit || queued_bytes >= bytes_limit; }
@@ -87,6 +94,7 @@ class WatchStreamImpl final : public WatchStream {
   Result<std::optional<WatchEvent>> next() override;
   void cancel() override;
   [[nodiscard]] std::size_t buffered() const override;
+  void set_idle_timeout(std::chrono::milliseconds timeout) override;
 
  private:
   std::shared_ptr<const void> keep_alive_;  // destroyed after state_

@@ -80,6 +80,7 @@ SharedInformer& InformerFactory::informer(const client::ResourceType& type,
   config.reflector.watch_list_initial_events_timeout = options_.watch_list_initial_events_timeout;
   config.reflector.watch_list_initial_events_deadline = options_.watch_list_initial_events_deadline;
   config.reflector.min_watch_duration = options_.min_watch_duration;
+  config.reflector.watch_idle_timeout = options_.watch_idle_timeout;
   config.reflector.make_backoff = options_.make_backoff;
   config.reflector.backoff = options_.backoff;
   config.reflector.clock = options_.clock;

@@ -120,6 +120,8 @@ InformerMetrics::InformerMetrics(std::shared_ptr<Metrics> fp, const std::string&
                                              {"namespace", ns},
                                              {"selector", selector},
                                              {"reason", "error"}})),
+      restarts_idle(fp->watch_restarts.Add(
+          {{"resource", resource}, {"namespace", ns}, {"selector", selector}, {"reason", "idle"}})),
       restarts_shutdown(fp->watch_restarts.Add({{"resource", resource},
                                                 {"namespace", ns},
                                                 {"selector", selector},
@@ -189,6 +191,9 @@ void InformerMetrics::watch_ended(WatchRestartReason reason) {
     case WatchRestartReason::error:
     case WatchRestartReason::too_short:
       restarts_error.Increment();
+      break;
+    case WatchRestartReason::idle:
+      restarts_idle.Increment();
       break;
     case WatchRestartReason::shutdown:
       restarts_shutdown.Increment();

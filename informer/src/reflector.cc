@@ -227,6 +227,8 @@ bool Reflector::wait(const Next& next, const std::stop_token& stop) {
 void Reflector::synced(const std::string& resource_version, std::vector<client::ObjectPtr> items,
                        Clock::TimePoint started) {
   rv_unavailable_ = false;
+  touch();
+  resyncing_ = false;
   // The RV first: on_replace publishes "synced", and a waiter woken by it reads the RV.
   set_rv(resource_version);
   sink_.on_replace(std::move(items), resource_version);
@@ -251,6 +253,48 @@ client::ListOptions Reflector::list_options() const {
   return opts;
 }
 
+std::string_view to_string(Freshness::State state) noexcept {
+  switch (state) {
+    case Freshness::State::fresh:
+      return "fresh";
+    case Freshness::State::stale:
+      return "stale";
+    case Freshness::State::resyncing:
+      return "resyncing";
+  }
+  return "unknown";
+}
+
+void Reflector::touch() {
+  last_contact_.store(options_.clock->now().time_since_epoch().count(), std::memory_order_relaxed);
+  contacted_.store(true, std::memory_order_release);
+}
+
+std::chrono::milliseconds Reflector::idle_deadline() const {
+  if (bookmarks_seen_.load() && options_.watch_idle_timeout > std::chrono::milliseconds::zero()) {
+    return options_.watch_idle_timeout;
+  }
+  // The client's: timeoutSeconds (at most 599 here) + 60 s.
+  return std::chrono::seconds(599 + 60);
+}
+
+Freshness Reflector::freshness() const {
+  Freshness f;
+  f.resource_version = rv();
+  f.stale_after = idle_deadline();
+  if (contacted_.load(std::memory_order_acquire)) {
+    const Clock::Duration::rep ticks = last_contact_.load(std::memory_order_relaxed);
+    f.last_contact = Clock::TimePoint(Clock::Duration(ticks));
+    f.age = std::max(Clock::Duration::zero(), options_.clock->now() - *f.last_contact);
+  }
+  if (resyncing_.load()) {
+    f.state = Freshness::State::resyncing;
+  } else {
+    f.state = f.age > f.stale_after ? Freshness::State::stale : Freshness::State::fresh;
+  }
+  return f;
+}
+
 client::ListOptions Reflector::watch_list_options() {
   client::ListOptions opts = base_options();
   std::string last = rv();
@@ -259,6 +303,7 @@ client::ListOptions Reflector::watch_list_options() {
   opts.send_initial_events = true;
   opts.allow_watch_bookmarks = true;
   opts.timeout_seconds = random_timeout_seconds();
+  if (bookmarks_seen_) opts.idle_timeout = options_.watch_idle_timeout;  // as rewatch_options()
   return opts;
 }
 
@@ -267,6 +312,9 @@ client::ListOptions Reflector::rewatch_options() {
   opts.resource_version = rv();
   opts.allow_watch_bookmarks = true;
   opts.timeout_seconds = random_timeout_seconds();
+  // Once the server has shown that it sends bookmarks here, silence longer than this is a dead
+  // path, not a quiet resource (ReflectorOptions::watch_idle_timeout).
+  if (bookmarks_seen_.load()) opts.idle_timeout = options_.watch_idle_timeout;
   return opts;
 }
 
@@ -327,6 +375,7 @@ Reflector::WatchOutcome Reflector::watch(const client::ListOptions& opts, Phase 
   auto opened = lw_.watch(opts);
   if (!opened) return fail(std::move(opened).error());
   client::WatchStreamPtr stream = std::move(opened).value();
+  touch();  // the server answered
   OpenWatch open(metrics_);
   struct Detach {  // the stream is not cancellable by stop() once it is gone
     Reflector* r;
@@ -349,6 +398,7 @@ Reflector::WatchOutcome Reflector::watch(const client::ListOptions& opts, Phase 
   }
   auto opened_at = options_.clock->now();
   bool delivered = false;
+  bool bookmark_in_stream = false;
   // Steady-phase events the stream had already received go to the sink together (the informer
   // applies them in parts bounded by its handler count: SharedInformer::kMaxHandOff); the RV
   // follows the last one handed over.
@@ -376,6 +426,11 @@ Reflector::WatchOutcome Reflector::watch(const client::ListOptions& opts, Phase 
       } else if (timer_fired) {
         out.end = WatchRestartReason::initial_events_timeout;  // the timer cancelled the stream
         out.idle = timer->fired_idle();
+      } else if (!next && next.error().code == client::Errc::timeout) {
+        // The client's read-idle deadline: no byte for that long (the stream is open, so this is
+        // not a connect or request timeout).
+        out.end = WatchRestartReason::idle;
+        out.error = std::move(next).error();
       } else if (!next) {
         return fail(std::move(next).error());
       } else if (out.phase == Phase::initial_events) {
@@ -390,6 +445,16 @@ Reflector::WatchOutcome Reflector::watch(const client::ListOptions& opts, Phase 
     }
     client::WatchEvent& ev = *next.value();
     if (timer) timer->touch();
+    touch();
+    if (ev.type == client::EventType::bookmark && !bookmark_in_stream) {
+      // The server sends bookmarks here: from now on silence past watch_idle_timeout is a
+      // dead path, on this stream too (it was opened with the client's longer deadline).
+      bookmark_in_stream = true;
+      bookmarks_seen_ = true;
+      if (options_.watch_idle_timeout > std::chrono::milliseconds::zero()) {
+        stream->set_idle_timeout(options_.watch_idle_timeout);
+      }
+    }
     if (!ev.object) continue;
     delivered = true;
     std::string ev_rv = ev.object->metadata.resource_version;
@@ -484,6 +549,12 @@ Reflector::Next Reflector::after_watch(WatchOutcome out) {
     case WatchRestartReason::timeout:
       // Rewatch from the last RV without relisting; reconnects still spend budget.
       return {Step::watch, Wait::budget};
+    case WatchRestartReason::idle:
+      // A silent path (a dead NAT entry, a stalled proxy): a new connection, from the last RV.
+      log_.warn(
+          "watch idle: nothing from the server within the idle deadline, resuming",
+          {{"rv", rv()}, {"idle_timeout_ms", std::to_string(options_.watch_idle_timeout.count())}});
+      return {Step::watch, Wait::budget};
     case WatchRestartReason::too_short:
       // client-go's "very short watch": a server or proxy that closes watches at once would
       // otherwise be rewatched at the budget's full rate forever. Back off, then relist.
@@ -518,6 +589,7 @@ void Reflector::run(const std::stop_token& stop) {
     if (next.step == Step::stop || !wait(next, stop)) return;
     switch (next.step) {
       case Step::sync:
+        resyncing_ = true;
         // Each sync attempt starts as a WatchList: a refusal falls back to LIST for that attempt.
         next = options_.use_watch_list
                    ? after_watch(watch(watch_list_options(), Phase::initial_events, stop))

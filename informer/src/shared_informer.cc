@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 
 #include "listener.h"
 #include "observed_lister_watcher.h"
@@ -136,6 +137,46 @@ std::string SharedInformer::last_sync_resource_version() const {
   return reflector_->last_sync_resource_version();
 }
 
+Freshness SharedInformer::freshness() const { return reflector_->freshness(); }
+
+namespace {
+
+// A resourceVersion as the integer Kubernetes 1.35 made it (KEP-5504); nullopt when it is not a
+// plain decimal integer.
+std::optional<std::uint64_t> comparable_rv(std::string_view rv) {
+  std::uint64_t value = 0;
+  auto [ptr, ec] = std::from_chars(rv.data(), rv.data() + rv.size(), value);
+  if (rv.empty() || ec != std::errc() || ptr != rv.data() + rv.size()) return std::nullopt;
+  return value;
+}
+
+}  // namespace
+
+std::optional<bool> SharedInformer::has_observed(std::string_view rv) const {
+  const auto wanted = comparable_rv(rv);
+  if (!wanted) return std::nullopt;
+  const auto seen = comparable_rv(store_->resource_version());
+  if (!seen) return std::nullopt;  // nothing yet, or a server whose versions are opaque
+  return *seen >= *wanted;
+}
+
+std::optional<bool> SharedInformer::wait_for_resource_version(
+    std::string_view rv, std::chrono::milliseconds timeout) const {
+  if (!comparable_rv(rv)) return std::nullopt;
+  std::unique_lock lock(rv_mu_);
+  rv_cv_.wait_for(lock, timeout, [&] {
+    // Done when seen, or when the server's versions turned out to be opaque.
+    auto seen = has_observed(rv);
+    return (seen && *seen) || (!seen && !store_->resource_version().empty());
+  });
+  return has_observed(rv);
+}
+
+void SharedInformer::resource_version_advanced() {
+  { std::lock_guard lock(rv_mu_); }  // a waiter between its check and its wait is woken too
+  rv_cv_.notify_all();
+}
+
 std::optional<std::string> SharedInformer::transform_name() const {
   if (!config_.transform) return std::nullopt;
   return config_.transform->name;
@@ -243,6 +284,7 @@ void SharedInformer::on_replace(std::vector<client::ObjectPtr> items, const std:
   fan_out(*to, batch, initial);
   touch_sync_time();
   fanout.unlock();
+  resource_version_advanced();
   if (initial && config_.on_synced) {
     try {
       config_.on_synced();
@@ -324,11 +366,13 @@ void SharedInformer::apply_events(std::span<client::WatchEvent> events) {
   batch.clear();
   keys.clear();
   touch_sync_time();
+  resource_version_advanced();
 }
 
 void SharedInformer::on_resource_version(const std::string& rv) {
   store_->set_resource_version(rv);
   touch_sync_time();
+  resource_version_advanced();
 }
 
 void SharedInformer::resync_loop(const std::stop_token& stop) {

@@ -248,7 +248,8 @@ struct HttpEnv {
   /// `log`: both the client's and the factory's sink (null: stderr). `token`: sent as a bearer
   /// token.
   explicit HttpEnv(client::LogSink log = {}, std::string token = "",
-                   const std::string& path = kPath)
+                   const std::string& path = kPath,
+                   std::chrono::milliseconds watch_idle_timeout = std::chrono::seconds(75))
       : api(path) {
     client::RestClientOptions ro;
     ro.rate_limit.qps = 0;  // no client-side limiting: relists must not wait in real time
@@ -268,6 +269,7 @@ struct HttpEnv {
     o.clock = clock;
     o.random = [] { return 0.5; };
     o.handler_stop_timeout = 2000ms;
+    o.watch_idle_timeout = watch_idle_timeout;
     factory = std::make_unique<InformerFactory>(
         [rest = rest](const client::ResourceType& type, const std::string& ns) {
           return rest->lister_watcher(type, ns);
@@ -395,6 +397,190 @@ TEST(ReflectorHttpTest,
     EXPECT_EQ(std::count(ev.begin(), ev.end(), "delete ns/b 6 unknown"), 1);
   }
   EXPECT_TRUE(w1->wait_closed(testing::kDeadline));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Liveness: a watch that goes silent is cut at its idle deadline and resumed from its last
+// resourceVersion; bookmarks keep a quiet watch alive. The deadline is the client's (real time).
+
+double idle_restarts(InformerFactory& f) {
+  for (const auto& family : f.registry().Collect()) {
+    if (family.name != "kinformer_watch_restarts_total") continue;
+    for (const auto& m : family.metric) {
+      for (const auto& l : m.label) {
+        if (l.name == "reason" && l.value == "idle") return m.counter.value;
+      }
+    }
+  }
+  return -1;
+}
+
+// Waits `d` of real time in which `pred` never becomes true; false if it did (a pacing wait for
+// the tests of what must not happen, never a fixed sleep before an assertion that should).
+template <typename Pred>
+bool stays_false(std::chrono::milliseconds d, Pred pred) {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::unique_lock lock(mu);
+  return !cv.wait_for(lock, d, pred);
+}
+
+constexpr auto kIdle = 300ms;  // the idle deadline of these tests (production: 75 s)
+
+// Mutants informer-watch-idle-never-cut, informer-watch-idle-relists.
+TEST(ReflectorHttpTest, SilentStreamIsCutAtTheIdleDeadlineAndResumedFromItsLastRv) {
+  testing::LogCapture capture;
+  HttpEnv env(capture.sink(), "", kPath, kIdle);
+  env.api.add_list({secret_json("a", "5")}, "10");
+  auto w1 = env.api.add_watch_stream();
+  w1->send(event_line("ADDED", "c", "12"));
+  w1->send(bookmark_line("20"));  // the server sends bookmarks: silence now means a dead path
+  auto w2 = env.api.add_watch_stream();
+  auto& inf = env.secrets();
+  auto h = std::make_shared<RecordingHandler>();
+  auto reg = inf.add_handler(h);
+  env.factory->start();
+  ASSERT_TRUE(env.api.wait_watches(2));  // w1 said nothing for kIdle: cut, and a new watch
+  EXPECT_EQ(param(env.api.watches()[1], "resourceVersion"), "20");
+  EXPECT_TRUE(w1->wait_client_closed(testing::kDeadline));
+  w2->send(event_line("MODIFIED", "c", "21"));
+  ASSERT_TRUE(h->wait_for("update ns/c 12->21"));
+  EXPECT_EQ(env.api.lists().size(), 1u) << "a rewatch, not a relist";
+  EXPECT_EQ(idle_restarts(*env.factory), 1);
+  auto lines = capture.with_message(
+      "watch idle: nothing from the server within the idle deadline, resuming");
+  ASSERT_EQ(lines.size(), 1u) << capture.text();
+  EXPECT_NE(lines[0].field("informer"), "<absent>");
+  EXPECT_EQ(lines[0].field("rv"), "20");
+}
+
+// A partial event (the start of a line) and then silence: cut like any silence, the partial
+// event dropped, and read whole from the last resourceVersion on the new watch.
+TEST(ReflectorHttpTest, APartialEventFollowedBySilenceIsReadAgainFromTheLastRv) {
+  HttpEnv env({}, "", kPath, kIdle);
+  env.api.add_list({}, "10");
+  auto w1 = env.api.add_watch_stream();
+  w1->send(bookmark_line("20"));
+  const std::string line = event_line("ADDED", "d", "21");
+  w1->send(line.substr(0, line.size() / 2));
+  auto w2 = env.api.add_watch_stream();
+  auto& inf = env.secrets();
+  auto h = std::make_shared<RecordingHandler>();
+  auto reg = inf.add_handler(h);
+  env.factory->start();
+  ASSERT_TRUE(env.api.wait_watches(2));
+  EXPECT_EQ(param(env.api.watches()[1], "resourceVersion"), "20");
+  w2->send(line);
+  ASSERT_TRUE(h->wait_for("add ns/d 21"));
+  EXPECT_EQ(env.api.lists().size(), 1u);
+}
+
+// Bookmarks and events reset the deadline: a quiet watch that gets a bookmark every 100 ms, and
+// a busy one, run for many deadlines without a cut.
+TEST(ReflectorHttpTest, BookmarksAndEventsKeepAWatchAlivePastManyIdleDeadlines) {
+  HttpEnv env({}, "", kPath, std::chrono::milliseconds(1000));
+  env.api.add_list({}, "10");
+  auto w1 = env.api.add_watch_stream();
+  auto& inf = env.secrets();
+  auto h = std::make_shared<RecordingHandler>();
+  auto reg = inf.add_handler(h);
+  env.factory->start();
+  ASSERT_TRUE(env.api.wait_watches(1));
+  int rv = 20;
+  for (int i = 0; i < 25; ++i) {  // 2.5 s of bookmarks, then 2.5 s of events: 5 deadlines
+    w1->send(bookmark_line(std::to_string(++rv)));
+    EXPECT_TRUE(stays_false(100ms, [&] { return env.api.watches().size() > 1; }));
+  }
+  for (int i = 0; i < 25; ++i) {
+    w1->send(event_line("ADDED", "e" + std::to_string(i), std::to_string(++rv)));
+    EXPECT_TRUE(stays_false(100ms, [&] { return env.api.watches().size() > 1; }));
+  }
+  ASSERT_TRUE(h->wait_for("add ns/e24 " + std::to_string(rv)));
+  EXPECT_EQ(env.api.watches().size(), 1u);
+  EXPECT_EQ(idle_restarts(*env.factory), 0);
+}
+
+// Before the server has sent a bookmark (a server that sends none, e.g. a resource served from
+// etcd), a quiet watch keeps the client's longer deadline (timeoutSeconds + 60 s): quiet is not
+// dead there. Mutant informer-watch-idle-before-any-bookmark.
+TEST(ReflectorHttpTest, WithoutABookmarkAQuietWatchKeepsTheLongerDeadline) {
+  HttpEnv env({}, "", kPath, kIdle);
+  env.api.add_list({}, "10");
+  auto w1 = env.api.add_watch_stream();
+  w1->send(event_line("ADDED", "c", "12"));
+  auto& inf = env.secrets();
+  auto h = std::make_shared<RecordingHandler>();
+  auto reg = inf.add_handler(h);
+  env.factory->start();
+  ASSERT_TRUE(h->wait_for("add ns/c 12"));
+  EXPECT_TRUE(stays_false(4 * kIdle, [&] { return env.api.watches().size() > 1; }));
+  EXPECT_EQ(idle_restarts(*env.factory), 0);
+}
+
+// Freshness: resyncing until synced, fresh while the server is heard from, stale after the idle
+// deadline without contact (on the informer's clock), fresh again at the next bookmark.
+// Mutant informer-freshness-never-stale.
+TEST(ReflectorHttpTest, FreshnessSaysResyncingFreshAndStale) {
+  HttpEnv env({}, "", kPath, std::chrono::seconds(60));
+  env.api.add_list({}, "10");
+  auto w1 = env.api.add_watch_stream();
+  auto& inf = env.secrets();
+  EXPECT_EQ(inf.freshness().state, Freshness::State::resyncing);
+  EXPECT_FALSE(inf.freshness().last_contact.has_value());
+  env.factory->start();
+  ASSERT_TRUE(inf.wait_for_sync(testing::kDeadline));
+  ASSERT_TRUE(env.api.wait_watches(1));
+  w1->send(bookmark_line("20"));
+  ASSERT_TRUE(testing::eventually([&] { return inf.freshness().resource_version == "20"; }));
+  Freshness f = inf.freshness();
+  EXPECT_EQ(f.state, Freshness::State::fresh);
+  EXPECT_EQ(f.stale_after, std::chrono::seconds(60)) << "bookmarks seen: the short deadline";
+  env.clock->advance(std::chrono::seconds(61));
+  f = inf.freshness();
+  EXPECT_EQ(f.state, Freshness::State::stale);
+  EXPECT_GE(f.age, std::chrono::seconds(61));
+  w1->send(bookmark_line("21"));
+  ASSERT_TRUE(
+      testing::eventually([&] { return inf.freshness().state == Freshness::State::fresh; }));
+  EXPECT_EQ(to_string(Freshness::State::stale), "stale");
+}
+
+// Read your own writes: has_observed() compares resourceVersions as integers (Kubernetes 1.35+)
+// and says "unknown" for anything else; wait_for_resource_version() returns once the cache has
+// seen the write. Mutant informer-has-observed-compares-text.
+TEST(ReflectorHttpTest, HasObservedComparesResourceVersionsAsIntegersOrSaysUnknown) {
+  HttpEnv env;
+  env.api.add_list({secret_json("a", "9")}, "10");
+  auto w1 = env.api.add_watch_stream();
+  auto& inf = env.secrets();
+  EXPECT_EQ(inf.has_observed("5"), std::nullopt) << "nothing seen yet";
+  env.factory->start();
+  ASSERT_TRUE(inf.wait_for_sync(testing::kDeadline));
+  EXPECT_EQ(inf.has_observed("10"), true);
+  EXPECT_EQ(inf.has_observed("9"), true);
+  EXPECT_EQ(inf.has_observed("11"), false);
+  EXPECT_EQ(inf.has_observed("100"), false) << "compared as integers, not as text";
+  EXPECT_EQ(inf.has_observed("abc"), std::nullopt);
+  EXPECT_EQ(inf.has_observed(""), std::nullopt);
+  ASSERT_TRUE(env.api.wait_watches(1));
+  std::optional<bool> seen;
+  std::thread waiter([&] { seen = inf.wait_for_resource_version("100", testing::kDeadline); });
+  w1->send(event_line("ADDED", "b", "99"));
+  w1->send(event_line("MODIFIED", "b", "100"));
+  waiter.join();
+  EXPECT_EQ(seen, true);
+  EXPECT_EQ(inf.wait_for_resource_version("101", 1ms), false);
+  EXPECT_EQ(inf.wait_for_resource_version("x1", testing::kDeadline), std::nullopt);
+}
+
+TEST(ReflectorHttpTest, OpaqueResourceVersionsAreUnknownNeverAWrongYes) {
+  HttpEnv env;
+  env.api.add_list({}, "opaque-7");  // an aggregated API with its own versions
+  auto& inf = env.secrets();
+  env.factory->start();
+  ASSERT_TRUE(inf.wait_for_sync(testing::kDeadline));
+  EXPECT_EQ(inf.has_observed("1"), std::nullopt);
+  EXPECT_EQ(inf.wait_for_resource_version("1", testing::kDeadline), std::nullopt);
 }
 
 TEST(ReflectorHttpTest, BookmarkOnlyStreamAdvancesRvWithoutRelist) {

@@ -77,6 +77,10 @@ class WatchStream {
   /// together); 0, the default, means "unknown", and every event then goes on alone. From the
   /// thread that calls next().
   [[nodiscard]] virtual std::size_t buffered() const { return 0; }
+  /// Changes the stream's read-idle deadline (ListOptions::idle_timeout) from the next read on:
+  /// e.g. shorter once the server has shown it sends bookmarks. Any thread. The default does
+  /// nothing (a stream without a deadline of its own).
+  virtual void set_idle_timeout(std::chrono::milliseconds timeout) { (void)timeout; }
 };
 
 using WatchStreamPtr = std::unique_ptr<WatchStream>;

@@ -77,6 +77,9 @@ struct FactoryOptions {
   /// A watch ending cleanly sooner than this, having delivered nothing, is an error (back off,
   /// relist). See ReflectorOptions::min_watch_duration.
   std::chrono::milliseconds min_watch_duration{1'000};
+  /// A watch silent (no byte) for this long, once the server has sent a bookmark, is closed and
+  /// resumed from its last resourceVersion. See ReflectorOptions::watch_idle_timeout.
+  std::chrono::milliseconds watch_idle_timeout{75'000};
   /// Per informer, how long shutdown waits (for all its handlers together) for running
   /// callbacks to return; a handler still running then is given up on and logged.
   std::chrono::milliseconds handler_stop_timeout{5000};

@@ -63,6 +63,7 @@ class InformerMetrics final : public ReflectorMetrics {
   prometheus::Counter& restarts_timeout;
   prometheus::Counter& restarts_expired;
   prometheus::Counter& restarts_error;
+  prometheus::Counter& restarts_idle;  ///< no byte within the watch's idle deadline
   prometheus::Counter& restarts_shutdown;
   prometheus::Counter& initial_lists;
   prometheus::Counter& relists;

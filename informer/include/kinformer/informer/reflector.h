@@ -1,6 +1,7 @@
 #pragma once
 // Reflector: keeps a sink true to the API server with list + watch (client-go's Reflector).
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -70,6 +71,15 @@ struct ReflectorOptions {
   /// (bookmarks included), is an error: back off, then relist (client-go's "very short watch").
   /// Measured on `clock`. Zero: every clean end rewatches at once.
   std::chrono::milliseconds min_watch_duration{1'000};
+  /// A watch that delivers no byte (event or bookmark) for this long is closed and resumed from
+  /// its last resourceVersion (a rewatch, not a relist; counted as restart reason "idle"). It
+  /// applies once the server has sent this reflector a bookmark: kube-apiserver's watch cache
+  /// sends one about every 60 s on a watch that asks (measured; docs/decisions.md), so a
+  /// healthy watch is never cut, and a silent path (a dead NAT entry, a stalled proxy) is found
+  /// within this. Before any bookmark (a server that does not send them, e.g. a resource served
+  /// from etcd) the client's read-idle deadline applies: timeoutSeconds + 60 s. Zero: only the
+  /// client's.
+  std::chrono::milliseconds watch_idle_timeout{75'000};
   /// LIST page size.
   std::int64_t page_size = 500;
   /// The wait before retrying a failure (see Reflector). Null: a JitteredExponentialBackoff
@@ -88,6 +98,26 @@ struct ReflectorOptions {
   /// Where the reflector reports; must outlive it. Null: ReflectorMetrics::null().
   ReflectorMetrics* metrics = nullptr;
 };
+
+/// How fresh a reflector's view is (SharedInformer::freshness()).
+struct Freshness {
+  enum class State {
+    fresh,      ///< synced, and the server was heard from within stale_after
+    stale,      ///< synced, but nothing from the server for longer than stale_after
+    resyncing,  ///< not synced yet, or a list (or WatchList) is rebuilding the state
+  };
+  State state = State::resyncing;
+  /// When the server was last heard from (a list, a watch opened, an event, a bookmark), on the
+  /// reflector's clock; nullopt before the first contact.
+  std::optional<Clock::TimePoint> last_contact;
+  /// Time since last_contact (zero before the first contact).
+  Clock::Duration age{0};
+  /// The silence after which the view counts as stale: the watch idle deadline in force.
+  std::chrono::milliseconds stale_after{0};
+  /// The last resourceVersion seen (events and bookmarks advance it); "" before the first list.
+  std::string resource_version;
+};
+[[nodiscard]] std::string_view to_string(Freshness::State state) noexcept;
 
 /// Lists then watches one resource and feeds a ReflectorSink, until stopped.
 ///
@@ -155,6 +185,11 @@ class Reflector {
   /// True when the latest WatchList sync attempt fell back to LIST (refused, or no
   /// initial-events-end bookmark in time); false again after a WatchList sync succeeds.
   [[nodiscard]] bool watch_list_fell_back() const;
+  /// How fresh the view is now. Thread-safe.
+  [[nodiscard]] Freshness freshness() const;
+  /// The idle deadline watches get now: watch_idle_timeout once a bookmark came, else the
+  /// client's (timeoutSeconds + 60 s, at most 660 s).
+  [[nodiscard]] std::chrono::milliseconds idle_deadline() const;
 
  private:
   // run() is one loop over Steps; each step's outcome decides the next step and the wait before
@@ -220,6 +255,13 @@ class Reflector {
   bool rv_unavailable_ = false;          // 410 on a list, or a too-large RV: next list at unset RV
   bool list_at_zero_too_large_ = false;  // a list at RV "0" was too large: list at unset RV
   bool listed_once_ = false;
+
+  // Freshness, read by freshness() from any thread.
+  std::atomic<Clock::Duration::rep> last_contact_{0};  // ticks (clock's epoch) of the last contact
+  std::atomic<bool> contacted_{false};                 // last_contact_ is set
+  std::atomic<bool> resyncing_{true};                  // a sync (list or WatchList) is in progress
+  std::atomic<bool> bookmarks_seen_{false};            // the server sent this reflector a bookmark
+  void touch();                                        // the server was heard from now
 
   mutable std::mutex mu_;
   std::string last_rv_;                     // guarded by mu_

@@ -21,6 +21,9 @@ enum class WatchRestartReason {
   /// No initial-events-end bookmark: idle for watch_list_initial_events_timeout, or not within
   /// watch_list_initial_events_deadline.
   initial_events_timeout,
+  /// No byte from the server for the watch's idle deadline (ReflectorOptions::
+  /// watch_idle_timeout): the path may be dead. Resumed from the last resourceVersion.
+  idle,
 };
 
 /// Why a WatchList sync attempt fell back to LIST (kinformer_watch_list_fallbacks_total).

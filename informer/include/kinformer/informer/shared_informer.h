@@ -125,6 +125,20 @@ class SharedInformer : public std::enable_shared_from_this<SharedInformer>, priv
   [[nodiscard]] std::optional<std::string> transform_name() const;
   /// See Reflector::watch_list_fell_back(): the latest WatchList sync attempt fell back to LIST.
   [[nodiscard]] bool watch_list_fell_back() const;
+  /// How fresh the cache is: fresh, stale (nothing from the server for longer than the watch's
+  /// idle deadline) or resyncing; when the server was last heard from; the last resourceVersion.
+  /// The age is also a metric: time() - kinformer_last_sync_timestamp_seconds.
+  [[nodiscard]] Freshness freshness() const;
+  /// Whether the cache has seen resourceVersion `rv` (an event or bookmark at or past it), as
+  /// Kubernetes 1.35 made resourceVersions comparable integers: true or false; nullopt when
+  /// either version is not a plain decimal integer (an older server, an aggregated API), or
+  /// before the first sync: never a wrong yes.
+  [[nodiscard]] std::optional<bool> has_observed(std::string_view rv) const;
+  /// Waits (real time) until has_observed(rv) is true (a controller that wrote an object waits
+  /// for its cache to see the write), or the timeout. Returns has_observed(rv) at the end:
+  /// nullopt at once for a version that cannot be compared.
+  std::optional<bool> wait_for_resource_version(std::string_view rv,
+                                                std::chrono::milliseconds timeout) const;
   /// Why the informer cannot list or watch right now: the latest failed LIST page or watch
   /// opening of its reflector, while no later request succeeded (e.g. verb "list", reason
   /// "forbidden", the server's message naming the user, verb, resource and namespace). nullopt
@@ -198,6 +212,11 @@ class SharedInformer : public std::enable_shared_from_this<SharedInformer>, priv
   bool started_ = false;                       // guarded by dist_mu_
   bool stopped_ = false;                       // guarded by dist_mu_
   mutable std::condition_variable sync_cv_;
+  // wait_for_resource_version(): woken after the store's resourceVersion advanced (the state it
+  // guards is the store's, read under the store's own lock).
+  mutable std::mutex rv_mu_;
+  mutable std::condition_variable rv_cv_;
+  void resource_version_advanced();
 
   std::mutex thread_mu_;   // start/stop
   ListenerList stopping_;  // guarded by thread_mu_: the handlers stop() stopped
