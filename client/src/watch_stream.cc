@@ -1,5 +1,6 @@
 #include "watch_stream.h"
 
+#include <algorithm>
 #include <charconv>
 #include <limits>
 #include <string_view>
@@ -111,9 +112,15 @@ void bound_signal_delay(const std::shared_ptr<WatchState>& st) {
 // Arms the read-idle deadline of the body read in progress: when it passes, the read is
 // cancelled and counted as idle. Re-arming replaces the previous deadline. Io thread.
 void arm_idle(const std::shared_ptr<WatchState>& st, std::chrono::milliseconds timeout) {
+  // At most a day: a larger value is "none" for a watch, and would overflow the timer.
+  timeout = std::min<std::chrono::milliseconds>(timeout, std::chrono::hours(24));
+  const std::uint64_t generation = ++st->idle_generation;
+  st->idle_armed = timeout;
   st->idle_timer->expires_after(timeout);
-  st->idle_timer->async_wait([st](error_code ec) {
-    if (ec || !st->reading || !st->conn) return;  // re-armed, or the read completed
+  st->idle_timer->async_wait([st, generation](error_code ec) {
+    // A wait that had already expired when it was re-armed or cancelled still runs, with no
+    // error: only the current arming of a read in progress may cut it.
+    if (ec || generation != st->idle_generation || !st->reading || !st->conn) return;
     st->idle_fired = true;
     error_code ignored;
     st->conn->lowest().socket().cancel(ignored);
@@ -153,6 +160,7 @@ awaitable<void> stream_body(std::shared_ptr<WatchState> st, Stream& stream,
     arm_idle(st, idle_timeout);
     error_code ec = co_await read_some(stream, conn.buffer, parser);
     st->reading = false;
+    ++st->idle_generation;  // a wait of this read that still runs must not touch the next one
     st->idle_timer->cancel();
     // need_buffer: the parser stopped because `chunk` is full, with more of the body at hand.
     const bool chunk_full = ec == http::error::need_buffer;
@@ -202,8 +210,17 @@ awaitable<void> stream_body(std::shared_ptr<WatchState> st, Stream& stream,
       break;
     }
     if (st->idle_fired || ec == beast::error::timeout) {
-      failure = Error::make(Errc::timeout, "watch idle for " + format_seconds(idle_timeout) +
+      failure = Error::make(Errc::timeout, "watch idle for " + format_seconds(st->idle_armed) +
                                                ": no data from the server");
+      break;
+    }
+    if (ec == asio::error::timed_out) {
+      // The kernel gave up on the path (keepalive probes or TCP_USER_TIMEOUT unanswered): as
+      // silent as an idle deadline, and resumed the same way.
+      failure = Error::make(Errc::timeout,
+                            "watch connection timed out: the path to the server dropped every "
+                            "packet (" +
+                                ec.message() + ")");
       break;
     }
     if (ec) {

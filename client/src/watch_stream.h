@@ -57,6 +57,8 @@ struct WatchState {
   std::atomic<std::int64_t> idle_timeout_ms{0};
   bool reading = false;                          // io thread only: a body read is in progress
   bool idle_fired = false;                       // io thread only: the idle timer ended it
+  std::uint64_t idle_generation = 0;             // io thread only: which arming is current
+  std::chrono::milliseconds idle_armed{0};       // io thread only: the deadline armed last
   std::optional<asio::steady_timer> idle_timer;  // io thread only: the read-idle deadline
 
   // The reader is far behind: stop reading the socket (mu held).

@@ -234,6 +234,9 @@ class TracedWatch final : public client::WatchStream {
   }
   void cancel() override { inner_->cancel(); }
   [[nodiscard]] std::size_t buffered() const override { return inner_->buffered(); }
+  void set_idle_timeout(std::chrono::milliseconds timeout) override {
+    inner_->set_idle_timeout(timeout);
+  }
 
  private:
   client::WatchStreamPtr inner_;

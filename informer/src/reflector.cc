@@ -287,10 +287,11 @@ Freshness Reflector::freshness() const {
     f.last_contact = Clock::TimePoint(Clock::Duration(ticks));
     f.age = std::max(Clock::Duration::zero(), options_.clock->now() - *f.last_contact);
   }
-  if (resyncing_.load()) {
-    f.state = Freshness::State::resyncing;
+  // Stale wins: a resync that keeps failing must not hide how old the cache is.
+  if (f.last_contact && f.age > f.stale_after) {
+    f.state = Freshness::State::stale;
   } else {
-    f.state = f.age > f.stale_after ? Freshness::State::stale : Freshness::State::fresh;
+    f.state = resyncing_.load() ? Freshness::State::resyncing : Freshness::State::fresh;
   }
   return f;
 }
@@ -446,9 +447,13 @@ Reflector::WatchOutcome Reflector::watch(const client::ListOptions& opts, Phase 
     client::WatchEvent& ev = *next.value();
     if (timer) timer->touch();
     touch();
-    if (ev.type == client::EventType::bookmark && !bookmark_in_stream) {
-      // The server sends bookmarks here: from now on silence past watch_idle_timeout is a
-      // dead path, on this stream too (it was opened with the client's longer deadline).
+    idle_cuts_in_a_row_ = 0;  // the server delivered something: the deadline is not too short
+    // A periodic bookmark (not a WatchList's initial-events-end one, which a server sends also
+    // where it sends no periodic ones, e.g. a resource served from etcd): the server sends them
+    // here, so from now on silence past watch_idle_timeout is a dead path, on this stream too
+    // (it was opened with the client's longer deadline).
+    if (ev.type == client::EventType::bookmark && !bookmark_in_stream &&
+        out.phase == Phase::steady && ev.object && !is_initial_events_end(*ev.object)) {
       bookmark_in_stream = true;
       bookmarks_seen_ = true;
       if (options_.watch_idle_timeout > std::chrono::milliseconds::zero()) {
@@ -551,9 +556,14 @@ Reflector::Next Reflector::after_watch(WatchOutcome out) {
       return {Step::watch, Wait::budget};
     case WatchRestartReason::idle:
       // A silent path (a dead NAT entry, a stalled proxy): a new connection, from the last RV.
-      log_.warn(
-          "watch idle: nothing from the server within the idle deadline, resuming",
-          {{"rv", rv()}, {"idle_timeout_ms", std::to_string(options_.watch_idle_timeout.count())}});
+      log_.warn("watch idle: nothing from the server within the idle deadline, resuming",
+                {{"rv", rv()}, {"error", out.error.to_string()}});
+      // Watches that opened (the server answered) and then stayed silent three times in a row:
+      // the server no longer sends bookmarks here, quiet is not dead. Back to the client's
+      // deadline until the next periodic bookmark.
+      if (++idle_cuts_in_a_row_ >= 3 && bookmarks_seen_.exchange(false)) {
+        log_.warn("no bookmark from the server within three idle deadlines; using the client's");
+      }
       return {Step::watch, Wait::budget};
     case WatchRestartReason::too_short:
       // client-go's "very short watch": a server or proxy that closes watches at once would

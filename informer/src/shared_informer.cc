@@ -164,12 +164,17 @@ std::optional<bool> SharedInformer::wait_for_resource_version(
     std::string_view rv, std::chrono::milliseconds timeout) const {
   if (!comparable_rv(rv)) return std::nullopt;
   std::unique_lock lock(rv_mu_);
+  const std::uint64_t wanted = *comparable_rv(rv);
+  std::optional<bool> result;
   rv_cv_.wait_for(lock, timeout, [&] {
-    // Done when seen, or when the server's versions turned out to be opaque.
-    auto seen = has_observed(rv);
-    return (seen && *seen) || (!seen && !store_->resource_version().empty());
+    // One read of the store's version: seen (done), not yet (wait), opaque (done: unknown).
+    const std::string current = store_->resource_version();
+    if (current.empty()) return false;  // nothing yet: wait (the result stays unknown)
+    const auto seen = comparable_rv(current);
+    result = seen ? std::optional<bool>(*seen >= wanted) : std::nullopt;
+    return !seen || *seen >= wanted;
   });
-  return has_observed(rv);
+  return result;
 }
 
 void SharedInformer::resource_version_advanced() {

@@ -517,6 +517,38 @@ TEST(ReflectorHttpTest, WithoutABookmarkAQuietWatchKeepsTheLongerDeadline) {
   EXPECT_EQ(idle_restarts(*env.factory), 0);
 }
 
+// A WatchList's initial-events-end bookmark is no sign of periodic bookmarks: a server sends it
+// also where it sends no others (a resource served from etcd), so it keeps the client's longer
+// deadline. Mutant informer-watch-idle-after-initial-events-end.
+TEST(ReflectorHttpTest, TheInitialEventsEndBookmarkKeepsTheLongerDeadline) {
+  HttpEnv env({}, "", kPath, kIdle);
+  auto w1 = env.api.add_watch_stream();
+  w1->send(event_line("ADDED", "a", "3") + bookmark_line("30", true));
+  auto& inf = env.secrets(/*use_watch_list=*/true);
+  env.factory->start();
+  ASSERT_TRUE(env.factory->wait_for_cache_sync(testing::kDeadline));
+  EXPECT_TRUE(stays_false(4 * kIdle, [&] { return env.api.watches().size() > 1; }));
+  EXPECT_EQ(idle_restarts(*env.factory), 0);
+  EXPECT_GT(inf.freshness().stale_after, kIdle);
+}
+
+// A server that stops sending bookmarks (reconfigured, or another instance behind a balancer):
+// after three idle cuts in a row of watches that opened, the client's longer deadline is back.
+// Mutant informer-watch-idle-never-reverts.
+TEST(ReflectorHttpTest, ThreeIdleCutsInARowGoBackToTheLongerDeadline) {
+  HttpEnv env({}, "", kPath, kIdle);
+  env.api.add_list({}, "10");
+  auto w1 = env.api.add_watch_stream();
+  w1->send(bookmark_line("20"));  // periodic bookmarks seen; then this server sends none
+  auto& inf = env.secrets();
+  env.factory->start();
+  ASSERT_TRUE(env.api.wait_watches(4));  // w1 and two more cut, each after kIdle of silence
+  EXPECT_TRUE(stays_false(4 * kIdle, [&] { return env.api.watches().size() > 4; }));
+  EXPECT_EQ(idle_restarts(*env.factory), 3);
+  EXPECT_GT(inf.freshness().stale_after, kIdle);
+  EXPECT_EQ(env.api.lists().size(), 1u);
+}
+
 // Freshness: resyncing until synced, fresh while the server is heard from, stale after the idle
 // deadline without contact (on the informer's clock), fresh again at the next bookmark.
 // Mutant informer-freshness-never-stale.

@@ -39,10 +39,11 @@ class Handle {
   Handle& operator=(const Handle&) = delete;
   ~Handle() { close(); }
 
-  /// Closes the registration (idempotent); every concurrent call returns after it ended. Returns
-  /// what the registration's close says: false when it gave up waiting for a running callback
-  /// (a stop or close timeout; a Subscription also from inside its own callback), else true
-  /// (also for an empty handle).
+  /// Closes the registration (idempotent); every concurrent call returns after it ended (or
+  /// after the registration's own rule let it stop waiting: a close from inside the callback, a
+  /// cycle of handlers closing each other). Returns what the registration's close says: false
+  /// when it gave up waiting for a running callback after a timeout (a Subscription also from
+  /// inside its own callback), else true (also for an empty handle).
   bool close();
   [[nodiscard]] bool active() const;
 

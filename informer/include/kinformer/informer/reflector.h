@@ -73,7 +73,9 @@ struct ReflectorOptions {
   std::chrono::milliseconds min_watch_duration{1'000};
   /// A watch that delivers no byte (event or bookmark) for this long is closed and resumed from
   /// its last resourceVersion (a rewatch, not a relist; counted as restart reason "idle"). It
-  /// applies once the server has sent this reflector a bookmark: kube-apiserver's watch cache
+  /// applies once the server has sent this reflector a periodic bookmark (not a WatchList's
+  /// initial-events-end one), and no longer after three idle cuts in a row of watches that
+  /// opened (the server stopped sending them): kube-apiserver's watch cache
   /// sends one about every 60 s on a watch that asks (measured; docs/decisions.md), so a
   /// healthy watch is never cut, and a silent path (a dead NAT entry, a stalled proxy) is found
   /// within this. Before any bookmark (a server that does not send them, e.g. a resource served
@@ -126,9 +128,11 @@ struct Freshness {
 /// timeoutSeconds in [300, 600) and resume from the last seen resourceVersion (events and
 /// bookmarks advance it). A clean end of a watch rewatches without relisting. A 410 (Expired /
 /// Gone) on a watch relists at the last synced resourceVersion; a 410 on a list relists at an
-/// unset resourceVersion (a consistent read). Other failures (network, truncated or malformed
-/// streams, 429, 5xx) wait (backoff, at least Retry-After, and a reconnect-budget token) and
-/// rewatch from the last good resourceVersion: no relist, no lost event.
+/// unset resourceVersion (a consistent read). A watch silent past its idle deadline (or whose
+/// connection the kernel timed out) is resumed from the last resourceVersion after a budget
+/// token only (ReflectorOptions::watch_idle_timeout). Other failures (network, truncated or
+/// malformed streams, 429, 5xx) wait (backoff, at least Retry-After, and a reconnect-budget
+/// token) and rewatch from the last good resourceVersion: no relist, no lost event.
 ///
 /// Unusable or failing requests (issue 10):
 /// - Too large resource version (Status cause ResourceVersionTooLarge, e.g. after an etcd
@@ -187,8 +191,9 @@ class Reflector {
   [[nodiscard]] bool watch_list_fell_back() const;
   /// How fresh the view is now. Thread-safe.
   [[nodiscard]] Freshness freshness() const;
-  /// The idle deadline watches get now: watch_idle_timeout once a bookmark came, else the
-  /// client's (timeoutSeconds + 60 s, at most 660 s).
+  /// The idle deadline watches get now: watch_idle_timeout once a periodic bookmark came, else
+  /// the client's (timeoutSeconds + 60 s: at most 659 s; RestClientOptions::watch_idle_timeout
+  /// replaces it when set, which this does not see).
   [[nodiscard]] std::chrono::milliseconds idle_deadline() const;
 
  private:
@@ -260,8 +265,9 @@ class Reflector {
   std::atomic<Clock::Duration::rep> last_contact_{0};  // ticks (clock's epoch) of the last contact
   std::atomic<bool> contacted_{false};                 // last_contact_ is set
   std::atomic<bool> resyncing_{true};                  // a sync (list or WatchList) is in progress
-  std::atomic<bool> bookmarks_seen_{false};            // the server sent this reflector a bookmark
-  void touch();                                        // the server was heard from now
+  std::atomic<bool> bookmarks_seen_{false};            // the server sends periodic bookmarks here
+  int idle_cuts_in_a_row_ = 0;  // reflector thread: idle restarts since any data
+  void touch();                 // the server was heard from now
 
   mutable std::mutex mu_;
   std::string last_rv_;                     // guarded by mu_

@@ -127,12 +127,15 @@ class SharedInformer : public std::enable_shared_from_this<SharedInformer>, priv
   [[nodiscard]] bool watch_list_fell_back() const;
   /// How fresh the cache is: fresh, stale (nothing from the server for longer than the watch's
   /// idle deadline) or resyncing; when the server was last heard from; the last resourceVersion.
-  /// The age is also a metric: time() - kinformer_last_sync_timestamp_seconds.
+  /// A watch opening counts as contact here; the metric kinformer_last_sync_timestamp_seconds
+  /// moves only on a list, an event or a bookmark (so on a server without bookmarks it ages
+  /// while a quiet watch is healthy).
   [[nodiscard]] Freshness freshness() const;
   /// Whether the cache has seen resourceVersion `rv` (an event or bookmark at or past it), as
   /// Kubernetes 1.35 made resourceVersions comparable integers: true or false; nullopt when
   /// either version is not a plain decimal integer (an older server, an aggregated API), or
-  /// before the first sync: never a wrong yes.
+  /// before the first sync. (After an etcd restore the cache may hold a version newer than the
+  /// server's until its relist lands: a yes then is about the old history.)
   [[nodiscard]] std::optional<bool> has_observed(std::string_view rv) const;
   /// Waits (real time) until has_observed(rv) is true (a controller that wrote an object waits
   /// for its cache to see the write), or the timeout. Returns has_observed(rv) at the end:
@@ -158,7 +161,7 @@ class SharedInformer : public std::enable_shared_from_this<SharedInformer>, priv
  private:
   friend class Registration;
   using ListenerList = std::vector<std::shared_ptr<detail::Listener>>;
-  /// False when the handler's running callback did not return within the stop timeout.
+  /// False when waiting for the handler's running callback gave up (Listener::join).
   bool remove_listener(const std::shared_ptr<detail::Listener>& listener);
   // Replaces listeners_ and what mirrors it (handler_count_, the handlers gauge). dist_mu_ held.
   void set_listeners_locked(std::shared_ptr<const ListenerList> next);
