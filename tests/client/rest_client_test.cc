@@ -760,8 +760,12 @@ TEST(RestClientWatch, AnEventBeforeAStalledPartialChunkStillReachesTheReader) {
   // Beast (1.81) puts no limit on a chunk extension's length and waits for the line's end; a
   // Beast that refused it would end the stream, wake the reader and leave the bound untested
   // (the mutant client-watch-deferred-wakeup-unbounded would then survive and say so).
-  stream->send_raw(chunk(padded_pod_event(1, 100)) + "40;x=" + std::string(512 * 1024, 'a'));
+  // The reader waits in next() first: an event already queued when next() starts would be
+  // taken at once, signalled or not, and the bound would go untested. (Nothing can arrive
+  // before send_raw, so next() cannot return early; the pause only orders the two.)
   auto first = std::async(std::launch::async, [&] { return (*w)->next(); });
+  EXPECT_EQ(first.wait_for(200ms), std::future_status::timeout);
+  stream->send_raw(chunk(padded_pod_event(1, 100)) + "40;x=" + std::string(512 * 1024, 'a'));
   const bool arrived = first.wait_for(10s) == std::future_status::ready;
   stream->abort();  // unblocks next() either way
   auto e = first.get();
