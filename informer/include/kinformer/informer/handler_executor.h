@@ -1,6 +1,6 @@
 #pragma once
 // HandlerExecutor: a bounded pool of worker threads that runs handlers as serial strands, and
-// compensates for workers blocked in a handler (issue 9).
+// compensates for workers blocked in a handler.
 
 #include <chrono>
 #include <cstddef>

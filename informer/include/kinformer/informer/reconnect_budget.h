@@ -22,8 +22,8 @@ namespace kinformer::informer {
 /// Why these defaults (measured, docs/BENCHMARKS.md "Reconnect storm"): after a restart every
 /// informer needs about two requests, its rewatch (which gets 410: the new server's watch
 /// cache starts after the old resourceVersions) and its relist, besides the retries its own
-/// jittered backoff spaces while the server is down. A fixed bucket (burst 10, 2/s, the
-/// defaults before issue 10) made that O(n) seconds: 50 informers were back only after ~44 s
+/// jittered backoff spaces while the server is down. A fixed bucket (burst 10, 2/s) made that
+/// O(n) seconds: 50 informers were back only after ~44 s
 /// (client-go, which has no process-wide bucket: 5 s). With 2 per informer and 0.5/s per
 /// informer, 50 informers have 110 at once and 27/s, more than a restart needs; a loop
 /// without backoff (a rewatch after each clean end, a relist after each 410) is held to

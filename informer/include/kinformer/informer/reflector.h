@@ -134,7 +134,7 @@ struct Freshness {
 /// malformed streams, 429, 5xx) wait (backoff, at least Retry-After, and a reconnect-budget
 /// token) and rewatch from the last good resourceVersion: no relist, no lost event.
 ///
-/// Unusable or failing requests (issue 10):
+/// Unusable or failing requests:
 /// - Too large resource version (Status cause ResourceVersionTooLarge, e.g. after an etcd
 ///   restore; on a list, on opening a watch or mid-stream): the last RV is marked unavailable,
 ///   and the next list, after the server's Retry-After, is at an unset resourceVersion.
