@@ -116,6 +116,7 @@ void arm_idle(const std::shared_ptr<WatchState>& st, std::chrono::milliseconds t
   timeout = std::min<std::chrono::milliseconds>(timeout, std::chrono::hours(24));
   const std::uint64_t generation = ++st->idle_generation;
   st->idle_armed = timeout;
+  st->idle_fired = false;
   st->idle_timer->expires_after(timeout);
   st->idle_timer->async_wait([st, generation](error_code ec) {
     // A wait that had already expired when it was re-armed or cancelled still runs, with no
@@ -209,18 +210,10 @@ awaitable<void> stream_body(std::shared_ptr<WatchState> st, Stream& stream,
       failure = fed.error();
       break;
     }
-    if (st->idle_fired || ec == beast::error::timeout) {
+    // The timer may run in the same turn as a read that just got data: then nothing was cut.
+    if ((st->idle_fired && ec) || ec == beast::error::timeout) {
       failure = Error::make(Errc::timeout, "watch idle for " + format_seconds(st->idle_armed) +
                                                ": no data from the server");
-      break;
-    }
-    if (ec == asio::error::timed_out) {
-      // The kernel gave up on the path (keepalive probes or TCP_USER_TIMEOUT unanswered): as
-      // silent as an idle deadline, and resumed the same way.
-      failure = Error::make(Errc::timeout,
-                            "watch connection timed out: the path to the server dropped every "
-                            "packet (" +
-                                ec.message() + ")");
       break;
     }
     if (ec) {

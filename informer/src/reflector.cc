@@ -270,12 +270,14 @@ void Reflector::touch() {
   contacted_.store(true, std::memory_order_release);
 }
 
+std::chrono::milliseconds Reflector::new_watch_idle_timeout() const {
+  return bookmarks_seen_.load() ? options_.watch_idle_timeout : std::chrono::milliseconds::zero();
+}
+
 std::chrono::milliseconds Reflector::idle_deadline() const {
-  if (bookmarks_seen_.load() && options_.watch_idle_timeout > std::chrono::milliseconds::zero()) {
-    return options_.watch_idle_timeout;
-  }
-  // The client's: timeoutSeconds (at most 599 here) + 60 s.
-  return std::chrono::seconds(599 + 60);
+  const auto asked = new_watch_idle_timeout();
+  // 0: the client's, timeoutSeconds (at most 599 here) + 60 s.
+  return asked > std::chrono::milliseconds::zero() ? asked : std::chrono::seconds(599 + 60);
 }
 
 Freshness Reflector::freshness() const {
@@ -304,7 +306,7 @@ client::ListOptions Reflector::watch_list_options() {
   opts.send_initial_events = true;
   opts.allow_watch_bookmarks = true;
   opts.timeout_seconds = random_timeout_seconds();
-  if (bookmarks_seen_) opts.idle_timeout = options_.watch_idle_timeout;  // as rewatch_options()
+  opts.idle_timeout = new_watch_idle_timeout();
   return opts;
 }
 
@@ -313,9 +315,7 @@ client::ListOptions Reflector::rewatch_options() {
   opts.resource_version = rv();
   opts.allow_watch_bookmarks = true;
   opts.timeout_seconds = random_timeout_seconds();
-  // Once the server has shown that it sends bookmarks here, silence longer than this is a dead
-  // path, not a quiet resource (ReflectorOptions::watch_idle_timeout).
-  if (bookmarks_seen_.load()) opts.idle_timeout = options_.watch_idle_timeout;
+  opts.idle_timeout = new_watch_idle_timeout();
   return opts;
 }
 
@@ -344,7 +344,9 @@ client::Status Reflector::list_and_replace(std::stop_token stop) {
         if (stop.stop_requested()) return client::Error::make(client::Errc::cancelled, "stopped");
         client::ListOptions opts = page;
         opts.stop = stop;  // stop() does not wait for the client's rate limiter
-        return lw_.list(opts);
+        auto listed = lw_.list(opts);
+        if (listed) touch();  // a long relist is contact, page by page
+        return listed;
       },
       std::move(paging));
   auto list = pager.list(list_options());

@@ -150,14 +150,20 @@ std::optional<std::uint64_t> comparable_rv(std::string_view rv) {
   return value;
 }
 
+// Whether a store at version `current` has seen `wanted`; nullopt when `current` is not an
+// integer (nothing seen yet, or a server whose versions are opaque).
+std::optional<bool> observed(std::string_view current, std::uint64_t wanted) {
+  const auto seen = comparable_rv(current);
+  if (!seen) return std::nullopt;
+  return *seen >= wanted;
+}
+
 }  // namespace
 
 std::optional<bool> SharedInformer::has_observed(std::string_view rv) const {
   const auto wanted = comparable_rv(rv);
   if (!wanted) return std::nullopt;
-  const auto seen = comparable_rv(store_->resource_version());
-  if (!seen) return std::nullopt;  // nothing yet, or a server whose versions are opaque
-  return *seen >= *wanted;
+  return observed(store_->resource_version(), *wanted);
 }
 
 std::optional<bool> SharedInformer::wait_for_resource_version(
@@ -166,13 +172,13 @@ std::optional<bool> SharedInformer::wait_for_resource_version(
   std::unique_lock lock(rv_mu_);
   const std::uint64_t wanted = *comparable_rv(rv);
   std::optional<bool> result;
-  rv_cv_.wait_for(lock, timeout, [&] {
+  // At most a day: a larger timeout would overflow the wait.
+  rv_cv_.wait_for(lock, std::min<std::chrono::milliseconds>(timeout, std::chrono::hours(24)), [&] {
     // One read of the store's version: seen (done), not yet (wait), opaque (done: unknown).
     const std::string current = store_->resource_version();
     if (current.empty()) return false;  // nothing yet: wait (the result stays unknown)
-    const auto seen = comparable_rv(current);
-    result = seen ? std::optional<bool>(*seen >= wanted) : std::nullopt;
-    return !seen || *seen >= wanted;
+    result = observed(current, wanted);
+    return !result || *result;
   });
   return result;
 }

@@ -128,11 +128,11 @@ struct Freshness {
 /// timeoutSeconds in [300, 600) and resume from the last seen resourceVersion (events and
 /// bookmarks advance it). A clean end of a watch rewatches without relisting. A 410 (Expired /
 /// Gone) on a watch relists at the last synced resourceVersion; a 410 on a list relists at an
-/// unset resourceVersion (a consistent read). A watch silent past its idle deadline (or whose
-/// connection the kernel timed out) is resumed from the last resourceVersion after a budget
-/// token only (ReflectorOptions::watch_idle_timeout). Other failures (network, truncated or
-/// malformed streams, 429, 5xx) wait (backoff, at least Retry-After, and a reconnect-budget
-/// token) and rewatch from the last good resourceVersion: no relist, no lost event.
+/// unset resourceVersion (a consistent read). A watch silent past its idle deadline is resumed
+/// from the last resourceVersion after a budget token only (ReflectorOptions::watch_idle_timeout).
+/// Other failures (network, truncated or malformed streams, 429, 5xx) wait (backoff, at least
+/// Retry-After, and a reconnect-budget token) and rewatch from the last good resourceVersion: no
+/// relist, no lost event.
 ///
 /// Unusable or failing requests:
 /// - Too large resource version (Status cause ResourceVersionTooLarge, e.g. after an etcd
@@ -268,6 +268,10 @@ class Reflector {
   std::atomic<bool> bookmarks_seen_{false};            // the server sends periodic bookmarks here
   int idle_cuts_in_a_row_ = 0;  // reflector thread: idle restarts since any data
   void touch();                 // the server was heard from now
+  // The idle deadline a new watch asks the client for: watch_idle_timeout once the server has
+  // shown that it sends periodic bookmarks here (silence past it is then a dead path, not a
+  // quiet resource), else 0 (the client's own).
+  [[nodiscard]] std::chrono::milliseconds new_watch_idle_timeout() const;
 
   mutable std::mutex mu_;
   std::string last_rv_;                     // guarded by mu_
