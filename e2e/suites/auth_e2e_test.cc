@@ -1,4 +1,4 @@
-// Auth faults against a real API server (issue 10): an informer whose user may not list (403),
+// Auth faults against a real API server: an informer whose user may not list (403),
 // whose token file holds a wrong token (401), or whose service-account token was revoked (401)
 // backs off with a bounded number of requests, reports what is wrong through last_error() and
 // kinformer_request_errors_total, stays unsynced, and recovers without a restart once the

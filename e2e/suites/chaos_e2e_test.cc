@@ -1,15 +1,16 @@
-// The chaos suite (issue 10): informers of one InformerFactory reach a real API server through a
-// TcpProxy whose seeded schedule cuts, stalls, truncates (mid-event), delays and resets their
-// connections, while a second client, connected directly, churns Pods, Secrets and
-// EndpointSlices in several namespaces (creates, updates, relabels that move objects in and out
-// of label selectors, deletes, the deletion of a whole namespace), and — with the embedded
-// launcher — the API server is restarted and etcd compacted at random points.
+// The chaos suite: informers of one InformerFactory reach a real API server through a TcpProxy
+// whose seeded schedule cuts, stalls, truncates (mid-event), delays, resets and silences (held
+// open for good, no byte either way) their connections, while a second client, connected directly,
+// churns Pods, Secrets and EndpointSlices in several namespaces (creates, updates, relabels that
+// move objects in and out of label selectors, deletes, the deletion of a whole namespace), and —
+// with the embedded launcher — the API server is restarted and etcd compacted at random points.
 //
-// Then quiescence: faults stop, the proxy heals, the churn stops, and the test polls (with a
-// deadline) until every informer's cache equals the server's list by uid and resourceVersion in
-// both directions, and every handler's view, built only from its own callbacks, equals its
-// informer's cache. Handlers also check each callback against what they heard before (an add of
-// a key they hold, an update from a state they never saw, a delete of a key they do not hold
+// Then quiescence: faults stop, the proxy heals (a silent connection stays silent: the client
+// finds it at its watch idle deadline, 75 s, or request deadline, 30 s), the churn stops, and
+// the test polls (with a deadline) until every informer's cache equals the server's list by uid and
+// resourceVersion in both directions, and every handler's view, built only from its own callbacks,
+// equals its informer's cache. Handlers also check each callback against what they heard before (an
+// add of a key they hold, an update from a state they never saw, a delete of a key they do not hold
 // are anomalies). Differences and anomalies must be zero.
 //
 // Environment:

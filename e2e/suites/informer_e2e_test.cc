@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <set>
@@ -243,6 +245,99 @@ TEST_P(InformerE2E, SliceDeletedWhileCutOffAndCompactedIsDeletedForEveryHandler)
     EXPECT_EQ(r->state(), store_state(slices));
   }
   EXPECT_EQ(store_state(slices), server_state(admin_, endpoint_slices(), ns_));
+}
+
+std::string pod_json(const std::string& ns, const std::string& name) {
+  return R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":")" + name + R"(","namespace":")" +
+         ns + R"("},"spec":{"containers":[{"name":"c","image":"example.invalid/never-runs"}]}})";
+}
+
+// A watch path that goes silent (held open, no byte either way, no FIN, no RST: a dead NAT
+// entry, a wedged proxy): the watch is cut at its idle deadline and resumed from its last
+// resourceVersion on a new connection, without a relist, and a Pod created meanwhile reaches the
+// cache and every handler. The deadline is 10 s here (75 s by default) to keep the suite short.
+TEST_P(InformerE2E, APodCreatedWhileTheWatchPathIsSilentReachesTheCacheAndEveryHandler) {
+  auto config = admin_config();
+  const auto colon = config.server.rfind(':');
+  const auto host_start = config.server.find("://") + 3;
+  const std::string host = config.server.substr(host_start, colon - host_start);
+  TcpProxy proxy(host, static_cast<std::uint16_t>(std::stoi(config.server.substr(colon + 1))));
+  if (config.tls_server_name.empty()) config.tls_server_name = host;
+  config.server = "https://127.0.0.1:" + std::to_string(proxy.port());
+  client::RestClient client(config, encoding());
+
+  informer::FactoryOptions options;
+  options.watch_idle_timeout = 10s;
+  InformerFactory factory(lister_watchers(client), options);
+  auto& pod_informer = factory.informer(typed_pods(), {.namespace_ = ns_});
+  std::vector<std::shared_ptr<Recorder>> recorders;
+  std::vector<Registration> registrations;
+  for (int i = 0; i < 3; ++i) {
+    recorders.push_back(std::make_shared<Recorder>());
+    registrations.push_back(pod_informer.add_handler(recorders.back()));
+  }
+  factory.start();
+  ASSERT_TRUE(factory.wait_for_cache_sync(30s));
+  ASSERT_TRUE(eventually([&] { return pod_informer.metrics().open_watches.Value() == 1; }));
+
+  ASSERT_GE(proxy.silence(), 1u) << "the watch's connection goes silent";
+  const auto silenced = std::chrono::steady_clock::now();
+  ASSERT_TRUE(admin_.create(pods(), *object(ns_, "late", pod_json(ns_, "late"))));
+  ASSERT_TRUE(eventually([&] { return pod_informer.store().get(ns_ + "/late") != nullptr; }, 90s))
+      << "proxy: " << ::testing::PrintToString(proxy.describe_connections());
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - silenced).count();
+  std::printf("silent watch path: the Pod reached the cache %.1f s after the path went silent\n",
+              took);
+  for (const auto& r : recorders) {
+    EXPECT_TRUE(eventually([&] { return r->state().count("late") == 1; }));
+  }
+  EXPECT_GE(pod_informer.metrics().restarts_idle.Value(), 1);
+  EXPECT_EQ(pod_informer.metrics().relists.Value(), 0) << "a rewatch, not a relist";
+  EXPECT_EQ(store_state(pod_informer), server_state(admin_, pods(), ns_));
+}
+
+// An informer cut off from its server (connections closed, new ones refused) says stale, in
+// freshness() and in kinformer_cache_stale, once nothing came for its idle deadline (10 s here),
+// and fresh again once the server is reachable. One encoding: nothing here decodes differently.
+TEST(InformerFreshnessE2E, ACutOffInformerSaysStaleAndFreshAgainAfterRecovery) {
+  client::RestClient admin(admin_config(), fast_client_options());
+  const std::string ns = create_namespace(admin, "freshness-e2e");
+  auto config = admin_config();
+  const auto colon = config.server.rfind(':');
+  const auto host_start = config.server.find("://") + 3;
+  const std::string host = config.server.substr(host_start, colon - host_start);
+  TcpProxy proxy(host, static_cast<std::uint16_t>(std::stoi(config.server.substr(colon + 1))));
+  if (config.tls_server_name.empty()) config.tls_server_name = host;
+  config.server = "https://127.0.0.1:" + std::to_string(proxy.port());
+  client::RestClient client(config);
+  informer::FactoryOptions options;
+  options.watch_idle_timeout = 10s;
+  InformerFactory factory(lister_watchers(client), options);
+  auto& inf = factory.informer(typed_secrets(), {.namespace_ = ns});
+  factory.start();
+  ASSERT_TRUE(factory.wait_for_cache_sync(30s));
+  EXPECT_EQ(inf.freshness().state, informer::Freshness::State::fresh);
+
+  proxy.cut();
+  const auto cut = std::chrono::steady_clock::now();
+  auto since_cut = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - cut).count();
+  };
+  ASSERT_TRUE(
+      eventually([&] { return inf.freshness().state == informer::Freshness::State::stale; }, 60s));
+  const double stale_after = since_cut();
+  EXPECT_TRUE(eventually([&] { return inf.metrics().stale_state.Value() == 1; }, 60s));
+  std::printf("cut off: stale after %.1f s, its metric after %.1f s\n", stale_after, since_cut());
+  EXPECT_GE(inf.freshness().age, 10s);
+
+  proxy.heal();
+  EXPECT_TRUE(eventually(
+      [&] {
+        return inf.freshness().state == informer::Freshness::State::fresh &&
+               inf.metrics().stale_state.Value() == 0;
+      },
+      90s));
 }
 
 TEST_P(InformerE2E, CachesConvergeAcrossAnApiServerRestartWhileObjectsChange) {

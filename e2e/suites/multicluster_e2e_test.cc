@@ -14,6 +14,7 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -484,7 +485,15 @@ TEST_F(MulticlusterE2E, KwatchClustersAndEndpointsShowBothClustersAndTheExplicit
   ASSERT_TRUE(remote_admin_.delete_(endpoint_slices(), remote_ns_, "svc-a"));
   KwatchRun empty = with({"endpoints", "svc", "-n", remote_ns_, "--port", "http", "--json"});
   EXPECT_EQ(empty.code, 0) << empty.err;
-  EXPECT_NE(empty.out.find(R"({"cluster":"west","endpoints":[]})"), std::string::npos) << empty.out;
+  EXPECT_TRUE(std::regex_search(
+      empty.out,
+      std::regex(
+          R"(\{"cluster":"west","freshness":\{"state":"fresh","age_seconds":[0-9]+\},"endpoints":\[\]\})")))
+      << empty.out;
+  EXPECT_TRUE(std::regex_search(
+      clusters.out,
+      std::regex(R"("id":"local","local":true,"state":"synced","freshness":\{"state":"fresh")")))
+      << clusters.out;
 }
 
 // ---- convergence under churn, cut watches and compactions ----

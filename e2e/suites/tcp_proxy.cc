@@ -31,6 +31,8 @@ const char* to_string(Fault fault) {
       return "cut";
     case Fault::stall:
       return "stall";
+    case Fault::silent:
+      return "silent";
     case Fault::truncate:
       return "truncate";
     case Fault::delay:
@@ -65,6 +67,7 @@ struct Connection {
   Clock::time_point delayed_until{};
   Clock::duration delay{};
   std::optional<std::size_t> truncate_after;  // server->client bytes still forwarded
+  bool silent = false;                        // for good: clear_faults() leaves it
   bool closed = false;
   std::array<std::uint64_t, 2> bytes{};  // forwarded, per pump
   Clock::time_point opened = Clock::now();
@@ -137,10 +140,15 @@ struct TcpProxy::Impl {
     return out;
   }
 
-  // Waits on the pump's timer while the connection is stalled, then for the added latency.
+  // Waits on the pump's timer while the connection is silent or stalled, then for the added
+  // latency.
   static asio::awaitable<void> hold(Connection& c, asio::steady_timer& timer) {
-    while (!c.closed && Clock::now() < c.stalled_until) {
-      timer.expires_at(c.stalled_until);
+    while (!c.closed && (c.silent || Clock::now() < c.stalled_until)) {
+      if (c.silent) {
+        timer.expires_after(std::chrono::hours(1));  // until closed (close() cancels it)
+      } else {
+        timer.expires_at(c.stalled_until);
+      }
       co_await timer.async_wait(kAwait);  // cancelled: re-check (stop_faults clears the stall)
     }
     if (!c.closed && Clock::now() < c.delayed_until) {
@@ -237,6 +245,7 @@ struct TcpProxy::Impl {
         duration = s.draw(p.min_delay_for, p.max_delay_for);
         break;
       case Fault::reset:
+      case Fault::silent:
         break;
     }
     const std::uint64_t pick = s.rng();
@@ -273,6 +282,11 @@ struct TcpProxy::Impl {
               line, sizeof line, "t=%.1fs fault=delay conn=%llu latency_ms=%lld for_ms=%lld", at,
               static_cast<unsigned long long>(c.id), static_cast<long long>(latency.count()),
               static_cast<long long>(duration.count()));
+          break;
+        case Fault::silent:
+          c.silent = true;
+          std::snprintf(line, sizeof line, "t=%.1fs fault=silent conn=%llu", at,
+                        static_cast<unsigned long long>(c.id));
           break;
         default:
           c.close(true);
@@ -343,6 +357,17 @@ void TcpProxy::heal() {
   impl_->run([impl = impl_.get()] { impl->cut_until = {}; });
 }
 
+std::size_t TcpProxy::silence() {
+  std::size_t n = 0;
+  impl_->run([impl = impl_.get(), &n] {
+    for (auto& c : impl->open_connections()) {
+      c->silent = true;
+      ++n;
+    }
+  });
+  return n;
+}
+
 std::uint64_t TcpProxy::connections() const { return impl_->forwarded; }
 
 void TcpProxy::start_faults(FaultSchedule schedule) {
@@ -371,12 +396,12 @@ std::vector<std::string> TcpProxy::describe_connections() const {
     for (const auto& c : impl->open_connections()) {
       char line[200];
       std::snprintf(line, sizeof line,
-                    "conn=%llu age_ms=%lld up_bytes=%llu down_bytes=%llu idle_ms=%lld%s%s%s",
+                    "conn=%llu age_ms=%lld up_bytes=%llu down_bytes=%llu idle_ms=%lld%s%s%s%s",
                     static_cast<unsigned long long>(c->id), ms(now - c->opened),
                     static_cast<unsigned long long>(c->bytes[0]),
                     static_cast<unsigned long long>(c->bytes[1]), ms(now - c->last_byte),
                     now < c->stalled_until ? " stalled" : "",
-                    now < c->delayed_until ? " delayed" : "",
+                    now < c->delayed_until ? " delayed" : "", c->silent ? " silent" : "",
                     c->truncate_after ? " truncating" : "");
       out.emplace_back(line);
     }

@@ -7,6 +7,7 @@
 //
 // Two ways to break things:
 // - cut() / heal(): every connection closed and new ones refused, until heal().
+// - silence(): every open connection held open and silent for good; new ones forwarded.
 // - A seeded fault schedule (start_faults / stop_faults): at random gaps, one fault at a time,
 //   drawn from a std::mt19937_64 seeded with FaultSchedule::seed, so a printed seed names the
 //   sequence of fault kinds, gaps and parameters (which connection a fault hits depends on the
@@ -36,9 +37,12 @@ enum class Fault {
   truncate,  ///< one connection forwards a few more server->client bytes, then closes
   delay,     ///< one connection waits before forwarding each chunk, for a while
   reset,     ///< one connection closed with an RST (SO_LINGER 0) towards the client
+  /// One connection stops forwarding both ways for good, held open (no FIN, no RST): a dead NAT
+  /// entry or a wedged proxy. Only the client ends it (by closing), never stop_faults().
+  silent,
 };
-inline constexpr std::array<Fault, 5> kAllFaults = {Fault::cut, Fault::stall, Fault::truncate,
-                                                    Fault::delay, Fault::reset};
+inline constexpr std::array<Fault, 6> kAllFaults = {Fault::cut,   Fault::stall, Fault::truncate,
+                                                    Fault::delay, Fault::reset, Fault::silent};
 /// "cut", "stall", ...
 const char* to_string(Fault fault);
 
@@ -85,6 +89,9 @@ class TcpProxy {
   void cut();
   /// Forwards new connections again (also ends a cut made by the schedule).
   void heal();
+  /// Every connection open now goes silent for good (Fault::silent); new ones forward as usual.
+  /// Returns how many went silent.
+  std::size_t silence();
   /// Connections forwarded so far.
   [[nodiscard]] std::uint64_t connections() const;
 
@@ -92,7 +99,8 @@ class TcpProxy {
   void start_faults(FaultSchedule schedule);
   /// Ends the schedule and undoes its lasting faults: a scheduled cut is healed, stalled
   /// connections resume, added latency and pending truncations are dropped. Connections already
-  /// closed stay closed. Idempotent; returns once the schedule has stopped.
+  /// closed stay closed, silent ones silent (the client has to find them). Idempotent; returns
+  /// once the schedule has stopped.
   void stop_faults();
   /// Faults the schedule injected, by kind (a per-connection fault drawn while no connection was
   /// open is not injected and not counted).

@@ -161,6 +161,16 @@ std::optional<SyncError> InformerFactory::last_error() const {
   return any;
 }
 
+Freshness InformerFactory::freshness() const {
+  std::lock_guard lock(mu_);
+  std::optional<Freshness> out;
+  for (const auto& [key, inf] : informers_) {
+    Freshness f = inf->freshness();
+    out = out ? stalest(*out, f) : std::move(f);
+  }
+  return out.value_or(Freshness{});
+}
+
 std::vector<InformerSpec> InformerFactory::informer_specs() const {
   std::lock_guard lock(mu_);
   std::vector<InformerSpec> out;

@@ -2,12 +2,10 @@
 
 #include <thread>
 
+#include "detail/unix_time.h"
+
 namespace kinformer::informer::detail {
 namespace {
-
-double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 // The listener whose callback runs on this thread (null outside callbacks).
 thread_local Listener* tl_current = nullptr;

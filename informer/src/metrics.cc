@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "detail/unix_time.h"
+
 namespace kinformer::informer {
 namespace {
 
@@ -58,6 +60,14 @@ Metrics::Metrics(std::shared_ptr<prometheus::Registry> registry)
                               .Name("kinformer_last_sync_timestamp_seconds")
                               .Help("Unix time the resourceVersion last advanced")
                               .Register(*registry_)),
+      last_contact_timestamp(prometheus::BuildGauge()
+                                 .Name("kinformer_last_contact_timestamp_seconds")
+                                 .Help("Unix time the API server was last heard from")
+                                 .Register(*registry_)),
+      stale(prometheus::BuildGauge()
+                .Name("kinformer_cache_stale")
+                .Help("1 while nothing came from the API server past the idle deadline")
+                .Register(*registry_)),
       backoff_waits(prometheus::BuildCounter()
                         .Name("kinformer_backoff_waits_total")
                         .Help("Waits before a retry")
@@ -151,6 +161,10 @@ InformerMetrics::InformerMetrics(std::shared_ptr<Metrics> fp, const std::string&
       objects(fp->objects.Add({{"resource", resource}, {"namespace", ns}, {"selector", selector}})),
       last_sync_timestamp(fp->last_sync_timestamp.Add(
           {{"resource", resource}, {"namespace", ns}, {"selector", selector}})),
+      last_contact_timestamp(fp->last_contact_timestamp.Add(
+          {{"resource", resource}, {"namespace", ns}, {"selector", selector}})),
+      stale_state(
+          fp->stale.Add({{"resource", resource}, {"namespace", ns}, {"selector", selector}})),
       backoff_waits(fp->backoff_waits.Add(
           {{"resource", resource}, {"namespace", ns}, {"selector", selector}})),
       budget_denials(fp->budget_denials.Add(
@@ -179,6 +193,10 @@ void InformerMetrics::watch_opened() {
 }
 
 void InformerMetrics::watch_closed() { open_watches.Decrement(); }
+
+void InformerMetrics::contacted() { last_contact_timestamp.Set(detail::unix_now()); }
+
+void InformerMetrics::stale(bool is_stale) { stale_state.Set(is_stale ? 1 : 0); }
 
 void InformerMetrics::watch_ended(WatchRestartReason reason) {
   switch (reason) {

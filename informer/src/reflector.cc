@@ -125,6 +125,8 @@ class NullReflectorMetrics final : public ReflectorMetrics {
   void backoff_waited() override {}
   void budget_denied() override {}
   void watch_list_fell_back(WatchListFallback) override {}
+  void contacted() override {}
+  void stale(bool) override {}
 };
 
 }  // namespace
@@ -204,6 +206,7 @@ bool Reflector::set_stream(client::WatchStream* stream, const std::stop_token& s
 }
 
 bool Reflector::wait(const Next& next, const std::stop_token& stop) {
+  report_stale(false);
   if (next.wait == Wait::none) return !stop.stop_requested();
   const client::Error* error = next.error ? &*next.error : nullptr;
   Clock::Duration wait = next.wait == Wait::backoff ? backoff_->next() : Clock::Duration::zero();
@@ -265,13 +268,39 @@ std::string_view to_string(Freshness::State state) noexcept {
   return "unknown";
 }
 
+Freshness stalest(Freshness a, const Freshness& b) {
+  auto rank = [](Freshness::State s) {
+    return s == Freshness::State::stale ? 2 : s == Freshness::State::resyncing ? 1 : 0;
+  };
+  if (rank(b.state) > rank(a.state)) a.state = b.state;
+  if (!b.last_contact || (a.last_contact && *b.last_contact < *a.last_contact)) {
+    a.last_contact = b.last_contact;
+  }
+  a.age = std::max(a.age, b.age);
+  a.stale_after = std::max(a.stale_after, b.stale_after);
+  return a;
+}
+
 void Reflector::touch() {
   last_contact_.store(options_.clock->now().time_since_epoch().count(), std::memory_order_relaxed);
   contacted_.store(true, std::memory_order_release);
+  metrics_.contacted();
+  if (stale_reported_) {
+    stale_reported_ = false;
+    metrics_.stale(false);
+  }
+}
+
+void Reflector::report_stale(bool cut_idle) {
+  if (stale_reported_) return;
+  if (cut_idle || freshness().state == Freshness::State::stale) {
+    stale_reported_ = true;
+    metrics_.stale(true);
+  }
 }
 
 std::chrono::milliseconds Reflector::new_watch_idle_timeout() const {
-  return bookmarks_seen_.load() ? options_.watch_idle_timeout : std::chrono::milliseconds::zero();
+  return expect_bookmarks_.load() ? options_.watch_idle_timeout : std::chrono::milliseconds::zero();
 }
 
 std::chrono::milliseconds Reflector::idle_deadline() const {
@@ -449,16 +478,16 @@ Reflector::WatchOutcome Reflector::watch(const client::ListOptions& opts, Phase 
     client::WatchEvent& ev = *next.value();
     if (timer) timer->touch();
     touch();
-    idle_cuts_in_a_row_ = 0;  // the server delivered something: the deadline is not too short
     // A periodic bookmark (not a WatchList's initial-events-end one, which a server sends also
     // where it sends no periodic ones, e.g. a resource served from etcd): the server sends them
-    // here, so from now on silence past watch_idle_timeout is a dead path, on this stream too
-    // (it was opened with the client's longer deadline).
+    // here, so silence past watch_idle_timeout is a dead path, on this stream too (it may have
+    // been opened with the client's longer deadline).
     if (ev.type == client::EventType::bookmark && !bookmark_in_stream &&
         out.phase == Phase::steady && ev.object && !is_initial_events_end(*ev.object)) {
       bookmark_in_stream = true;
-      bookmarks_seen_ = true;
-      if (options_.watch_idle_timeout > std::chrono::milliseconds::zero()) {
+      idle_cuts_without_bookmark_ = 0;
+      if (!expect_bookmarks_.exchange(true) &&
+          options_.watch_idle_timeout > std::chrono::milliseconds::zero()) {
         stream->set_idle_timeout(options_.watch_idle_timeout);
       }
     }
@@ -560,10 +589,11 @@ Reflector::Next Reflector::after_watch(WatchOutcome out) {
       // A silent path (a dead NAT entry, a stalled proxy): a new connection, from the last RV.
       log_.warn("watch idle: nothing from the server within the idle deadline, resuming",
                 {{"rv", rv()}, {"error", out.error.to_string()}});
-      // Watches that opened (the server answered) and then stayed silent three times in a row:
-      // the server no longer sends bookmarks here, quiet is not dead. Back to the client's
-      // deadline until the next periodic bookmark.
-      if (++idle_cuts_in_a_row_ >= 3 && bookmarks_seen_.exchange(false)) {
+      report_stale(/*cut_idle=*/true);  // silent for the deadline: stale until the next contact
+      // Three watches that opened (the server answered) and then went silent, with no periodic
+      // bookmark since: the server sends none here (a resource served from etcd), quiet is not
+      // dead. Back to the client's deadline until a periodic bookmark comes.
+      if (++idle_cuts_without_bookmark_ >= 3 && expect_bookmarks_.exchange(false)) {
         log_.warn("no bookmark from the server within three idle deadlines; using the client's");
       }
       return {Step::watch, Wait::budget};

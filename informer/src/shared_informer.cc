@@ -4,6 +4,7 @@
 #include <atomic>
 #include <charconv>
 
+#include "detail/unix_time.h"
 #include "listener.h"
 #include "observed_lister_watcher.h"
 
@@ -11,10 +12,6 @@ namespace kinformer::informer {
 namespace {
 
 std::atomic<std::uint64_t> g_next_handler_id{1};
-
-double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 }  // namespace
 
@@ -257,7 +254,9 @@ client::ObjectPtr SharedInformer::apply_transform(client::ObjectPtr object) cons
   return config_.transform->fn(std::move(object));
 }
 
-void SharedInformer::touch_sync_time() { config_.metrics->last_sync_timestamp.Set(unix_now()); }
+void SharedInformer::touch_sync_time() {
+  config_.metrics->last_sync_timestamp.Set(detail::unix_now());
+}
 
 void SharedInformer::on_replace(std::vector<client::ObjectPtr> items, const std::string& rv) {
   using K = detail::Notification::Kind;

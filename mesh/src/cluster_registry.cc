@@ -389,6 +389,7 @@ std::vector<ClusterStatus> ClusterRegistry::Impl::clusters() const {
   local.id = options_.local_cluster_id;
   local.local = true;
   local.informers = local_factory_->informer_count();
+  local.freshness = local_factory_->freshness();
   auto error = local_factory_->last_error();
   local.state = error                          ? ClusterState::unreachable
                 : local_factory_->has_synced() ? ClusterState::synced

@@ -43,6 +43,16 @@ EndpointFeed::EndpointFeed(EndpointIndexPtr index, std::string cluster,
   pods_store_ = pods_informer.store_ptr();
   // From here on nothing a feed of an older client of this cluster delivers lands.
   if (epoch_ != 0) index_->fence(cluster_, epoch_);
+  // The cluster's parts say how fresh this feed's informers are (held weakly: a snapshot may
+  // outlive the factory).
+  index_->set_freshness(
+      cluster_, epoch_,
+      [e = endpoints_informer.weak_from_this(), p = pods_informer.weak_from_this()] {
+        auto ei = e.lock();
+        auto pi = p.lock();
+        if (!ei || !pi) return informer::Freshness{};
+        return informer::stalest(ei->freshness(), pi->freshness());
+      });
 
   // The handlers hold the index by shared_ptr and the cluster name and epoch by value: a
   // callback still running while the feed closes uses nothing of the feed.

@@ -70,6 +70,33 @@ bool EndpointIndex::set_source(const std::string& cluster, EndpointSource source
   return state_->cluster_for(cluster, source) != nullptr;
 }
 
+informer::Freshness ClusterFreshness::get() const {
+  std::shared_ptr<const Source> source;
+  {
+    std::lock_guard lock(mu_);
+    source = source_;
+  }
+  return source && *source ? (*source)() : informer::Freshness{};
+}
+
+void ClusterFreshness::set(Source source) {
+  auto next = std::make_shared<const Source>(std::move(source));
+  std::lock_guard lock(mu_);
+  source_ = std::move(next);
+}
+
+bool EndpointIndex::set_freshness(const std::string& cluster, std::uint64_t epoch,
+                                  ClusterFreshness::Source source) {
+  std::shared_ptr<ClusterFreshness> cell;
+  {
+    std::lock_guard lock(state_->mu);
+    if (!state_->accepts(cluster, epoch)) return false;  // an older client's feed
+    cell = state_->freshness_of(cluster);
+  }
+  cell->set(std::move(source));
+  return true;
+}
+
 void EndpointIndex::fence(const std::string& cluster, std::uint64_t epoch) {
   std::lock_guard lock(state_->mu);
   std::uint64_t& fence = state_->fences[cluster];

@@ -120,11 +120,20 @@ bool EndpointIndex::State::recompute_shard(Cluster& c, const std::string& servic
   return true;
 }
 
+std::shared_ptr<ClusterFreshness> EndpointIndex::State::freshness_of(std::string_view cluster) {
+  auto it = freshness.find(cluster);
+  if (it == freshness.end()) {
+    it = freshness.emplace(std::string(cluster), std::make_shared<ClusterFreshness>()).first;
+  }
+  return it->second;
+}
+
 std::shared_ptr<const ClusterEndpoints> EndpointIndex::State::part(const std::string& cluster,
                                                                    const Shard& shard,
                                                                    const Subset& subset) {
   auto out = std::make_shared<ClusterEndpoints>();
   out->cluster = cluster;
+  out->freshness = freshness_of(cluster);
   out->version = shard.version;
   for (const auto& e : shard.endpoints) {
     if (e.port(subset.port) == nullptr) continue;
@@ -142,7 +151,7 @@ void EndpointIndex::State::fill_merged(EndpointSnapshot& s) {
 }
 
 EndpointSnapshotPtr EndpointIndex::State::build(const Subset& subset,
-                                                std::uint64_t snapshot_version) const {
+                                                std::uint64_t snapshot_version) {
   auto s = std::make_shared<EndpointSnapshot>();
   s->service = subset.service;
   s->port_name = subset.port;

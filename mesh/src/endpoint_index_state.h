@@ -72,10 +72,16 @@ class EndpointIndex::State {
   std::uint64_t next_watch_id = 0;                                  // guarded by mu
   std::map<std::string, std::uint64_t, std::less<>> fences;  // guarded by mu: cluster -> epoch
   std::uint64_t dropped = 0;                                 // guarded by mu
+  // Per cluster name ever seen (kept after remove_cluster: a few bytes each, and a re-added
+  // cluster's old snapshots then still ask its current feed).
+  std::map<std::string, std::shared_ptr<ClusterFreshness>, std::less<>> freshness;  // mu
   // Services with no input in any cluster, since when; and the same in the order they became
   // so (an entry whose time no longer matches `unused` is stale and skipped).
   std::map<std::string, client::Clock::TimePoint> unused;                     // guarded by mu
   std::deque<std::pair<client::Clock::TimePoint, std::string>> unused_order;  // guarded by mu
+
+  // mu held. The freshness cell of `cluster`, created at first use.
+  std::shared_ptr<ClusterFreshness> freshness_of(std::string_view cluster);
 
   // mu held. True when input of `epoch` may change `cluster` (counted when not).
   bool accepts(std::string_view cluster, std::uint64_t epoch);
@@ -96,14 +102,14 @@ class EndpointIndex::State {
   // the shard is new or its endpoints differ.
   bool recompute_shard(Cluster& c, const std::string& service_key);
 
-  // The part of `shard` that `subset` selects.
-  static std::shared_ptr<const ClusterEndpoints> part(const std::string& cluster,
-                                                      const Shard& shard, const Subset& subset);
+  // mu held. The part of `shard` that `subset` selects.
+  std::shared_ptr<const ClusterEndpoints> part(const std::string& cluster, const Shard& shard,
+                                               const Subset& subset);
 
   static void fill_merged(EndpointSnapshot& s);
 
   // mu held. The snapshot of `subset` computed from every cluster's shard.
-  EndpointSnapshotPtr build(const Subset& subset, std::uint64_t snapshot_version) const;
+  EndpointSnapshotPtr build(const Subset& subset, std::uint64_t snapshot_version);
 
   // mu held. Recomputes the part of `cluster` (absent: removed) in every watched subset of
   // `service_key` that `filter` selects (null: all); queues a notification for each that changed.

@@ -224,6 +224,7 @@ ClusterStatus RemoteClusterLife::status() const {
   }
   const informer::InformerFactory& f = *active_->factory;
   s.informers = f.informer_count();
+  s.freshness = f.freshness();
   std::optional<std::string> error;
   if (auto e = f.last_error()) error = e->to_string();
   if (s.informers == 0 && probed_ == active_->generation && !probe_ok_) error = probe_error_;

@@ -43,6 +43,25 @@ TEST(InformerFactoryTest, DedupesOnKey) {
                client::ConfigError);
 }
 
+// The factory's freshness is its stalest informer's: resyncing with no contact while it has
+// none, fresh once they synced, stale past the idle deadline without contact.
+TEST(InformerFactoryTest, FreshnessIsTheStalestInformers) {
+  Env env;
+  EXPECT_EQ(env.factory->freshness().state, Freshness::State::resyncing);
+  EXPECT_FALSE(env.factory->freshness().last_contact.has_value());
+  env.fake->set_default_list({make_object("ns", "a", "5")}, "10");
+  (void)env.factory->informer(testing::test_type());
+  (void)env.factory->informer(testing::test_type("secrets"));
+  env.factory->start();
+  ASSERT_TRUE(env.factory->wait_for_cache_sync(testing::kDeadline));
+  ASSERT_TRUE(testing::eventually(
+      [&] { return env.factory->freshness().state == Freshness::State::fresh; }));
+  env.clock->advance(std::chrono::seconds(80));  // past the 75 s idle deadline
+  Freshness f = env.factory->freshness();
+  EXPECT_EQ(f.state, Freshness::State::stale);
+  EXPECT_GE(f.age, std::chrono::seconds(80));
+}
+
 TEST(InformerFactoryTest, TypedAndDynamicRequestsForOneKeyAreAConfigError) {
   Env env;
   auto typed = testing::test_type();  // no codec: the fake lister-watcher hands objects over

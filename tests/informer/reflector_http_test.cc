@@ -415,6 +415,14 @@ double idle_restarts(InformerFactory& f) {
   return -1;
 }
 
+// The value of the factory's only series of gauge `name` (-1: none).
+double gauge(InformerFactory& f, const std::string& name) {
+  for (const auto& family : f.registry().Collect()) {
+    if (family.name == name && family.metric.size() == 1) return family.metric[0].gauge.value;
+  }
+  return -1;
+}
+
 // Waits `d` of real time in which `pred` never becomes true; false if it did (a pacing wait for
 // the tests of what must not happen, never a fixed sleep before an assertion that should).
 template <typename Pred>
@@ -500,53 +508,93 @@ TEST(ReflectorHttpTest, BookmarksAndEventsKeepAWatchAlivePastManyIdleDeadlines) 
   EXPECT_EQ(idle_restarts(*env.factory), 0);
 }
 
-// Before the server has sent a bookmark (a server that sends none, e.g. a resource served from
-// etcd), a quiet watch keeps the client's longer deadline (timeoutSeconds + 60 s): quiet is not
-// dead there. Mutant informer-watch-idle-before-any-bookmark.
-TEST(ReflectorHttpTest, WithoutABookmarkAQuietWatchKeepsTheLongerDeadline) {
+// The deadline holds from the first watch: a path that goes silent before the server's first
+// bookmark is found as fast as one that goes silent later. Mutant
+// informer-watch-idle-before-any-bookmark.
+TEST(ReflectorHttpTest, AWatchSilentBeforeAnyBookmarkIsCutToo) {
   HttpEnv env({}, "", kPath, kIdle);
   env.api.add_list({}, "10");
   auto w1 = env.api.add_watch_stream();
-  w1->send(event_line("ADDED", "c", "12"));
+  w1->send(event_line("ADDED", "c", "12"));  // and then nothing, not even a bookmark
+  auto w2 = env.api.add_watch_stream();
   auto& inf = env.secrets();
   auto h = std::make_shared<RecordingHandler>();
   auto reg = inf.add_handler(h);
   env.factory->start();
   ASSERT_TRUE(h->wait_for("add ns/c 12"));
-  EXPECT_TRUE(stays_false(4 * kIdle, [&] { return env.api.watches().size() > 1; }));
-  EXPECT_EQ(idle_restarts(*env.factory), 0);
+  ASSERT_TRUE(env.api.wait_watches(2));
+  EXPECT_EQ(param(env.api.watches()[1], "resourceVersion"), "12");
+  EXPECT_TRUE(w1->wait_client_closed(testing::kDeadline));
+  EXPECT_EQ(env.api.lists().size(), 1u) << "a rewatch, not a relist";
+  EXPECT_EQ(inf.freshness().stale_after, kIdle);
 }
 
-// A WatchList's initial-events-end bookmark is no sign of periodic bookmarks: a server sends it
-// also where it sends no others (a resource served from etcd), so it keeps the client's longer
-// deadline. Mutant informer-watch-idle-after-initial-events-end.
-TEST(ReflectorHttpTest, TheInitialEventsEndBookmarkKeepsTheLongerDeadline) {
-  HttpEnv env({}, "", kPath, kIdle);
-  auto w1 = env.api.add_watch_stream();
-  w1->send(event_line("ADDED", "a", "3") + bookmark_line("30", true));
-  auto& inf = env.secrets(/*use_watch_list=*/true);
-  env.factory->start();
-  ASSERT_TRUE(env.factory->wait_for_cache_sync(testing::kDeadline));
-  EXPECT_TRUE(stays_false(4 * kIdle, [&] { return env.api.watches().size() > 1; }));
-  EXPECT_EQ(idle_restarts(*env.factory), 0);
-  EXPECT_GT(inf.freshness().stale_after, kIdle);
-}
-
-// A server that stops sending bookmarks (reconfigured, or another instance behind a balancer):
-// after three idle cuts in a row of watches that opened, the client's longer deadline is back.
-// Mutant informer-watch-idle-never-reverts.
-TEST(ReflectorHttpTest, ThreeIdleCutsInARowGoBackToTheLongerDeadline) {
+// A server that sends no bookmarks (a resource served from etcd): three idle cuts with no
+// periodic bookmark since, events or not in between, and the client's longer deadline holds;
+// quiet is not dead there. Mutants informer-watch-idle-never-reverts,
+// informer-watch-idle-count-resets-on-events.
+TEST(ReflectorHttpTest, ThreeIdleCutsWithoutABookmarkGoBackToTheLongerDeadline) {
   HttpEnv env({}, "", kPath, kIdle);
   env.api.add_list({}, "10");
-  auto w1 = env.api.add_watch_stream();
-  w1->send(bookmark_line("20"));  // periodic bookmarks seen; then this server sends none
+  for (int i = 0; i < 3; ++i) {  // each watch: one event, then silence until it is cut
+    env.api.add_watch_stream()->send(
+        event_line("ADDED", "e" + std::to_string(i), std::to_string(11 + i)));
+  }
   auto& inf = env.secrets();
   env.factory->start();
-  ASSERT_TRUE(env.api.wait_watches(4));  // w1 and two more cut, each after kIdle of silence
+  ASSERT_TRUE(env.api.wait_watches(4));
   EXPECT_TRUE(stays_false(4 * kIdle, [&] { return env.api.watches().size() > 4; }));
   EXPECT_EQ(idle_restarts(*env.factory), 3);
   EXPECT_GT(inf.freshness().stale_after, kIdle);
   EXPECT_EQ(env.api.lists().size(), 1u);
+  EXPECT_EQ(param(env.api.watches()[3], "resourceVersion"), "13");
+}
+
+// A server that sent bookmarks and stopped (reconfigured, or another instance behind a
+// balancer) goes back to the longer deadline the same way; a periodic bookmark later brings the
+// short one back, on the stream it came on.
+TEST(ReflectorHttpTest, APeriodicBookmarkBringsTheShortDeadlineBack) {
+  HttpEnv env({}, "", kPath, kIdle);
+  env.api.add_list({}, "10");
+  env.api.add_watch_stream()->send(bookmark_line("20"));
+  env.api.add_watch_stream();
+  env.api.add_watch_stream();
+  auto w4 = env.api.add_watch_stream();
+  auto& inf = env.secrets();
+  env.factory->start();
+  ASSERT_TRUE(env.api.wait_watches(4));  // w1..w3 cut, w4 opened with the longer deadline
+  EXPECT_TRUE(stays_false(4 * kIdle, [&] { return env.api.watches().size() > 4; }));
+  EXPECT_GT(inf.freshness().stale_after, kIdle);
+  w4->send(bookmark_line("21"));
+  ASSERT_TRUE(env.api.wait_watches(5)) << "w4 is cut at the short deadline after its bookmark";
+  EXPECT_EQ(inf.freshness().stale_after, kIdle);
+  EXPECT_EQ(param(env.api.watches()[4], "resourceVersion"), "21");
+}
+
+// A WatchList's initial-events-end bookmark is no sign of periodic bookmarks: a server sends it
+// also where it sends no others (a resource served from etcd). After two idle cuts, a relist by
+// WatchList delivers one; the third cut still switches to the longer deadline. Mutant
+// informer-watch-idle-after-initial-events-end.
+TEST(ReflectorHttpTest, TheInitialEventsEndBookmarkIsNoPeriodicBookmark) {
+  HttpEnv env({}, "", kPath, kIdle);
+  env.api.add_watch_stream()->send(event_line("ADDED", "a", "3") + bookmark_line("30", true));
+  env.api.add_watch_stream();  // the rewatch from 30: silent, cut
+  env.api.add_watch(Reply::streaming([] {
+    auto s = std::make_shared<ScriptedStream>();
+    s->send(expired_error_line("too old resource version: 30 (40)"));
+    s->end();
+    return s;
+  }()));
+  env.api.add_watch_stream()->send(event_line("ADDED", "a", "41") + bookmark_line("50", true));
+  auto& inf = env.secrets(/*use_watch_list=*/true);
+  env.factory->start();
+  ASSERT_TRUE(env.factory->wait_for_cache_sync(testing::kDeadline));
+  ASSERT_TRUE(env.api.wait_watches(5));  // the relist's stream cut too: the third cut
+  EXPECT_EQ(param(env.api.watches()[3], "sendInitialEvents"), "true");
+  EXPECT_EQ(param(env.api.watches()[4], "resourceVersion"), "50");
+  EXPECT_TRUE(stays_false(4 * kIdle, [&] { return env.api.watches().size() > 5; }));
+  EXPECT_EQ(idle_restarts(*env.factory), 3);
+  EXPECT_GT(inf.freshness().stale_after, kIdle);
 }
 
 // Freshness: resyncing until synced, fresh while the server is heard from, stale after the idle
@@ -566,7 +614,11 @@ TEST(ReflectorHttpTest, FreshnessSaysResyncingFreshAndStale) {
   ASSERT_TRUE(testing::eventually([&] { return inf.freshness().resource_version == "20"; }));
   Freshness f = inf.freshness();
   EXPECT_EQ(f.state, Freshness::State::fresh);
-  EXPECT_EQ(f.stale_after, std::chrono::seconds(60)) << "bookmarks seen: the short deadline";
+  EXPECT_EQ(f.stale_after, std::chrono::seconds(60));
+  const double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  EXPECT_NEAR(gauge(*env.factory, "kinformer_last_contact_timestamp_seconds"), now, 60);
+  EXPECT_EQ(gauge(*env.factory, "kinformer_cache_stale"), 0);
   env.clock->advance(std::chrono::seconds(61));
   f = inf.freshness();
   EXPECT_EQ(f.state, Freshness::State::stale);

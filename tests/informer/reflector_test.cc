@@ -445,6 +445,8 @@ TEST(ReflectorTest, ReportsEachFactToItsMetrics) {
     void backoff_waited() override { add("waited"); }
     void budget_denied() override { add("denied"); }
     void watch_list_fell_back(WatchListFallback) override { add("fell back"); }
+    void contacted() override {}  // every list page, watch and event: see the staleness test
+    void stale(bool is_stale) override { add(is_stale ? "stale" : "fresh"); }
   } metrics;
   auto fake = std::make_shared<testing::FakeListerWatcher>();
   fake->add_list({make_object("ns", "a", "5")}, "10");
@@ -467,6 +469,54 @@ TEST(ReflectorTest, ReportsEachFactToItsMetrics) {
                                "synced initial", "opened", "event " + i(EventType::added), "closed",
                                "ended " + i(WatchRestartReason::expired), "synced relist", "opened",
                                "closed", "ended " + i(WatchRestartReason::shutdown)}));
+}
+
+// The metrics hear when the view turns stale (no contact for the idle deadline, here through
+// watches that fail to open while backoff waits pass) and when it is fresh again (the next
+// contact); each change once. Mutant informer-stale-metric-never-set.
+TEST(ReflectorTest, ReportsTheViewStaleOnceAndFreshAgainAtTheNextContact) {
+  struct StaleMetrics : ReflectorMetrics {
+    std::mutex mu;
+    std::vector<std::string> changes;
+    int contacts = 0;
+    void watch_opened() override {}
+    void watch_closed() override {}
+    void watch_ended(WatchRestartReason) override {}
+    void event(client::EventType) override {}
+    void synced(bool, double) override {}
+    void backoff_waited() override {}
+    void budget_denied() override {}
+    void watch_list_fell_back(WatchListFallback) override {}
+    void contacted() override {
+      std::lock_guard lock(mu);
+      ++contacts;
+    }
+    void stale(bool is_stale) override {
+      std::lock_guard lock(mu);
+      changes.push_back(is_stale ? "stale" : "fresh");
+    }
+  } metrics;
+  auto fake = std::make_shared<testing::FakeListerWatcher>();
+  fake->add_list({make_object("ns", "a", "5")}, "10");
+  constexpr int kFailures = 12;  // backoff waits of 0.8 s doubling to 30 s: past 75 s in all
+  for (int i = 0; i < kFailures; ++i) {
+    fake->add_watch_error(client::Error::make(client::Errc::network, "connection refused"));
+  }
+  auto w = fake->add_watch();
+  CountingSink sink;
+  auto clock = std::make_shared<testing::ManualClock>();
+  auto options = standalone_options(clock);
+  options.metrics = &metrics;
+  Reflector reflector(*fake, sink, options);
+  std::jthread run([&](std::stop_token stop) { reflector.run(stop); });
+  ASSERT_TRUE(fake->wait_watches(kFailures + 1));
+  w->push(event(EventType::added, make_object("ns", "b", "11")));
+  ASSERT_TRUE(sink.wait_for(1, 1));
+  run = {};
+  std::lock_guard lock(metrics.mu);
+  EXPECT_EQ(metrics.changes, (std::vector<std::string>{"stale", "fresh"}));
+  EXPECT_GE(metrics.contacts, 3);  // the list, the watch that opened, its event
+  EXPECT_GT(clock->now().time_since_epoch(), options.watch_idle_timeout);
 }
 
 // Without metrics the reflector reports to the null object: it lists and watches all the same.

@@ -335,7 +335,10 @@ TEST(ClusterRegistryTest, SecretKeyBecomesARemoteClusterReachedThroughTheRegistr
   EXPECT_EQ(s.state, ClusterState::synced) << s.reason;
   EXPECT_EQ(s.secret, "mesh/remotes");
   EXPECT_EQ(s.informers, 1u);
+  EXPECT_EQ(s.freshness.state, informer::Freshness::State::fresh);
+  EXPECT_TRUE(s.freshness.last_contact.has_value());
   EXPECT_EQ(f.registry->clusters().front().id, "local");
+  EXPECT_EQ(f.registry->clusters().front().freshness.state, informer::Freshness::State::fresh);
   // The gauges are set by the registry's worker on its next look after the state changed.
   EXPECT_TRUE(
       testing::eventually([&] { return f.metric("kinformer_clusters", "state=synced") == 1; }));

@@ -28,13 +28,15 @@ struct Cluster {
       {"endpointslices", std::make_shared<FakeListerWatcher>()},
       {"endpoints", std::make_shared<FakeListerWatcher>()},
       {"pods", std::make_shared<FakeListerWatcher>()}};
+  std::shared_ptr<testing::ManualClock> clock =
+      std::make_shared<testing::ManualClock>(std::chrono::hours(1));
   std::unique_ptr<InformerFactory> factory;
 
   /// `pool_threads` > 0: handlers run on that many threads, never compensated (a stuck handler
   /// holds its thread); 0: the factory's default pool.
   explicit Cluster(std::size_t pool_threads = 0) {
     FactoryOptions o;
-    o.clock = std::make_shared<testing::ManualClock>(std::chrono::hours(1));
+    o.clock = clock;
     o.random = [] { return 0.5; };
     o.handler_stop_timeout = 2000ms;
     if (pool_threads > 0) {
@@ -157,6 +159,44 @@ TEST(EndpointFeedTest, SlicesAndPodsReachSubscribersAndDeletesEmptyTheShard) {
       << "the informers stay, for the factory's other users";
   sa.close();
   sall.close();
+}
+
+// Each cluster part says how fresh the feed that builds it is, asked when read: the staler of
+// its two informers. An index fed by hand says nothing (resyncing, no contact); a feed of an
+// older client cannot take the answer back from the newer one.
+TEST(EndpointFeedTest, EachClusterPartSaysHowFreshItsFeedIsNow) {
+  Cluster c1;
+  c1.fake("endpointslices").add_list({slice("s1", {{"10.0.0.1", "p1"}})}, "10");
+  auto slice_watch = c1.fake("endpointslices").add_watch();
+  c1.fake("pods").add_list({pod("p1", "a")}, "20");
+  auto pod_watch = c1.fake("pods").add_watch();
+  auto index = std::make_shared<EndpointIndex>();
+  EndpointFeedOptions options = list_options();
+  options.epoch = 7;
+  EndpointFeed feed(index, "c1", *c1.factory, options);
+  c1.factory->start();
+  ASSERT_TRUE(testing::eventually([&] { return feed.has_synced(); }));
+  auto snapshot = index->snapshot(query());
+  const ClusterEndpoints* part = snapshot->cluster("c1");
+  ASSERT_NE(part, nullptr);
+  ASSERT_NE(part->freshness, nullptr);
+  ASSERT_TRUE(
+      testing::eventually([&] { return part->freshness->get().state == Freshness::State::fresh; }));
+  c1.clock->advance(80s);  // nothing from either server past the 75 s idle deadline
+  Freshness f = part->freshness->get();
+  EXPECT_EQ(f.state, Freshness::State::stale);
+  EXPECT_GE(f.age, 80s);
+  EXPECT_FALSE(index->set_freshness("c1", 6, [] { return Freshness{}; }))
+      << "an older client's feed is fenced";
+  slice_watch->push(testing::event(client::EventType::modified,
+                                   slice("s1", {{"10.0.0.1", "p1"}, {"10.0.0.2", "p1"}}, "11")));
+  ASSERT_TRUE(testing::eventually(
+      [&] { return index->snapshot(query())->cluster("c1")->endpoints.size() == 2; }));
+  EXPECT_EQ(part->freshness->get().state, Freshness::State::stale)
+      << "the slices were heard from, the Pods not: the staler informer counts";
+  pod_watch->push(testing::event(client::EventType::modified, pod("p1", "a", "21")));
+  EXPECT_TRUE(
+      testing::eventually([&] { return part->freshness->get().state == Freshness::State::fresh; }));
 }
 
 TEST(EndpointFeedTest, CoreV1EndpointsForAClusterWithoutDiscoveryV1) {

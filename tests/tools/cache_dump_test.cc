@@ -227,5 +227,24 @@ TEST(CacheSync, ProgressLineClearsTheLineAndShowsTheLastErrorShortened) {
   EXPECT_EQ(line.substr(prefix.size()), long_error.to_string().substr(0, 100));
 }
 
+// kwatch cache says once when the cache turns stale and once when it is fresh again; a resync
+// after staleness is not fresh yet.
+TEST(CacheSync, FreshnessLinesComeOncePerChangeAndResyncingIsNotFresh) {
+  using State = informer::Freshness::State;
+  auto at = [](State s) {
+    informer::Freshness f;
+    f.state = s;
+    return f;
+  };
+  bool stale = false;
+  EXPECT_EQ(freshness_change(at(State::fresh), stale), FreshnessChange::none);
+  EXPECT_EQ(freshness_change(at(State::stale), stale), FreshnessChange::stale);
+  EXPECT_EQ(freshness_change(at(State::stale), stale), FreshnessChange::none);
+  EXPECT_EQ(freshness_change(at(State::resyncing), stale), FreshnessChange::none);
+  EXPECT_EQ(freshness_change(at(State::fresh), stale), FreshnessChange::fresh_again);
+  EXPECT_EQ(freshness_change(at(State::fresh), stale), FreshnessChange::none);
+  EXPECT_FALSE(stale);
+}
+
 }  // namespace
 }  // namespace kinformer::tools

@@ -66,6 +66,15 @@ mesh::EndpointSnapshot snapshot() {
   west->endpoints.push_back(e);
   auto east = std::make_shared<mesh::ClusterEndpoints>();  // a shard with no endpoint
   east->cluster = "east";
+  auto east_freshness = std::make_shared<mesh::ClusterFreshness>();
+  east_freshness->set([] {  // not heard from for 95 s; west's parts have no freshness: "-"
+    informer::Freshness f;
+    f.state = informer::Freshness::State::stale;
+    f.last_contact = informer::Clock::TimePoint(std::chrono::seconds(5));
+    f.age = std::chrono::milliseconds(95'400);
+    return f;
+  });
+  east->freshness = east_freshness;
   s.clusters = {{"east", east}, {"west", west}};
   return s;
 }
@@ -74,9 +83,9 @@ TEST(MeshReport, EndpointsTableHasARowPerEndpointAndAnExplicitEmptyRow) {
   std::string t = render_endpoints_table(snapshot());
   EXPECT_EQ(t,
             "snapshot 42  service bookinfo/reviews  port http  subset (all)\n"
-            "CLUSTER  ADDRESS   PORT  READY  SERVING  TERMINATING  ZONE\n"
-            "east     (empty)   -     -      -        -            -\n"
-            "west     10.1.0.7  9080  false  true     true         zone-a\n");
+            "CLUSTER  ADDRESS   PORT  READY  SERVING  TERMINATING  ZONE    FRESHNESS\n"
+            "east     (empty)   -     -      -        -            -       stale 95s\n"
+            "west     10.1.0.7  9080  false  true     true         zone-a  -\n");
   mesh::EndpointSnapshot none;
   none.service = {"ns", "svc"};
   EXPECT_NE(render_endpoints_table(none).find("(no cluster has a shard for this service)"),
@@ -87,8 +96,8 @@ TEST(MeshReport, EndpointsJsonKeepsTheEmptyShard) {
   EXPECT_EQ(
       render_endpoints_json(snapshot()),
       R"({"version":42,"service":"bookinfo/reviews","port":"http","subset":"","clusters":[)"
-      R"({"cluster":"east","endpoints":[]},)"
-      R"({"cluster":"west","endpoints":[{"address":"10.1.0.7","port":9080,"ready":false,"serving":true,)"
+      R"({"cluster":"east","freshness":{"state":"stale","age_seconds":95},"endpoints":[]},)"
+      R"({"cluster":"west","freshness":null,"endpoints":[{"address":"10.1.0.7","port":9080,"ready":false,"serving":true,)"
       R"("terminating":true,"zone":"zone-a","node":""}]}]})"
       "\n");
 }
@@ -112,10 +121,15 @@ TEST(MeshReport, AForgottenServiceSaysSo) {
 
 TEST(MeshReport, ClustersTableAndJsonNameStateReasonAndWatches) {
   std::vector<ClusterRow> rows;
+  informer::Freshness fresh;
+  fresh.state = informer::Freshness::State::fresh;
+  fresh.last_contact = informer::Clock::TimePoint(std::chrono::seconds(1));
+  fresh.age = std::chrono::milliseconds(3'900);
   rows.push_back({.status = {.id = "local",
                              .local = true,
                              .state = mesh::ClusterState::synced,
-                             .informers = 1},
+                             .informers = 1,
+                             .freshness = fresh},
                   .process_watches = 1,
                   .server_watches = 12});
   rows.push_back({.status = {.id = "evil",
@@ -125,14 +139,18 @@ TEST(MeshReport, ClustersTableAndJsonNameStateReasonAndWatches) {
                   .server_watches_error = "no client"});
   std::string t = render_clusters_table(rows);
   EXPECT_EQ(t,
-            "CLUSTER        STATE    SECRET        WATCHES  SERVER-WATCHES  REASON\n"
-            "local (local)  synced   -             1        12              -\n"
-            "evil           refused  mesh/remotes  0        ?               exec is refused\n");
+            "CLUSTER        STATE    FRESHNESS  SECRET        WATCHES  SERVER-WATCHES  REASON\n"
+            "local (local)  synced   fresh 3s   -             1        12              -\n"
+            "evil           refused  -          mesh/remotes  0        ?               exec is "
+            "refused\n");
   std::string j = render_clusters_json(rows);
   EXPECT_NE(
       j.find(
-          R"({"id":"evil","local":false,"state":"refused","reason":"exec is refused","secret":"mesh/remotes","generation":0,"process_watches":0,"server_watches":null})"),
+          R"({"id":"evil","local":false,"state":"refused","freshness":null,"reason":"exec is refused","secret":"mesh/remotes","generation":0,"process_watches":0,"server_watches":null})"),
       std::string::npos)
+      << j;
+  EXPECT_NE(j.find(R"("state":"synced","freshness":{"state":"fresh","age_seconds":3})"),
+            std::string::npos)
       << j;
 }
 

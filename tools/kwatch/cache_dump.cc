@@ -254,6 +254,19 @@ SyncState sync_state(bool has_synced, const std::optional<client::Error>& last_e
   return SyncState::syncing;
 }
 
+FreshnessChange freshness_change(const informer::Freshness& f, bool& reported_stale) {
+  using State = informer::Freshness::State;
+  if (!reported_stale && f.state == State::stale) {
+    reported_stale = true;
+    return FreshnessChange::stale;
+  }
+  if (reported_stale && f.state == State::fresh) {
+    reported_stale = false;
+    return FreshnessChange::fresh_again;
+  }
+  return FreshnessChange::none;
+}
+
 std::string format_seconds(std::chrono::milliseconds elapsed) {
   std::ostringstream s;
   s.precision(1);

@@ -12,6 +12,7 @@
 #include "kinformer/client/error.h"
 #include "kinformer/client/object.h"
 #include "kinformer/client/resource.h"
+#include "kinformer/informer/reflector.h"
 
 namespace kinformer::tools {
 
@@ -81,6 +82,15 @@ enum class SyncState {
 /// Checked in that order: a sync wins over an error, a permanent error over the timeout.
 SyncState sync_state(bool has_synced, const std::optional<client::Error>& last_error,
                      bool past_deadline);
+
+/// A change in a synced cache's freshness worth a line.
+enum class FreshnessChange {
+  none,
+  stale,        ///< it turned stale: nothing from the server past the idle deadline
+  fresh_again,  ///< it was reported stale and is fresh now (resyncing is not fresh yet)
+};
+/// Compares `f` with what was last reported (`reported_stale`) and updates that.
+FreshnessChange freshness_change(const informer::Freshness& f, bool& reported_stale);
 
 /// Elapsed time with one decimal: "0.2s", "12.0s".
 std::string format_seconds(std::chrono::milliseconds elapsed);

@@ -260,6 +260,25 @@ struct CacheLoopResult {
   int exit_code = kExitOk;
 };
 
+// One poll after the initial sync: a line when the cache turns stale (nothing from the server
+// past the idle deadline) and one when it is fresh again. `stale` is the state last logged.
+void poll_freshness(const CacheRun& run, bool& stale) {
+  const informer::Freshness f = run.informer->freshness();
+  const FreshnessChange change = freshness_change(f, stale);
+  if (change == FreshnessChange::none) return;
+  const auto age = std::chrono::duration_cast<std::chrono::milliseconds>(f.age);
+  if (change == FreshnessChange::stale) {
+    log("warn", "cache stale: nothing from the server within the idle deadline",
+        {{"resource", run.resource},
+         {"age", format_seconds(age)},
+         {"staleAfter", format_seconds(f.stale_after)},
+         {"resourceVersion", f.resource_version}});
+  } else {
+    log("info", "cache fresh again",
+        {{"resource", run.resource}, {"resourceVersion", f.resource_version}});
+  }
+}
+
 // One poll before the initial sync, as sync_state() decides: draws the progress line on a
 // terminal, or logs the sync, or the permanent error or timeout (exit 2). True when the loop ends.
 bool poll_initial_sync(const CacheRun& run, Clock::time_point start, Clock::time_point deadline,
@@ -301,6 +320,7 @@ bool poll_initial_sync(const CacheRun& run, Clock::time_point start, Clock::time
 
 // The loop: starts the informer, then every 200 ms (or on a signal) until SIGINT/SIGTERM, the
 // sync with --until-synced, or a failed or timed-out initial sync; SIGUSR1 dumps once synced.
+// Once synced, each poll says when the cache turns stale and when it is fresh again.
 CacheLoopResult serve_cache(CacheRun& run) {
   log("info", "starting informer",
       {{"resource", run.resource},
@@ -315,6 +335,7 @@ CacheLoopResult serve_cache(CacheRun& run) {
 
   const sigset_t signals = kwatch_signals();
   CacheLoopResult result;
+  bool stale = false;
   while (true) {
     timespec wait{0, 200'000'000};
     const int sig = sigtimedwait(&signals, nullptr, &wait);
@@ -330,7 +351,11 @@ CacheLoopResult serve_cache(CacheRun& run) {
       }
       continue;
     }
-    if (!result.synced && poll_initial_sync(run, start, deadline, tty, result)) return result;
+    if (result.synced) {
+      poll_freshness(run, stale);
+    } else if (poll_initial_sync(run, start, deadline, tty, result)) {
+      return result;
+    }
   }
 }
 

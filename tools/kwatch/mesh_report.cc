@@ -1,5 +1,6 @@
 #include "mesh_report.h"
 
+#include <chrono>
 #include <cstdio>
 #include <sstream>
 
@@ -45,6 +46,26 @@ std::string columns(const std::vector<std::vector<std::string>>& rows) {
   return out;
 }
 
+// "fresh 3s", "stale 95s", "resyncing 2s": the state and the whole seconds since the server was
+// last heard from; "-" before any contact.
+std::string freshness_cell(const informer::Freshness& f) {
+  if (!f.last_contact) return "-";
+  const auto age = std::chrono::duration_cast<std::chrono::seconds>(f.age).count();
+  return std::string(informer::to_string(f.state)) + " " + std::to_string(age) + "s";
+}
+
+// ,"freshness":{"state":"stale","age_seconds":95} or ,"freshness":null before any contact.
+std::string freshness_json(const informer::Freshness& f) {
+  if (!f.last_contact) return ",\"freshness\":null";
+  const auto age = std::chrono::duration_cast<std::chrono::seconds>(f.age).count();
+  return ",\"freshness\":{\"state\":" + quoted(informer::to_string(f.state)) +
+         ",\"age_seconds\":" + std::to_string(age) + "}";
+}
+
+informer::Freshness freshness_of(const mesh::ClusterEndpoints& part) {
+  return part.freshness ? part.freshness->get() : informer::Freshness{};
+}
+
 std::string port_of(const mesh::Endpoint& e, const std::string& name) {
   const mesh::EndpointPort* p = e.port(name);
   return p ? std::to_string(p->port) : "-";
@@ -54,11 +75,12 @@ std::string port_of(const mesh::Endpoint& e, const std::string& name) {
 
 std::string render_clusters_table(const std::vector<ClusterRow>& rows) {
   std::vector<std::vector<std::string>> cells{
-      {"CLUSTER", "STATE", "SECRET", "WATCHES", "SERVER-WATCHES", "REASON"}};
+      {"CLUSTER", "STATE", "FRESHNESS", "SECRET", "WATCHES", "SERVER-WATCHES", "REASON"}};
   for (const auto& r : rows) {
     const auto& s = r.status;
     cells.push_back({s.id + (s.local ? " (local)" : ""), std::string(mesh::to_string(s.state)),
-                     s.secret.empty() ? "-" : s.secret, std::to_string(r.process_watches),
+                     freshness_cell(s.freshness), s.secret.empty() ? "-" : s.secret,
+                     std::to_string(r.process_watches),
                      r.server_watches < 0 ? "?" : std::to_string(r.server_watches),
                      s.reason.empty()
                          ? (r.server_watches_error.empty() ? "-" : r.server_watches_error)
@@ -72,8 +94,9 @@ std::string render_clusters_json(const std::vector<ClusterRow>& rows) {
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const auto& s = rows[i].status;
     out += std::string(i ? "," : "") + "{\"id\":" + quoted(s.id) + ",\"local\":" + yes_no(s.local) +
-           ",\"state\":" + quoted(mesh::to_string(s.state)) + ",\"reason\":" + quoted(s.reason) +
-           ",\"secret\":" + quoted(s.secret) + ",\"generation\":" + std::to_string(s.generation) +
+           ",\"state\":" + quoted(mesh::to_string(s.state)) + freshness_json(s.freshness) +
+           ",\"reason\":" + quoted(s.reason) + ",\"secret\":" + quoted(s.secret) +
+           ",\"generation\":" + std::to_string(s.generation) +
            ",\"process_watches\":" + std::to_string(rows[i].process_watches) +
            ",\"server_watches\":" +
            (rows[i].server_watches < 0 ? "null" : std::to_string(rows[i].server_watches)) + "}";
@@ -87,15 +110,17 @@ std::string render_endpoints_table(const mesh::EndpointSnapshot& snapshot) {
                     (snapshot.port_name.empty() ? "(unnamed)" : snapshot.port_name) + "  subset " +
                     (snapshot.selector.empty() ? "(all)" : snapshot.selector) + "\n";
   std::vector<std::vector<std::string>> cells{
-      {"CLUSTER", "ADDRESS", "PORT", "READY", "SERVING", "TERMINATING", "ZONE"}};
+      {"CLUSTER", "ADDRESS", "PORT", "READY", "SERVING", "TERMINATING", "ZONE", "FRESHNESS"}};
   for (const auto& [name, part] : snapshot.clusters) {
+    const std::string fresh = freshness_cell(freshness_of(*part));
     if (part->endpoints.empty()) {
-      cells.push_back({name, "(empty)", "-", "-", "-", "-", "-"});
+      cells.push_back({name, "(empty)", "-", "-", "-", "-", "-", fresh});
       continue;
     }
     for (const auto& e : part->endpoints) {
       cells.push_back({name, e.address, port_of(e, snapshot.port_name), yes_no(e.ready),
-                       yes_no(e.serving), yes_no(e.terminating), e.zone.empty() ? "-" : e.zone});
+                       yes_no(e.serving), yes_no(e.terminating), e.zone.empty() ? "-" : e.zone,
+                       fresh});
     }
   }
   if (snapshot.forgotten) {
@@ -114,8 +139,8 @@ std::string render_endpoints_json(const mesh::EndpointSnapshot& snapshot) {
                     ",\"subset\":" + quoted(snapshot.selector) + ",\"clusters\":[";
   bool first_cluster = true;
   for (const auto& [name, part] : snapshot.clusters) {
-    out +=
-        std::string(first_cluster ? "" : ",") + "{\"cluster\":" + quoted(name) + ",\"endpoints\":[";
+    out += std::string(first_cluster ? "" : ",") + "{\"cluster\":" + quoted(name) +
+           freshness_json(freshness_of(*part)) + ",\"endpoints\":[";
     first_cluster = false;
     for (std::size_t i = 0; i < part->endpoints.size(); ++i) {
       const auto& e = part->endpoints[i];

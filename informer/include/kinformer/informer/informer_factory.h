@@ -77,8 +77,8 @@ struct FactoryOptions {
   /// A watch ending cleanly sooner than this, having delivered nothing, is an error (back off,
   /// relist). See ReflectorOptions::min_watch_duration.
   std::chrono::milliseconds min_watch_duration{1'000};
-  /// A watch silent (no byte) for this long, once the server has sent a bookmark, is closed and
-  /// resumed from its last resourceVersion. See ReflectorOptions::watch_idle_timeout.
+  /// A watch silent (no byte) for this long is closed and resumed from its last resourceVersion
+  /// (unless this server sends no bookmarks). See ReflectorOptions::watch_idle_timeout.
   std::chrono::milliseconds watch_idle_timeout{75'000};
   /// Per informer, how long shutdown waits (for all its handlers together) for running
   /// callbacks to return; a handler still running then is given up on and logged.
@@ -146,6 +146,9 @@ class InformerFactory {
   [[nodiscard]] std::optional<SyncError> last_error() const;
   /// How each informer was created, by key.
   [[nodiscard]] std::vector<InformerSpec> informer_specs() const;
+  /// The stalest view among the informers (stalest()); resyncing with no contact when there is
+  /// none.
+  [[nodiscard]] Freshness freshness() const;
   /// Stops every informer: cancels every watch, joins every reflector thread, stops every
   /// handler, then the handler pool. Bounded by the longest in-flight LIST (the client's request
   /// deadline) plus handler_stop_timeout per informer with a stuck handler, plus

@@ -38,6 +38,8 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& events;  ///< + label type
   prometheus::Family<prometheus::Gauge>& objects;
   prometheus::Family<prometheus::Gauge>& last_sync_timestamp;
+  prometheus::Family<prometheus::Gauge>& last_contact_timestamp;
+  prometheus::Family<prometheus::Gauge>& stale;
   prometheus::Family<prometheus::Counter>& backoff_waits;
   prometheus::Family<prometheus::Counter>& budget_denials;
   prometheus::Family<prometheus::Counter>& watch_list_fallbacks;  ///< + label reason
@@ -74,6 +76,10 @@ class InformerMetrics final : public ReflectorMetrics {
   prometheus::Counter& events_bookmark;
   prometheus::Gauge& objects;
   prometheus::Gauge& last_sync_timestamp;  ///< unix seconds of the last list/bookmark/event
+  /// Unix seconds the server was last heard from (a list page, a watch opened, an event, a
+  /// bookmark): the age of the view is time() minus this.
+  prometheus::Gauge& last_contact_timestamp;
+  prometheus::Gauge& stale_state;  ///< 1 while the view is stale (Reflector::freshness), else 0
   prometheus::Counter& backoff_waits;
   prometheus::Counter& budget_denials;
   /// WatchList syncs that fell back to LIST: refused by the server (4xx, or the stream ended
@@ -98,6 +104,8 @@ class InformerMetrics final : public ReflectorMetrics {
   void backoff_waited() override;
   void budget_denied() override;
   void watch_list_fell_back(WatchListFallback why) override;
+  void contacted() override;
+  void stale(bool is_stale) override;
 
   /// The counter of failed requests of `verb` ("list" or "watch") for `reason` (error_reason():
   /// a bounded set), created at its first failure.

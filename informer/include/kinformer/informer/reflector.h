@@ -72,15 +72,14 @@ struct ReflectorOptions {
   /// Measured on `clock`. Zero: every clean end rewatches at once.
   std::chrono::milliseconds min_watch_duration{1'000};
   /// A watch that delivers no byte (event or bookmark) for this long is closed and resumed from
-  /// its last resourceVersion (a rewatch, not a relist; counted as restart reason "idle"). It
-  /// applies once the server has sent this reflector a periodic bookmark (not a WatchList's
-  /// initial-events-end one), and no longer after three idle cuts in a row of watches that
-  /// opened (the server stopped sending them): kube-apiserver's watch cache
-  /// sends one about every 60 s on a watch that asks (measured; docs/decisions.md), so a
-  /// healthy watch is never cut, and a silent path (a dead NAT entry, a stalled proxy) is found
-  /// within this. Before any bookmark (a server that does not send them, e.g. a resource served
-  /// from etcd) the client's read-idle deadline applies: timeoutSeconds + 60 s. Zero: only the
-  /// client's.
+  /// its last resourceVersion (a rewatch, not a relist; counted as restart reason "idle").
+  /// Every watch asks for bookmarks, and kube-apiserver's watch cache sends one about every 60 s
+  /// (measured; docs/decisions.md), so a healthy watch is never cut and a silent path (a dead NAT
+  /// entry, a stalled proxy) is found within this, from the first watch on. After three idle
+  /// cuts with no periodic bookmark since (a server that sends none, e.g. for a resource served
+  /// from etcd; a WatchList's initial-events-end bookmark does not count) the client's read-idle
+  /// deadline applies instead (timeoutSeconds + 60 s), until a periodic bookmark comes. Zero:
+  /// only the client's.
   std::chrono::milliseconds watch_idle_timeout{75'000};
   /// LIST page size.
   std::int64_t page_size = 500;
@@ -120,6 +119,10 @@ struct Freshness {
   std::string resource_version;
 };
 [[nodiscard]] std::string_view to_string(Freshness::State state) noexcept;
+/// The staler of two views (of a cluster's or a feed's informers): stale if either is, else
+/// resyncing if either is; the older contact, the longer age; `a`'s resourceVersion. A view with
+/// no contact yet is the older one.
+[[nodiscard]] Freshness stalest(Freshness a, const Freshness& b);
 
 /// Lists then watches one resource and feeds a ReflectorSink, until stopped.
 ///
@@ -191,7 +194,7 @@ class Reflector {
   [[nodiscard]] bool watch_list_fell_back() const;
   /// How fresh the view is now. Thread-safe.
   [[nodiscard]] Freshness freshness() const;
-  /// The idle deadline watches get now: watch_idle_timeout once a periodic bookmark came, else
+  /// The idle deadline watches get now: watch_idle_timeout while bookmarks are expected, else
   /// the client's (timeoutSeconds + 60 s: at most 659 s; RestClientOptions::watch_idle_timeout
   /// replaces it when set, which this does not see).
   [[nodiscard]] std::chrono::milliseconds idle_deadline() const;
@@ -265,12 +268,18 @@ class Reflector {
   std::atomic<Clock::Duration::rep> last_contact_{0};  // ticks (clock's epoch) of the last contact
   std::atomic<bool> contacted_{false};                 // last_contact_ is set
   std::atomic<bool> resyncing_{true};                  // a sync (list or WatchList) is in progress
-  std::atomic<bool> bookmarks_seen_{false};            // the server sends periodic bookmarks here
-  int idle_cuts_in_a_row_ = 0;  // reflector thread: idle restarts since any data
-  void touch();                 // the server was heard from now
-  // The idle deadline a new watch asks the client for: watch_idle_timeout once the server has
-  // shown that it sends periodic bookmarks here (silence past it is then a dead path, not a
-  // quiet resource), else 0 (the client's own).
+  // Every watch asks for bookmarks, and kube-apiserver's watch cache sends one about every 60 s,
+  // so silence past watch_idle_timeout is taken for a dead path until three idle cuts without a
+  // periodic bookmark show that this server sends none here (a resource served from etcd).
+  std::atomic<bool> expect_bookmarks_{true};
+  int idle_cuts_without_bookmark_ = 0;  // reflector thread: idle restarts since the last bookmark
+  void touch();                         // the server was heard from now
+  // Reports the view stale to the metrics when it is (or `cut_idle`: a watch was just silent for
+  // its idle deadline), once until the next contact. Reflector thread.
+  void report_stale(bool cut_idle);
+  bool stale_reported_ = false;  // reflector thread
+  // The idle deadline a new watch asks the client for: watch_idle_timeout while periodic
+  // bookmarks are expected here, else 0 (the client's own).
   [[nodiscard]] std::chrono::milliseconds new_watch_idle_timeout() const;
 
   mutable std::mutex mu_;

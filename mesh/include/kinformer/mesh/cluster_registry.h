@@ -81,6 +81,10 @@ struct ClusterStatus {
   std::string secret;  ///< the Secret it came from; empty for the local cluster
   std::uint64_t generation = 0;
   std::size_t informers = 0;
+  /// The stalest view among the cluster's informers (InformerFactory::freshness()): stale, with
+  /// its age, when one has heard nothing from the server past its idle deadline. Resyncing with
+  /// no contact for a cluster without informers or without a client.
+  informer::Freshness freshness;
 };
 
 struct ClusterRegistryOptions {

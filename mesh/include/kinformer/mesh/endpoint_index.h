@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -22,6 +23,7 @@
 #include "kinformer/client/object.h"
 #include "kinformer/client/pod.h"
 #include "kinformer/informer/handle.h"
+#include "kinformer/informer/reflector.h"
 
 namespace kinformer::mesh {
 
@@ -65,10 +67,29 @@ struct Endpoint {
   bool operator==(const Endpoint&) const = default;
 };
 
+/// How fresh one cluster's input to the index is, asked when read: the feed that feeds the
+/// cluster now answers (EndpointIndex::set_freshness; EndpointFeed sets its informers'). One per
+/// cluster, shared by the cluster's parts in every snapshot, so an old snapshot says how fresh
+/// the cluster is now. Thread-safe.
+class ClusterFreshness {
+ public:
+  using Source = std::function<informer::Freshness()>;
+  /// The source's answer now; resyncing with no contact while none is set.
+  [[nodiscard]] informer::Freshness get() const;
+  void set(Source source);
+
+ private:
+  mutable std::mutex mu_;
+  std::shared_ptr<const Source> source_;  // guarded by mu_; called outside it
+};
+
 /// The endpoints of one subset (service, port name, selector) in one cluster. Immutable once
 /// published; shared between snapshots while the cluster's part does not change.
 struct ClusterEndpoints {
   std::string cluster;
+  /// How fresh the cluster's input is (freshness->get()): a mesh tells "no endpoints" from "I
+  /// have not heard from this cluster for 95 s". Never null in the index's snapshots.
+  std::shared_ptr<const ClusterFreshness> freshness;
   /// The index version at which this cluster's part of the subset last changed.
   std::uint64_t version = 0;
   /// Endpoints that have the subset's port and whose Pod labels match its selector, sorted by
@@ -202,6 +223,10 @@ class EndpointIndex {
   /// fence survives remove_cluster() (a late write of a removed client cannot bring the cluster
   /// back; a re-added cluster has a newer client).
   void fence(const std::string& cluster, std::uint64_t epoch);
+  /// Sets who answers how fresh `cluster`'s input is (ClusterEndpoints::freshness), unless
+  /// `epoch` is below the cluster's fence (false then).
+  bool set_freshness(const std::string& cluster, std::uint64_t epoch,
+                     ClusterFreshness::Source source);
 
   // Input calls. `epoch`: the client the input comes from (0 for input that names none: taken
   // while the cluster was never fenced). Each returns false when the input was not taken:
