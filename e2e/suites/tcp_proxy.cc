@@ -140,15 +140,10 @@ struct TcpProxy::Impl {
     return out;
   }
 
-  // Waits on the pump's timer while the connection is silent or stalled, then for the added
-  // latency.
+  // Waits on the pump's timer while the connection is stalled, then for the added latency.
   static asio::awaitable<void> hold(Connection& c, asio::steady_timer& timer) {
-    while (!c.closed && (c.silent || Clock::now() < c.stalled_until)) {
-      if (c.silent) {
-        timer.expires_after(std::chrono::hours(1));  // until closed (close() cancels it)
-      } else {
-        timer.expires_at(c.stalled_until);
-      }
+    while (!c.closed && Clock::now() < c.stalled_until) {
+      timer.expires_at(c.stalled_until);
       co_await timer.async_wait(kAwait);  // cancelled: re-check (stop_faults clears the stall)
     }
     if (!c.closed && Clock::now() < c.delayed_until) {
@@ -165,6 +160,9 @@ struct TcpProxy::Impl {
     while (!c->closed) {
       auto [ec, n] = co_await from.async_read_some(asio::buffer(buf), kAwait);
       if (ec) break;
+      // Silent: what arrives is dropped, and reading goes on, so that either side's FIN or RST
+      // still ends the connection (the client giving up on it, or the server's idle timeout).
+      if (c->silent) continue;
       co_await hold(*c, timer);
       if (c->closed) break;
       std::size_t forward = n;

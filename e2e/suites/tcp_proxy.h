@@ -38,7 +38,8 @@ enum class Fault {
   delay,     ///< one connection waits before forwarding each chunk, for a while
   reset,     ///< one connection closed with an RST (SO_LINGER 0) towards the client
   /// One connection stops forwarding both ways for good, held open (no FIN, no RST): a dead NAT
-  /// entry or a wedged proxy. Only the client ends it (by closing), never stop_faults().
+  /// entry or a wedged proxy. Bytes that arrive are dropped; a side closing its end closes it;
+  /// stop_faults() does not undo it.
   silent,
 };
 inline constexpr std::array<Fault, 6> kAllFaults = {Fault::cut,   Fault::stall, Fault::truncate,

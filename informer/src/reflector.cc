@@ -125,8 +125,6 @@ class NullReflectorMetrics final : public ReflectorMetrics {
   void backoff_waited() override {}
   void budget_denied() override {}
   void watch_list_fell_back(WatchListFallback) override {}
-  void contacted() override {}
-  void stale(bool) override {}
 };
 
 }  // namespace
@@ -407,7 +405,11 @@ Reflector::WatchOutcome Reflector::watch(const client::ListOptions& opts, Phase 
   auto opened = lw_.watch(opts);
   if (!opened) return fail(std::move(opened).error());
   client::WatchStreamPtr stream = std::move(opened).value();
-  touch();  // the server answered
+  // The server answered; after an idle cut only data counts (a path that passes response
+  // headers and then stalls must not look fresh at every reopening).
+  const bool resumed_after_idle = std::exchange(resuming_after_idle_, false);
+  if (!resumed_after_idle) touch();
+  const auto opened_at = options_.clock->now();
   OpenWatch open(metrics_);
   struct Detach {  // the stream is not cancellable by stop() once it is gone
     Reflector* r;
@@ -428,7 +430,6 @@ Reflector::WatchOutcome Reflector::watch(const client::ListOptions& opts, Phase 
     timer.emplace(*options_.clock, options_.watch_list_initial_events_timeout,
                   options_.watch_list_initial_events_deadline, *stream);
   }
-  auto opened_at = options_.clock->now();
   bool delivered = false;
   bool bookmark_in_stream = false;
   // Steady-phase events the stream had already received go to the sink together (the informer
@@ -460,8 +461,11 @@ Reflector::WatchOutcome Reflector::watch(const client::ListOptions& opts, Phase 
         out.idle = timer->fired_idle();
       } else if (!next && next.error().code == client::Errc::timeout) {
         // The client's read-idle deadline: no byte for that long (the stream is open, so this is
-        // not a connect or request timeout).
-        out.end = WatchRestartReason::idle;
+        // not a connect or request timeout). In the initial-events phase, a missing end bookmark
+        // like the initial-events timer's: fall back to LIST.
+        out.end = out.phase == Phase::initial_events ? WatchRestartReason::initial_events_timeout
+                                                     : WatchRestartReason::idle;
+        out.idle = true;
         out.error = std::move(next).error();
       } else if (!next) {
         return fail(std::move(next).error());
@@ -478,6 +482,12 @@ Reflector::WatchOutcome Reflector::watch(const client::ListOptions& opts, Phase 
     client::WatchEvent& ev = *next.value();
     if (timer) timer->touch();
     touch();
+    // A watch resumed after an idle cut that delivers an event at once was handed what the
+    // silent one had not delivered: that path was dead, not the server quiet.
+    if (resumed_after_idle && ev.type != client::EventType::bookmark &&
+        options_.clock->now() - opened_at <= kReplayWindow) {
+      idle_cuts_without_bookmark_ = 0;
+    }
     // A periodic bookmark (not a WatchList's initial-events-end one, which a server sends also
     // where it sends no periodic ones, e.g. a resource served from etcd): the server sends them
     // here, so silence past watch_idle_timeout is a dead path, on this stream too (it may have
@@ -591,8 +601,10 @@ Reflector::Next Reflector::after_watch(WatchOutcome out) {
                 {{"rv", rv()}, {"error", out.error.to_string()}});
       report_stale(/*cut_idle=*/true);  // silent for the deadline: stale until the next contact
       // Three watches that opened (the server answered) and then went silent, with no periodic
-      // bookmark since: the server sends none here (a resource served from etcd), quiet is not
-      // dead. Back to the client's deadline until a periodic bookmark comes.
+      // bookmark since and no resumed watch replaying missed events at once: the server sends
+      // no bookmarks here (a resource served from etcd), quiet is not dead. Back to the client's
+      // deadline until a periodic bookmark comes.
+      resuming_after_idle_ = true;
       if (++idle_cuts_without_bookmark_ >= 3 && expect_bookmarks_.exchange(false)) {
         log_.warn("no bookmark from the server within three idle deadlines; using the client's");
       }

@@ -44,7 +44,9 @@ EndpointFeed::EndpointFeed(EndpointIndexPtr index, std::string cluster,
   // From here on nothing a feed of an older client of this cluster delivers lands.
   if (epoch_ != 0) index_->fence(cluster_, epoch_);
   // The cluster's parts say how fresh this feed's informers are (held weakly: a snapshot may
-  // outlive the factory).
+  // outlive the factory). A reader that ends up holding the last reference of an informer for
+  // the call does so only after the factory is gone, which stopped it already: its destruction
+  // there joins no thread.
   index_->set_freshness(
       cluster_, epoch_,
       [e = endpoints_informer.weak_from_this(), p = pods_informer.weak_from_this()] {

@@ -87,13 +87,13 @@ void ClusterFreshness::set(Source source) {
 
 bool EndpointIndex::set_freshness(const std::string& cluster, std::uint64_t epoch,
                                   ClusterFreshness::Source source) {
-  std::shared_ptr<ClusterFreshness> cell;
-  {
-    std::lock_guard lock(state_->mu);
-    if (!state_->accepts(cluster, epoch)) return false;  // an older client's feed
-    cell = state_->freshness_of(cluster);
-  }
-  cell->set(std::move(source));
+  // Under the index's lock (the cell's is a leaf): a feed of an older client constructed at the
+  // same time as the newer one's cannot set its source after it. Not input: not counted as
+  // dropped.
+  std::lock_guard lock(state_->mu);
+  auto fence = state_->fences.find(cluster);
+  if (fence != state_->fences.end() && epoch < fence->second) return false;  // an older client
+  state_->freshness_of(cluster)->set(std::move(source));
   return true;
 }
 

@@ -530,24 +530,46 @@ TEST(ReflectorHttpTest, AWatchSilentBeforeAnyBookmarkIsCutToo) {
 }
 
 // A server that sends no bookmarks (a resource served from etcd): three idle cuts with no
-// periodic bookmark since, events or not in between, and the client's longer deadline holds;
-// quiet is not dead there. Mutants informer-watch-idle-never-reverts,
-// informer-watch-idle-count-resets-on-events.
+// periodic bookmark since, events or not in between (events that come a while after a watch
+// opened, not a replay), and the client's longer deadline holds; quiet is not dead there.
+// Mutants informer-watch-idle-never-reverts, informer-watch-idle-count-resets-on-events.
 TEST(ReflectorHttpTest, ThreeIdleCutsWithoutABookmarkGoBackToTheLongerDeadline) {
   HttpEnv env({}, "", kPath, kIdle);
   env.api.add_list({}, "10");
-  for (int i = 0; i < 3; ++i) {  // each watch: one event, then silence until it is cut
-    env.api.add_watch_stream()->send(
-        event_line("ADDED", "e" + std::to_string(i), std::to_string(11 + i)));
-  }
+  std::vector<std::shared_ptr<ScriptedStream>> streams;
+  for (int i = 0; i < 3; ++i) streams.push_back(env.api.add_watch_stream());
   auto& inf = env.secrets();
   env.factory->start();
+  for (int i = 0; i < 3; ++i) {  // each watch: one event 5 s after it opened, then silence
+    ASSERT_TRUE(env.api.wait_watches(i + 1));
+    ASSERT_TRUE(testing::eventually([&] { return inf.metrics().open_watches.Value() == 1; }));
+    env.clock->advance(5s);
+    streams[i]->send(event_line("ADDED", "e" + std::to_string(i), std::to_string(11 + i)));
+  }
   ASSERT_TRUE(env.api.wait_watches(4));
   EXPECT_TRUE(stays_false(4 * kIdle, [&] { return env.api.watches().size() > 4; }));
   EXPECT_EQ(idle_restarts(*env.factory), 3);
   EXPECT_GT(inf.freshness().stale_after, kIdle);
   EXPECT_EQ(env.api.lists().size(), 1u);
   EXPECT_EQ(param(env.api.watches()[3], "resourceVersion"), "13");
+}
+
+// A watch resumed after an idle cut that delivers events at once was handed what the silent one
+// missed: that path was dead, so the short deadline stays however many cuts there are. Mutant
+// informer-watch-idle-replay-ignored.
+TEST(ReflectorHttpTest, AResumedWatchReplayingMissedEventsKeepsTheShortDeadline) {
+  HttpEnv env({}, "", kPath, kIdle);
+  env.api.add_list({}, "10");
+  for (int i = 0; i < 6; ++i) {  // each: an event at once (missed while the last was silent)
+    env.api.add_watch_stream()->send(
+        event_line("ADDED", "e" + std::to_string(i), std::to_string(11 + i)));
+  }
+  auto& inf = env.secrets();
+  env.factory->start();
+  ASSERT_TRUE(env.api.wait_watches(7)) << "every watch cut at the short deadline";
+  EXPECT_GE(idle_restarts(*env.factory), 6);
+  EXPECT_EQ(inf.freshness().stale_after, kIdle);
+  EXPECT_EQ(env.api.lists().size(), 1u);
 }
 
 // A server that sent bookmarks and stopped (reconfigured, or another instance behind a

@@ -143,6 +143,14 @@ TEST(MeshReport, ClustersTableAndJsonNameStateReasonAndWatches) {
             "local (local)  synced   fresh 3s   -             1        12              -\n"
             "evil           refused  -          mesh/remotes  0        ?               exec is "
             "refused\n");
+  informer::Freshness half;  // one informer stale, another never heard from its server
+  half.state = informer::Freshness::State::stale;
+  half.age = std::chrono::milliseconds(95'000);
+  rows.push_back(
+      {.status = {.id = "west", .state = mesh::ClusterState::synced, .freshness = half}});
+  EXPECT_NE(render_clusters_table(rows).find("west           synced   stale"), std::string::npos)
+      << render_clusters_table(rows);
+  rows.pop_back();
   std::string j = render_clusters_json(rows);
   EXPECT_NE(
       j.find(

@@ -46,20 +46,33 @@ std::string columns(const std::vector<std::vector<std::string>>& rows) {
   return out;
 }
 
-// "fresh 3s", "stale 95s", "resyncing 2s": the state and the whole seconds since the server was
-// last heard from; "-" before any contact.
-std::string freshness_cell(const informer::Freshness& f) {
-  if (!f.last_contact) return "-";
-  const auto age = std::chrono::duration_cast<std::chrono::seconds>(f.age).count();
-  return std::string(informer::to_string(f.state)) + " " + std::to_string(age) + "s";
+// Nothing to say: resyncing and never in contact (no informer yet, or no client).
+bool unknown(const informer::Freshness& f) {
+  return !f.last_contact && f.state == informer::Freshness::State::resyncing;
 }
 
-// ,"freshness":{"state":"stale","age_seconds":95} or ,"freshness":null before any contact.
-std::string freshness_json(const informer::Freshness& f) {
-  if (!f.last_contact) return ",\"freshness\":null";
+// "fresh 3s", "stale 95s": the state and the whole seconds since the server was last heard from
+// (the oldest contact among the informers); the state alone when one never heard from it ("stale"
+// for a cluster with one stale informer and one still waiting for its first answer); "-" when
+// there is nothing to say.
+std::string freshness_cell(const informer::Freshness& f) {
+  if (unknown(f)) return "-";
+  std::string out(informer::to_string(f.state));
+  if (!f.last_contact) return out;
   const auto age = std::chrono::duration_cast<std::chrono::seconds>(f.age).count();
+  return out + " " + std::to_string(age) + "s";
+}
+
+// ,"freshness":{"state":"stale","age_seconds":95} (age null without contact), or
+// ,"freshness":null when there is nothing to say.
+std::string freshness_json(const informer::Freshness& f) {
+  if (unknown(f)) return ",\"freshness\":null";
+  const std::string age =
+      f.last_contact
+          ? std::to_string(std::chrono::duration_cast<std::chrono::seconds>(f.age).count())
+          : "null";
   return ",\"freshness\":{\"state\":" + quoted(informer::to_string(f.state)) +
-         ",\"age_seconds\":" + std::to_string(age) + "}";
+         ",\"age_seconds\":" + age + "}";
 }
 
 informer::Freshness freshness_of(const mesh::ClusterEndpoints& part) {

@@ -272,8 +272,12 @@ class Reflector {
   // so silence past watch_idle_timeout is taken for a dead path until three idle cuts without a
   // periodic bookmark show that this server sends none here (a resource served from etcd).
   std::atomic<bool> expect_bookmarks_{true};
-  int idle_cuts_without_bookmark_ = 0;  // reflector thread: idle restarts since the last bookmark
-  void touch();                         // the server was heard from now
+  // Reflector thread: idle restarts since the last periodic bookmark, or since a watch resumed
+  // after one replayed events at once (kReplayWindow: the cut path was dead).
+  int idle_cuts_without_bookmark_ = 0;
+  bool resuming_after_idle_ = false;  // reflector thread: the next watch follows an idle cut
+  static constexpr std::chrono::seconds kReplayWindow{2};
+  void touch();  // the server was heard from now
   // Reports the view stale to the metrics when it is (or `cut_idle`: a watch was just silent for
   // its idle deadline), once until the next contact. Reflector thread.
   void report_stale(bool cut_idle);

@@ -56,11 +56,12 @@ class ReflectorMetrics {
   virtual void budget_denied() = 0;
   /// A WatchList sync attempt fell back to LIST.
   virtual void watch_list_fell_back(WatchListFallback why) = 0;
-  /// The server was heard from: a list page, a watch opened, an event, a bookmark.
-  virtual void contacted() = 0;
+  /// The server was heard from: a list page, a watch opened, an event, a bookmark. (Default:
+  /// nothing, so implementations written before it still compile.)
+  virtual void contacted() {}
   /// The view turned stale (nothing from the server past the idle deadline: see
   /// Reflector::freshness) or, at the next contact, fresh again. Only changes are reported.
-  virtual void stale(bool is_stale) = 0;
+  virtual void stale(bool /*is_stale*/) {}
 
   /// Reports nowhere: the metrics of a reflector given none. Thread-safe.
   static ReflectorMetrics& null();
