@@ -1,21 +1,25 @@
-// The Transport itself: the synchronous bridge between callers' threads and the io thread. Each
-// request() or watch() is spawned as a coroutine on the io thread and the caller waits for its
-// result; the pieces it runs live apart: server_url (the URL), tls (contexts and verification),
-// connection (connections and the keep-alive pool), watch_stream (streaming responses).
+// The Transport itself: the synchronous bridge between callers' threads and its runtime's
+// threads. Each request() or watch() is spawned as a coroutine on the transport's strand and the
+// caller waits for its result; the pieces it runs live apart: server_url (the URL), tls (contexts
+// and verification), connection (connections and the keep-alive pool), watch_stream (streaming
+// responses).
 #include "transport.h"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
-#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/strand.hpp>
 
 #include <cassert>
+#include <condition_variable>
 #include <future>
+#include <mutex>
 #include <optional>
 #include <thread>
 
 #include "connection.h"
+#include "io_runtime_impl.h"
 #include "net.h"
 #include "server_url.h"
 #include "tls.h"
@@ -38,7 +42,10 @@ TlsSettings tls_settings(const ClusterConfig& config, const ServerUrl& url) {
 
 struct Transport::Impl {
   Impl(const ClusterConfig& config, TransportOptions transport_options)
-      : options(std::move(transport_options)),
+      : runtime(transport_options.runtime ? transport_options.runtime
+                                          : std::make_shared<IoRuntime>(1)),
+        strand(asio::make_strand(runtime->impl().ioc)),
+        options(std::move(transport_options)),
         url(parse_server(config.server)),
         host_header(url.host_header()),
         tls(tls_settings(config, url)),
@@ -46,16 +53,46 @@ struct Transport::Impl {
         pool(connector, options.max_idle_connections, options.idle_connection_timeout,
              options.clock ? options.clock : system_clock(), options.max_response_bytes) {}
 
+  // First: outlives everything below that uses its executor.
+  const IoRuntimePtr runtime;
+  // Everything of this transport (pool, connector, coroutines, watch state) runs here: one
+  // handler at a time, whichever runtime thread runs it.
+  const asio::strand<asio::io_context::executor_type> strand;
   const TransportOptions options;
   const ServerUrl url;
   const std::string host_header;
   TlsContexts tls;
-  Connector connector;  // io thread only
-  ConnectionPool pool;  // io thread only
+  Connector connector;  // strand only
+  ConnectionPool pool;  // strand only
 
-  asio::io_context ioc{1};
-  asio::executor_work_guard<asio::io_context::executor_type> work{ioc.get_executor()};
-  std::thread thread;
+  // Coroutines of this transport not finished yet: the destructor waits for none (they use the
+  // transport by a plain pointer).
+  std::mutex running_mu;
+  std::condition_variable running_cv;
+  std::size_t running = 0;  // guarded by running_mu
+
+  // A token for one coroutine, captured by it: counted while the coroutine's frame lives.
+  std::shared_ptr<void> running_token() {
+    {
+      std::lock_guard lock(running_mu);
+      ++running;
+    }
+    return {nullptr, [this](void*) {
+              std::lock_guard lock(running_mu);
+              if (--running == 0) running_cv.notify_all();
+            }};
+  }
+
+  // Runs `fn` on the strand and waits for it (never from the runtime's own threads).
+  template <typename Fn>
+  void run_on_strand(Fn fn) {
+    std::promise<void> done;
+    asio::post(strand, [&] {
+      fn();
+      done.set_value();
+    });
+    done.get_future().wait();
+  }
 
   // `gzip`: say Accept-Encoding: gzip (never on a watch: the API server does not compress
   // watch streams, and a compressed stream could not be decoded event by event as it comes).
@@ -92,27 +129,26 @@ std::shared_ptr<Transport> Transport::create(const ClusterConfig& config,
     auto probe = impl.tls.make_context({});
     if (!probe) throw ConfigError("server " + config.server + ": " + probe.error().message);
   }
-  impl.thread = std::thread([&impl] { impl.ioc.run(); });
   return t;
 }
 
 // NOLINTNEXTLINE(bugprone-exception-escape): only bad_alloc can escape: terminate
 Transport::~Transport() {
   if (!impl_) return;
-  asio::post(impl_->ioc, [impl = impl_.get()] { impl->pool.close_all(); });
-  impl_->work.reset();
-  impl_->ioc.stop();
-  // On its own io thread (from inside one of its coroutines) the destructor would free the
-  // io_context that thread is still running in: a use-after-free the detach below cannot
-  // prevent. No path gets there (coroutines hold Impl by a plain pointer; watch streams let go
-  // of the Transport on their owner's thread); debug builds check that it stays so.
-  assert(impl_->thread.get_id() != std::this_thread::get_id());
-  if (impl_->thread.get_id() == std::this_thread::get_id()) {
-    impl_->thread.detach();  // never join ourselves; the io_context outlives nothing else
-  } else if (impl_->thread.joinable()) {
-    impl_->thread.join();
+  // Never on the runtime's threads (coroutines hold Impl by a plain pointer; watch streams let
+  // go of the Transport on their owner's thread); debug builds check that it stays so.
+  assert(!impl_->runtime->running_in_this_thread());
+  // Every watch stream is gone (each holds the transport) and has asked its coroutine to stop;
+  // no request is in flight (request() waits for its answer). So: close the idle connections,
+  // wait for the coroutines still winding down (a cancelled read returns at once), then let
+  // the strand run what they posted before they ended (cancelled timers' handlers hold watch
+  // state with timers of this strand): after that nothing of this transport is queued.
+  impl_->run_on_strand([impl = impl_.get()] { impl->pool.close_all(); });
+  {
+    std::unique_lock lock(impl_->running_mu);
+    impl_->running_cv.wait(lock, [&] { return impl_->running == 0; });
   }
-  impl_->pool.close_all();
+  impl_->run_on_strand([] {});
 }
 
 Result<HttpResponse> Transport::request(const HttpRequest& request,
@@ -122,7 +158,7 @@ Result<HttpResponse> Transport::request(const HttpRequest& request,
 
 Result<HttpResponse> Transport::request(const HttpRequest& request, const Credentials& credentials,
                                         const BodySink* sink) {
-  if (impl_->ioc.get_executor().running_in_this_thread()) {
+  if (impl_->runtime->running_in_this_thread()) {
     return Error::make(Errc::network, "RestClient called from its own io thread");
   }
   std::size_t cert_id = 0;
@@ -132,8 +168,8 @@ Result<HttpResponse> Transport::request(const HttpRequest& request, const Creden
   auto promise = std::make_shared<std::promise<Result<HttpResponse>>>();
   auto future = promise->get_future();
   asio::co_spawn(
-      impl_->ioc,
-      [impl = impl_.get(), promise,
+      impl_->strand,
+      [impl = impl_.get(), token = impl_->running_token(), promise,
        req = impl_->build(request, credentials,
                           impl_->options.accept_gzip && request.method == "GET"),
        ctx = context.value(), cert_id, deadline, sink]() mutable -> awaitable<void> {
@@ -157,7 +193,7 @@ Result<WatchStreamPtr> Transport::watch(
     const HttpRequest& request, const Credentials& credentials, std::shared_ptr<const Codec> codec,
     const std::function<void(const HttpResponse&)>& on_headers) {
   using Phase = WatchState::Phase;
-  if (impl_->ioc.get_executor().running_in_this_thread()) {
+  if (impl_->runtime->running_in_this_thread()) {
     return Error::make(Errc::network, "RestClient called from its own io thread");
   }
   std::size_t cert_id = 0;
@@ -165,14 +201,14 @@ Result<WatchStreamPtr> Transport::watch(
   if (!context) return std::move(context).error();
   auto deadline = std::chrono::steady_clock::now() + impl_->options.request_timeout;
   auto st = std::make_shared<WatchState>();
-  st->ex = impl_->ioc.get_executor();
+  st->ex = impl_->strand;
   st->limit = std::max<std::size_t>(impl_->options.watch_queue_limit, 2);
   st->bytes_limit = std::max<std::size_t>(impl_->options.watch_queue_bytes_limit, 2);
   asio::co_spawn(
-      impl_->ioc,
-      [impl = impl_.get(), st, req = impl_->build(request, credentials, false),
-       ctx = context.value(), cert_id, deadline, codec = std::move(codec),
-       idle = request.idle_timeout]() mutable -> awaitable<void> {
+      impl_->strand,
+      [impl = impl_.get(), token = impl_->running_token(), st,
+       req = impl_->build(request, credentials, false), ctx = context.value(), cert_id, deadline,
+       codec = std::move(codec), idle = request.idle_timeout]() mutable -> awaitable<void> {
         try {
           co_await run_watch(st, impl->connector, impl->options, std::move(req), std::move(ctx),
                              cert_id, deadline, std::move(codec), idle);

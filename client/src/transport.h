@@ -1,6 +1,6 @@
 #pragma once
-// Private: HTTP/1.1 over TCP or TLS (Boost.Beast, OpenSSL) on one io thread, with a small
-// keep-alive pool and streaming watch responses. Keeps Asio/Beast out of public headers.
+// Private: HTTP/1.1 over TCP or TLS (Boost.Beast, OpenSSL) on one strand of an IoRuntime, with a
+// small keep-alive pool and streaming watch responses. Keeps Asio/Beast out of public headers.
 
 #include <chrono>
 #include <functional>
@@ -12,6 +12,7 @@
 
 #include "kinformer/client/clock.h"
 #include "kinformer/client/cluster_config.h"
+#include "kinformer/client/io_runtime.h"
 #include "kinformer/client/resource.h"
 #include "kinformer/client/result.h"
 #include "kinformer/client/watch.h"
@@ -76,9 +77,12 @@ struct TransportOptions {
   std::size_t watch_queue_bytes_limit = 0;
   std::chrono::milliseconds watch_idle_timeout{};  ///< 0: derived from the request
   bool accept_gzip = false;  ///< GET requests other than watches say Accept-Encoding: gzip
+  IoRuntimePtr runtime;      ///< null: a runtime of one thread of the transport's own
 };
 
-/// Thread-safety: request() and watch() may be called from any thread except the io thread.
+/// Thread-safety: request() and watch() may be called from any thread except the runtime's.
+/// Everything of one transport runs on one strand of its runtime, so it is never run by two
+/// threads at once, also on a runtime shared by many transports.
 class Transport : public std::enable_shared_from_this<Transport> {
  public:
   /// Throws ConfigError for a bad server URL or CA bundle.

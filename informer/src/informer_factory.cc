@@ -32,7 +32,8 @@ InformerFactory::InformerFactory(ListerWatcherFactory lister_watchers, FactoryOp
     options_.executor.log = log_.sink();
     options_.executor.log_rate_limit = options_.log_rate_limit;
   }
-  executor_ = std::make_shared<HandlerExecutor>(options_.executor);
+  executor_ = options_.shared_executor ? options_.shared_executor
+                                       : std::make_shared<HandlerExecutor>(options_.executor);
 }
 
 InformerFactory::~InformerFactory() { shutdown(); }
@@ -190,7 +191,7 @@ void InformerFactory::shutdown() {
   // Also when another shutdown() is in progress: SharedInformer::stop() is idempotent and returns
   // only once that informer's threads are joined, so no caller returns early.
   for (auto& [key, inf] : all) inf->stop();
-  executor_->shutdown(options_.handler_stop_timeout);
+  if (!options_.shared_executor) executor_->shutdown(options_.handler_stop_timeout);
 }
 
 std::size_t InformerFactory::informer_count() const {

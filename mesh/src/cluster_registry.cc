@@ -84,6 +84,7 @@ class ClusterRegistry::Impl : public std::enable_shared_from_this<Impl> {
   const client::Logger log_;
   std::unique_ptr<detail::RegistryMetrics> metrics_;
   detail::RemoteSettings settings_;
+  informer::HandlerExecutorPtr remote_executor_;  // the remote factories' pool, if the registry's
   detail::ClusterStore store_;
   informer::SharedInformer* secrets_ = nullptr;  // set by start_once; owned by local_factory_
   informer::Registration secret_handler_;        // set once by start_once, before the signal
@@ -131,7 +132,17 @@ ClusterRegistry::Impl::Impl(std::shared_ptr<client::RestClient> local_client,
   for (ClusterState s : kStates) metrics_->clusters.Add({{"state", std::string(to_string(s))}});
   settings_.policy = options_.kubeconfig_policy;
   settings_.client = options_.remote_client;
+  // Every remote client runs its I/O on one runtime (threads grow with cores, not clusters).
+  if (!settings_.client.runtime) settings_.client.runtime = std::make_shared<client::IoRuntime>();
   settings_.factory = options_.remote_factory;
+  // Every remote factory runs its handlers on one pool (the registry's, unless the caller gave
+  // one): threads do not grow with clusters. Shut down after the last remote factory.
+  if (!settings_.factory.shared_executor) {
+    informer::HandlerExecutorOptions pool = options_.remote_factory.executor;
+    if (!pool.log) pool.log = options_.log;
+    remote_executor_ = std::make_shared<informer::HandlerExecutor>(pool);
+    settings_.factory.shared_executor = remote_executor_;
+  }
   settings_.sync_timeout = options_.sync_timeout;
 }
 
@@ -449,6 +460,7 @@ void ClusterRegistry::Impl::shutdown() {
   }
   if (blocking_.joinable()) blocking_.join();  // drains retiring_ first
   for (auto& c : left) c->factory->shutdown();
+  if (remote_executor_) remote_executor_->shutdown(options_.remote_factory.handler_stop_timeout);
   std::lock_guard lock(mu_);
   shut_down_ = true;
 }

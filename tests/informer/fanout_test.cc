@@ -1,4 +1,4 @@
-// Fan-out on the bounded handler pool (issue 9): threads are O(pool), stuck handlers beyond the
+// Fan-out on the bounded handler pool: threads are O(pool), stuck handlers beyond the
 // pool size do not stop the others, close() stops a batch already taken, handlers closing each
 // other never deadlock, and a late handler sees each object exactly once while events flow.
 #include <dirent.h>
@@ -100,6 +100,85 @@ TEST(FanOut, MoreStuckHandlersThanPoolThreadsDoNotStopTheOthers) {
   for (auto& h : fine) EXPECT_TRUE(h->wait_for("add ns/e19 30"));
   EXPECT_GE(env.factory->executor().blocked_workers(), 2u);
   release.count_down();
+}
+
+// Factories sharing one pool (ClusterRegistry's remote clusters): a stuck handler of one
+// factory is compensated like on a pool of its own, so another factory's handlers go on.
+TEST(FanOut, AStuckHandlerOfOneFactoryDoesNotStopAnotherOnTheSharedPool) {
+  HandlerExecutorOptions pool_options;
+  pool_options.threads = 1;
+  pool_options.blocking_threshold = 20ms;
+  pool_options.max_extra_threads = 2;
+  auto pool = std::make_shared<HandlerExecutor>(pool_options);
+  FactoryOptions shared;
+  shared.shared_executor = pool;
+  testing::Env a(shared), b(shared);
+  a.fake->add_list({make_object("ns", "a", "1")}, "10");
+  b.fake->add_list({make_object("ns", "b", "1")}, "10");
+  auto b_watch = b.fake->add_watch();
+  std::latch release(1);
+  std::atomic<bool> stuck{false};
+  auto stuck_handler = std::make_shared<ResourceEventHandlerFuncs>();
+  stuck_handler->add = [&](const client::ObjectPtr&, bool) {
+    stuck = true;
+    release.wait();
+  };
+  auto ra = a.factory->informer(testing::test_type()).add_handler(stuck_handler);
+  auto seen = std::make_shared<testing::RecordingHandler>();
+  auto rb = b.factory->informer(testing::test_type()).add_handler(seen);
+  a.factory->start();
+  ASSERT_TRUE(testing::eventually([&] { return stuck.load(); }));
+  b.factory->start();
+  EXPECT_TRUE(seen->wait_for("add ns/b 1 initial")) << "the other factory's handler ran";
+  EXPECT_EQ(&a.factory->executor(), &b.factory->executor());
+  release.count_down();
+  a.factory->shutdown();
+  b_watch->push(event(EventType::added, make_object("ns", "c", "11")));
+  EXPECT_TRUE(seen->wait_for("add ns/c 11"))
+      << "a factory's shutdown leaves the shared pool running";
+}
+
+// A flood on one factory delays another factory's handlers by one bounded batch, not by the
+// whole flood: strands take turns on the shared pool (one thread, no compensation here).
+TEST(FanOut, AFloodOnOneFactoryDelaysAnotherByABatchNotByTheFlood) {
+  HandlerExecutorOptions pool_options;
+  pool_options.threads = 1;
+  pool_options.blocking_threshold = std::chrono::hours(1);
+  pool_options.max_extra_threads = 0;
+  auto pool = std::make_shared<HandlerExecutor>(pool_options);
+  FactoryOptions shared;
+  shared.shared_executor = pool;
+  testing::Env a(shared), b(shared);
+  constexpr int kFlood = 1000;
+  std::vector<client::ObjectPtr> flood;
+  for (int i = 0; i < kFlood; ++i) flood.push_back(make_object("ns", "a" + std::to_string(i), "1"));
+  a.fake->add_list(flood, "10");
+  b.fake->add_list({make_object("ns", "b", "1")}, "10");
+  std::latch gate(1);
+  std::atomic<int> a_calls{0};
+  std::atomic<int> a_calls_when_b_ran{-1};
+  auto a_handler = std::make_shared<ResourceEventHandlerFuncs>();
+  a_handler->add = [&](const client::ObjectPtr&, bool) {
+    if (a_calls.fetch_add(1) == 0) gate.wait();  // holds the pool until b's work is queued
+  };
+  auto b_handler = std::make_shared<ResourceEventHandlerFuncs>();
+  b_handler->add = [&](const client::ObjectPtr&, bool) {
+    int expected = -1;
+    a_calls_when_b_ran.compare_exchange_strong(expected, a_calls.load());
+  };
+  auto& a_informer = a.factory->informer(testing::test_type());
+  auto& b_informer = b.factory->informer(testing::test_type());
+  auto ra = a_informer.add_handler(a_handler);
+  auto rb = b_informer.add_handler(b_handler);
+  a.factory->start();
+  ASSERT_TRUE(testing::eventually([&] { return a_calls.load() == 1; }));
+  b.factory->start();
+  ASSERT_TRUE(b.factory->wait_for_cache_sync(testing::kDeadline));
+  gate.count_down();
+  ASSERT_TRUE(testing::eventually([&] { return a_calls_when_b_ran.load() >= 0; }));
+  EXPECT_LT(a_calls_when_b_ran.load(), kFlood / 4)
+      << "b waited for most of a's flood instead of one batch";
+  EXPECT_TRUE(testing::eventually([&] { return a_calls.load() == kFlood; }));
 }
 
 TEST(FanOut, CloseFromInsideACallbackStopsTheRestOfTheBatch) {

@@ -306,6 +306,27 @@ TEST(ClusterRegistryTest, FailedStartIsReturnedAndRetriedByTheNextCallerWithOneW
   EXPECT_TRUE(f.registry->wait_for_sync(10s));
 }
 
+// Remote clusters' factories run their handlers on one pool, the registry's: threads do not
+// grow with clusters. Mutant registry-remote-pool-per-cluster.
+TEST(ClusterRegistryTest, RemoteClustersShareOneHandlerPool) {
+  MiniCluster west, east;
+  west.serve(kPods, "PodList");
+  east.serve(kPods, "PodList");
+  Fixture f;
+  f.local.put(kSecrets, "remotes",
+              secret("remotes", {{"west", kubeconfig_for(west.server, "tok-west")},
+                                 {"east", kubeconfig_for(east.server, "tok-east")}}));
+  Journal journal;
+  auto sub = f.registry->subscribe(journal.handler(uses_pods()));
+  ASSERT_TRUE(f.registry->start());
+  ASSERT_TRUE(f.registry->wait_for_sync(10s));
+  auto w = f.registry->factory("west");
+  auto e = f.registry->factory("east");
+  ASSERT_TRUE(w && e);
+  EXPECT_EQ(w->executor_ptr(), e->executor_ptr());
+  EXPECT_NE(w->executor_ptr(), f.local_factory->executor_ptr());
+}
+
 TEST(ClusterRegistryTest, SecretKeyBecomesARemoteClusterReachedThroughTheRegistry) {
   MiniCluster west;
   west.serve(kPods, "PodList");

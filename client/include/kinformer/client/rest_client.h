@@ -12,6 +12,7 @@
 
 #include "kinformer/client/clock.h"
 #include "kinformer/client/cluster_config.h"
+#include "kinformer/client/io_runtime.h"
 #include "kinformer/client/log.h"
 #include "kinformer/client/rate_limiter.h"
 #include "kinformer/client/resource.h"
@@ -92,6 +93,11 @@ struct RestClientOptions {
   /// asks for gzip too (Go's transport; `rest.Config.DisableCompression` turns it off). false:
   /// no Accept-Encoding is sent (a gzip-encoded body is still decoded). docs/gzip.md.
   bool gzip = true;
+  /// The threads this client's network I/O runs on. Null: a runtime of one thread of the
+  /// client's own. Clients given one runtime share its threads (each client's work runs on a
+  /// strand of its own, so one client's connections are never handled by two threads at once):
+  /// a process with many clusters holds the runtime's threads, not one per client.
+  IoRuntimePtr runtime;
 };
 
 /// A raw HTTP response (get_raw).
@@ -115,12 +121,15 @@ enum class PatchType {
 };
 
 /// Talks to one API server. The public API is synchronous: each call blocks its caller while
-/// the request runs on the client's own io thread (Boost.Beast, C++20 coroutines). Never call it
-/// from that thread (i.e. never from inside a coroutine of this client); such a call fails with
-/// Errc::network instead of deadlocking.
+/// the request runs on the client's runtime (RestClientOptions::runtime: its own io thread by
+/// default; Boost.Beast, C++20 coroutines). Never call it from a thread of that runtime (i.e.
+/// never from inside a coroutine of a client on it); such a call fails with Errc::network
+/// instead of deadlocking.
 /// Thread-safety: thread-safe; no concurrent call causes a data race.
-/// Lifetime: watch streams and lister-watchers keep the client's internals (and its io thread)
-/// alive; the thread stops when the RestClient and all of them are gone.
+/// Lifetime: watch streams and lister-watchers keep the client's internals (and its runtime)
+/// alive; an own runtime's thread stops when the RestClient and all of them are gone. The
+/// last of them to go waits for the client's I/O still winding down (a cancelled watch read:
+/// at once; a connect in progress: at most request_timeout).
 class RestClient {
  public:
   /// Throws ConfigError for an unusable configuration (bad server URL, unparsable CA PEM).

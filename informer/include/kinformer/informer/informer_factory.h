@@ -84,8 +84,15 @@ struct FactoryOptions {
   /// callbacks to return; a handler still running then is given up on and logged.
   std::chrono::milliseconds handler_stop_timeout{5000};
   /// The pool every handler of this factory runs on (size, blocking threshold, cap on
-  /// replacement workers): see HandlerExecutorOptions.
+  /// replacement workers): see HandlerExecutorOptions. Unused with shared_executor.
   HandlerExecutorOptions executor;
+  /// Run the handlers on this pool instead of one of the factory's own: several factories (e.g.
+  /// ClusterRegistry's remote clusters) then share one set of threads. Each handler is a strand
+  /// of its own and strands take turns, a bounded batch each, so a flood on one factory delays
+  /// another's handlers by at most one batch per busy strand, and a stuck handler is compensated
+  /// as on a pool of one's own. shutdown() stops this factory's handlers but not the pool; it
+  /// must outlive the factory's shutdown. Null: the factory's own pool.
+  HandlerExecutorPtr shared_executor;
   /// Every log line of this factory's informers, reflectors, handlers and pool goes here (one
   /// record: level, component, message, key/value fields; see client/log.h). Null: logfmt lines
   /// on stderr. Records are rate-limited per informer and cause by log_rate_limit.

@@ -102,7 +102,11 @@ struct ClusterRegistryOptions {
   /// How long start() waits for the Secret informer's initial list.
   std::chrono::milliseconds start_timeout{30'000};
   /// Options of every remote cluster's RestClient and InformerFactory (log and registry are
-  /// set by the registry when left empty).
+  /// set by the registry when left empty). The remote factories share one handler pool
+  /// (FactoryOptions::shared_executor): the registry's own, sized by remote_factory.executor and
+  /// shut down after the last remote factory, unless remote_factory.shared_executor names one.
+  /// The remote clients share one IoRuntime (IoRuntime::default_threads()), unless
+  /// remote_client.runtime names one.
   client::RestClientOptions remote_client;
   informer::FactoryOptions remote_factory;
   /// Null: the local factory's registry.
