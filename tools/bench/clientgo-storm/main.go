@@ -16,6 +16,7 @@
 //	    (concurrently; one try per namespace, then retries of the failed ones for up to 30 s).
 //
 // load and mark refuse a server that is not on a loopback address. Every wait is bounded.
+// silent-proxy, watch-pods, create-pod and delete-pod (silent.sh's) are described in silent.go.
 package main
 
 import (
@@ -383,7 +384,7 @@ func run(args []string) {
 
 func main() {
 	if len(os.Args) < 2 {
-		die("usage: clientgo-storm run|load|mark [flags]")
+		die("usage: clientgo-storm run|load|mark|silent-proxy|watch-pods|create-pod|delete-pod [flags]")
 	}
 	switch os.Args[1] {
 	case "run":
@@ -392,7 +393,15 @@ func main() {
 		load(os.Args[2:])
 	case "mark":
 		mark(os.Args[2:])
+	case "silent-proxy":
+		silentProxyCmd(os.Args[2:])
+	case "watch-pods":
+		watchPods(os.Args[2:])
+	case "create-pod":
+		createPod(os.Args[2:])
+	case "delete-pod":
+		deletePod(os.Args[2:])
 	default:
-		die("unknown subcommand %q (run, load, mark)", os.Args[1])
+		die("unknown subcommand %q (run, load, mark, silent-proxy, watch-pods, create-pod, delete-pod)", os.Args[1])
 	}
 }
