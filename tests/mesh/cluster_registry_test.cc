@@ -123,8 +123,6 @@ class MiniCluster {
     return out;
   }
 
-  FakeApiServer server;
-
  private:
   struct Collection {
     std::map<std::string, std::string> objects;
@@ -141,6 +139,11 @@ class MiniCluster {
   std::condition_variable cv_;
   std::map<std::string, Collection> collections_;
   std::uint64_t rv_ = 100;
+
+ public:
+  // Last: stopped (its thread joined) before the collections its handlers use are destroyed, also
+  // when a client still calls it while the test ends.
+  FakeApiServer server;
 };
 
 std::string kubeconfig_for(const FakeApiServer& server, const std::string& token) {
