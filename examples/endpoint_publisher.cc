@@ -47,8 +47,7 @@ int main(int argc, char** argv) {
   }
   try {
     auto rest = std::make_shared<client::RestClient>(client::ClusterConfig::load_default());
-    informer::InformerFactory factory(
-        [rest](const auto& type, const std::string& n) { return rest->lister_watcher(type, n); });
+    informer::InformerFactory factory(rest);
     auto slices = factory.informer<client::EndpointSlice>(
         {.namespace_ = ns, .label_selector = "kubernetes.io/service-name=" + service});
 

@@ -15,6 +15,14 @@ std::string trim(const std::string& s) {
   return s.substr(b, e - b + 1);
 }
 
+// Lister-watchers through `client`, which they keep alive.
+ListerWatcherFactory through(std::shared_ptr<client::RestClient> client) {
+  if (!client) throw client::ConfigError("InformerFactory: the RestClient is null");
+  return [client = std::move(client)](const client::ResourceType& type, const std::string& ns) {
+    return client->lister_watcher(type, ns);
+  };
+}
+
 }  // namespace
 
 InformerFactory::InformerFactory(ListerWatcherFactory lister_watchers, FactoryOptions options)
@@ -35,6 +43,9 @@ InformerFactory::InformerFactory(ListerWatcherFactory lister_watchers, FactoryOp
   executor_ = options_.shared_executor ? options_.shared_executor
                                        : std::make_shared<HandlerExecutor>(options_.executor);
 }
+
+InformerFactory::InformerFactory(std::shared_ptr<client::RestClient> client, FactoryOptions options)
+    : InformerFactory(through(std::move(client)), std::move(options)) {}
 
 InformerFactory::~InformerFactory() { shutdown(); }
 

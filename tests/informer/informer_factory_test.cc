@@ -62,6 +62,11 @@ TEST(InformerFactoryTest, FreshnessIsTheStalestInformers) {
   EXPECT_GE(f.age, std::chrono::seconds(80));
 }
 
+TEST(InformerFactoryTest, ANullClientOrAnEmptyListerWatcherFactoryIsAConfigError) {
+  EXPECT_THROW(InformerFactory(std::shared_ptr<client::RestClient>{}), client::ConfigError);
+  EXPECT_THROW(InformerFactory(ListerWatcherFactory{}), client::ConfigError);
+}
+
 TEST(InformerFactoryTest, TypedAndDynamicRequestsForOneKeyAreAConfigError) {
   Env env;
   auto typed = testing::test_type();  // no codec: the fake lister-watcher hands objects over

@@ -270,11 +270,7 @@ struct HttpEnv {
     o.random = [] { return 0.5; };
     o.handler_stop_timeout = 2000ms;
     o.watch_idle_timeout = watch_idle_timeout;
-    factory = std::make_unique<InformerFactory>(
-        [rest = rest](const client::ResourceType& type, const std::string& ns) {
-          return rest->lister_watcher(type, ns);
-        },
-        std::move(o));
+    factory = std::make_unique<InformerFactory>(rest, std::move(o));  // through the client
   }
   ~HttpEnv() { factory.reset(); }
 

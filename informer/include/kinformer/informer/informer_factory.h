@@ -12,6 +12,7 @@
 
 #include "kinformer/cache/transform.h"
 #include "kinformer/client/resource.h"
+#include "kinformer/client/rest_client.h"
 #include "kinformer/client/watch.h"
 #include "kinformer/informer/backoff.h"
 #include "kinformer/informer/clock.h"
@@ -117,7 +118,11 @@ struct InformerSpec {
 /// destroyed; Registrations may outlive it.
 class InformerFactory {
  public:
-  /// Throws client::ConfigError if `lister_watchers` is empty.
+  /// Lists and watches through `client` (held until the factory is destroyed). Throws
+  /// client::ConfigError if `client` is null.
+  explicit InformerFactory(std::shared_ptr<client::RestClient> client, FactoryOptions options = {});
+  /// Lists and watches through what `lister_watchers` makes (tests, custom sources). Throws
+  /// client::ConfigError if it is empty.
   explicit InformerFactory(ListerWatcherFactory lister_watchers, FactoryOptions options = {});
   /// Calls shutdown().
   ~InformerFactory();
