@@ -13,7 +13,8 @@ thread_local const IoRuntime* tl_runtime = nullptr;
 
 }  // namespace
 
-IoRuntime::IoRuntime(std::size_t threads) : impl_(std::make_unique<Impl>(std::max<std::size_t>(threads, 1))) {
+IoRuntime::IoRuntime(std::size_t threads)
+    : impl_(std::make_unique<Impl>(std::max<std::size_t>(threads, 1))) {
   const std::size_t n = std::max<std::size_t>(threads, 1);
   impl_->threads.reserve(n);
   for (std::size_t i = 0; i < n; ++i) {

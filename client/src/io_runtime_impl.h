@@ -14,8 +14,7 @@ namespace kinformer::client {
 struct IoRuntime::Impl {
   explicit Impl(std::size_t threads) : ioc(static_cast<int>(threads)) {}
   boost::asio::io_context ioc;
-  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work{
-      ioc.get_executor()};
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work{ioc.get_executor()};
   std::vector<std::thread> threads;
 };
 
