@@ -220,9 +220,25 @@ bool Reflector::wait(const Next& next, const std::stop_token& stop) {
   }
   if (wait > Clock::Duration::zero()) {
     metrics_.backoff_waited();
+    // The view may turn stale during the wait: say so then, not after it.
+    const Clock::Duration until_stale = time_until_stale();
+    if (until_stale > Clock::Duration::zero() && until_stale < wait) {
+      if (!options_.clock->sleep_for(until_stale, stop)) return false;
+      report_stale(false);
+      wait -= until_stale;
+    }
     return options_.clock->sleep_for(wait, stop);
   }
   return !stop.stop_requested();
+}
+
+Clock::Duration Reflector::time_until_stale() const {
+  if (stale_reported_ || !contacted_.load(std::memory_order_acquire))
+    return Clock::Duration::zero();
+  const Clock::TimePoint last(Clock::Duration(last_contact_.load(std::memory_order_relaxed)));
+  // Stale is "older than stale_after": one millisecond past it.
+  const Clock::TimePoint stale_at = last + idle_deadline() + std::chrono::milliseconds(1);
+  return std::max(Clock::Duration::zero(), stale_at - options_.clock->now());
 }
 
 void Reflector::synced(const std::string& resource_version, std::vector<client::ObjectPtr> items,

@@ -472,12 +472,17 @@ TEST(ReflectorTest, ReportsEachFactToItsMetrics) {
 }
 
 // The metrics hear when the view turns stale (no contact for the idle deadline, here through
-// watches that fail to open while backoff waits pass) and when it is fresh again (the next
-// contact); each change once. Mutant informer-stale-metric-never-set.
+// watches that fail to open while backoff waits pass), at that moment also in the middle of a
+// wait, and when it is fresh again (the next contact); each change once. Mutants
+// informer-stale-metric-never-set, informer-stale-metric-after-the-wait.
 TEST(ReflectorTest, ReportsTheViewStaleOnceAndFreshAgainAtTheNextContact) {
+  auto clock = std::make_shared<testing::ManualClock>();
   struct StaleMetrics : ReflectorMetrics {
+    explicit StaleMetrics(testing::ManualClock& c) : clock(c) {}
+    testing::ManualClock& clock;
     std::mutex mu;
     std::vector<std::string> changes;
+    Clock::TimePoint stale_at{};
     int contacts = 0;
     void watch_opened() override {}
     void watch_closed() override {}
@@ -494,8 +499,9 @@ TEST(ReflectorTest, ReportsTheViewStaleOnceAndFreshAgainAtTheNextContact) {
     void stale(bool is_stale) override {
       std::lock_guard lock(mu);
       changes.push_back(is_stale ? "stale" : "fresh");
+      if (is_stale) stale_at = clock.now();
     }
-  } metrics;
+  } metrics(*clock);
   auto fake = std::make_shared<testing::FakeListerWatcher>();
   fake->add_list({make_object("ns", "a", "5")}, "10");
   constexpr int kFailures = 12;  // backoff waits of 0.8 s doubling to 30 s: past 75 s in all
@@ -504,10 +510,10 @@ TEST(ReflectorTest, ReportsTheViewStaleOnceAndFreshAgainAtTheNextContact) {
   }
   auto w = fake->add_watch();
   CountingSink sink;
-  auto clock = std::make_shared<testing::ManualClock>();
   auto options = standalone_options(clock);
   options.metrics = &metrics;
   Reflector reflector(*fake, sink, options);
+  const Clock::TimePoint started = clock->now();
   std::jthread run([&](std::stop_token stop) { reflector.run(stop); });
   ASSERT_TRUE(fake->wait_watches(kFailures + 1));
   w->push(event(EventType::added, make_object("ns", "b", "11")));
@@ -515,8 +521,12 @@ TEST(ReflectorTest, ReportsTheViewStaleOnceAndFreshAgainAtTheNextContact) {
   run = {};
   std::lock_guard lock(metrics.mu);
   EXPECT_EQ(metrics.changes, (std::vector<std::string>{"stale", "fresh"}));
+  // The last contact (the list) was at 0: stale just past the 75 s deadline, not at the end of
+  // the backoff wait it fell into (the waits add up to 50.4 s, then 80.4 s).
+  EXPECT_GT(metrics.stale_at - started, options.watch_idle_timeout);
+  EXPECT_LE(metrics.stale_at - started, options.watch_idle_timeout + std::chrono::milliseconds(1));
   EXPECT_GE(metrics.contacts, 3);  // the list, the watch that opened, its event
-  EXPECT_GT(clock->now().time_since_epoch(), options.watch_idle_timeout);
+  EXPECT_GT(clock->now() - started, options.watch_idle_timeout);
 }
 
 // Without metrics the reflector reports to the null object: it lists and watches all the same.

@@ -281,6 +281,9 @@ class Reflector {
   // Reports the view stale to the metrics when it is (or `cut_idle`: a watch was just silent for
   // its idle deadline), once until the next contact. Reflector thread.
   void report_stale(bool cut_idle);
+  // How long until the view turns stale without contact; zero when it is, or is reported, or
+  // there was no contact yet. Reflector thread.
+  [[nodiscard]] Clock::Duration time_until_stale() const;
   bool stale_reported_ = false;  // reflector thread
   // The idle deadline a new watch asks the client for: watch_idle_timeout while periodic
   // bookmarks are expected here, else 0 (the client's own).
