@@ -51,9 +51,8 @@ struct InformerOptions {
 struct FactoryOptions {
   /// Informers sync through a streaming list (WatchList) unless InformerOptions says otherwise,
   /// as client-go v0.36 does by default. A server that refuses it costs one request per sync
-  /// (the LIST fallback). Measured (docs/BENCHMARKS.md, "Reconnect storm"): after an API-server
-  /// restart 50 informers were all back in 0.35 s with WatchList, and in 6.8 s with LIST, whose
-  /// relists queue behind the client's 5 requests per second (watches do not).
+  /// (the LIST fallback). LIST relists queue behind the client's request rate limit after an
+  /// API-server restart, WatchList syncs do not (docs/BENCHMARKS.md, "Reconnect storm").
   bool use_watch_list = true;
   /// Makes each informer's backoff (one per reflector), as Envoy injects its backoff strategy.
   /// Null: a JitteredExponentialBackoff with `backoff`, `clock` and `random`.

@@ -19,15 +19,14 @@ namespace kinformer::informer {
 /// relists in any t seconds, whatever the server does, and yet the bucket is not what keeps
 /// them stale after an API-server restart.
 ///
-/// Why these defaults (measured, docs/BENCHMARKS.md "Reconnect storm"): after a restart every
-/// informer needs about two requests, its rewatch (which gets 410: the new server's watch
-/// cache starts after the old resourceVersions) and its relist, besides the retries its own
-/// jittered backoff spaces while the server is down. A fixed bucket (burst 10, 2/s) made that
-/// O(n) seconds: 50 informers were back only after ~44 s
-/// (client-go, which has no process-wide bucket: 5 s). With 2 per informer and 0.5/s per
-/// informer, 50 informers have 110 at once and 27/s, more than a restart needs; a loop
-/// without backoff (a rewatch after each clean end, a relist after each 410) is held to
-/// 0.5/s per informer once its share of the burst is spent.
+/// Why these defaults (docs/BENCHMARKS.md "Reconnect storm", docs/decisions.md): after a
+/// restart every informer needs about two requests, its rewatch (which gets 410: the new
+/// server's watch cache starts after the old resourceVersions) and its relist, besides the
+/// retries its own jittered backoff spaces while the server is down. A fixed bucket makes that
+/// O(n) seconds for n informers. With 2 per informer and 0.5/s per informer, 50 informers have
+/// 110 at once and 27/s, more than a restart needs; a loop without backoff (a rewatch after
+/// each clean end, a relist after each 410) is held to 0.5/s per informer once its share of the
+/// burst is spent.
 struct ReconnectBudgetOptions {
   double burst = 10;
   double per_second = 2;
