@@ -508,14 +508,8 @@ TEST(ChaosE2E, CachesAndHandlerViewsEqualTheServerAfterFaultsRestartsAndCompacti
   const std::string run = ns_a;  // unique on this cluster: the label value of this run's objects
 
   // The clients under test reach the server through the proxy, with default options.
-  auto config = admin_config();
-  const auto host_start = config.server.find("://") + 3;
-  const auto colon = config.server.rfind(':');
-  const std::string host = config.server.substr(host_start, colon - host_start);
-  TcpProxy proxy(host, static_cast<std::uint16_t>(std::stoi(config.server.substr(colon + 1))));
-  if (config.tls_server_name.empty()) config.tls_server_name = host;
-  config.server = "https://127.0.0.1:" + std::to_string(proxy.port());
-  client::RestClient client(config);
+  TcpProxy proxy(admin_config().server);
+  client::RestClient client(through(proxy, admin_config()));
 
   informer::FactoryOptions factory_options;
   factory_options.backoff.max = 5s;

@@ -80,6 +80,12 @@ client::RestClientOptions fast_client_options() {
   return o;
 }
 
+client::ClusterConfig through(const TcpProxy& proxy, client::ClusterConfig config) {
+  if (config.tls_server_name.empty()) config.tls_server_name = proxy.upstream_host();
+  config.server = proxy.url();
+  return config;
+}
+
 std::string create_namespace(client::RestClient& client, const std::string& prefix) {
   static std::atomic<unsigned> counter{0};
   std::random_device rd;

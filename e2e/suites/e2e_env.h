@@ -13,6 +13,7 @@
 #include "kinformer/client/dynamic_object.h"
 #include "kinformer/client/rest_client.h"
 #include "kinformer/informer/shared_informer.h"
+#include "tcp_proxy.h"
 
 namespace kinformer::e2e {
 
@@ -32,6 +33,9 @@ int launcher(const std::string& command);
 /// Client options for the suites' own requests (create, patch, delete during churn): the default
 /// 5 QPS would make them slow. The clients under test keep their defaults.
 client::RestClientOptions fast_client_options();
+
+/// `config` reaching its server through `proxy` (TLS still checks the server's own name).
+client::ClusterConfig through(const TcpProxy& proxy, client::ClusterConfig config);
 
 /// Creates a namespace with a unique name starting with `prefix` and returns its name.
 std::string create_namespace(client::RestClient& client, const std::string& prefix);

@@ -204,14 +204,9 @@ TEST_P(InformerE2E, FailedInitializationIsRetriedAndEndsWithExactlyOneWatch) {
 TEST_P(InformerE2E, SliceDeletedWhileCutOffAndCompactedIsDeletedForEveryHandler) {
   if (!launcher_available())
     GTEST_SKIP() << "needs the embedded launcher's `compact` (not available on kind)";
-  auto config = admin_config();
   // Route the informer's connections through a proxy the test can cut.
-  const auto colon = config.server.rfind(':');
-  const auto host_start = config.server.find("://") + 3;
-  const std::string host = config.server.substr(host_start, colon - host_start);
-  TcpProxy proxy(host, static_cast<std::uint16_t>(std::stoi(config.server.substr(colon + 1))));
-  if (config.tls_server_name.empty()) config.tls_server_name = host;
-  config.server = "https://127.0.0.1:" + std::to_string(proxy.port());
+  TcpProxy proxy(admin_config().server);
+  const client::ClusterConfig config = through(proxy, admin_config());
   client::RestClient client(config, encoding());
 
   ASSERT_TRUE(admin_.create(endpoint_slices(), *object(ns_, "keep", slice_json(ns_, "keep"))));
@@ -257,13 +252,8 @@ std::string pod_json(const std::string& ns, const std::string& name) {
 // resourceVersion on a new connection, without a relist, and a Pod created meanwhile reaches the
 // cache and every handler. The deadline is 10 s here (75 s by default) to keep the suite short.
 TEST_P(InformerE2E, APodCreatedWhileTheWatchPathIsSilentReachesTheCacheAndEveryHandler) {
-  auto config = admin_config();
-  const auto colon = config.server.rfind(':');
-  const auto host_start = config.server.find("://") + 3;
-  const std::string host = config.server.substr(host_start, colon - host_start);
-  TcpProxy proxy(host, static_cast<std::uint16_t>(std::stoi(config.server.substr(colon + 1))));
-  if (config.tls_server_name.empty()) config.tls_server_name = host;
-  config.server = "https://127.0.0.1:" + std::to_string(proxy.port());
+  TcpProxy proxy(admin_config().server);
+  const client::ClusterConfig config = through(proxy, admin_config());
   client::RestClient client(config, encoding());
 
   informer::FactoryOptions options;
@@ -303,13 +293,8 @@ TEST_P(InformerE2E, APodCreatedWhileTheWatchPathIsSilentReachesTheCacheAndEveryH
 TEST(InformerFreshnessE2E, ACutOffInformerSaysStaleAndFreshAgainAfterRecovery) {
   client::RestClient admin(admin_config(), fast_client_options());
   const std::string ns = create_namespace(admin, "freshness-e2e");
-  auto config = admin_config();
-  const auto colon = config.server.rfind(':');
-  const auto host_start = config.server.find("://") + 3;
-  const std::string host = config.server.substr(host_start, colon - host_start);
-  TcpProxy proxy(host, static_cast<std::uint16_t>(std::stoi(config.server.substr(colon + 1))));
-  if (config.tls_server_name.empty()) config.tls_server_name = host;
-  config.server = "https://127.0.0.1:" + std::to_string(proxy.port());
+  TcpProxy proxy(admin_config().server);
+  const client::ClusterConfig config = through(proxy, admin_config());
   client::RestClient client(config);
   informer::FactoryOptions options;
   options.watch_idle_timeout = 10s;

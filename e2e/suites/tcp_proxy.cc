@@ -320,9 +320,26 @@ struct TcpProxy::Impl {
   }
 };
 
+namespace {
+
+// "https://host:port" -> (host, port).
+std::pair<std::string, std::uint16_t> host_port(const std::string& url) {
+  const auto host_start = url.find("://") + 3;
+  const auto colon = url.rfind(':');
+  return {url.substr(host_start, colon - host_start),
+          static_cast<std::uint16_t>(std::stoi(url.substr(colon + 1)))};
+}
+
+}  // namespace
+
+TcpProxy::TcpProxy(const std::string& server_url)
+    : TcpProxy(host_port(server_url).first, host_port(server_url).second) {}
+
+std::string TcpProxy::url() const { return "https://127.0.0.1:" + std::to_string(port()); }
+
 TcpProxy::TcpProxy(std::string upstream_host, std::uint16_t upstream_port)
-    : impl_(std::make_shared<Impl>()) {
-  impl_->upstream = tcp::endpoint(asio::ip::make_address(upstream_host), upstream_port);
+    : upstream_host_(std::move(upstream_host)), impl_(std::make_shared<Impl>()) {
+  impl_->upstream = tcp::endpoint(asio::ip::make_address(upstream_host_), upstream_port);
   tcp::endpoint local(asio::ip::make_address("127.0.0.1"), 0);
   impl_->acceptor.open(local.protocol());
   impl_->acceptor.set_option(tcp::acceptor::reuse_address(true));

@@ -81,11 +81,17 @@ class TcpProxy {
  public:
   /// Forwards 127.0.0.1:<port()> to upstream_host:upstream_port.
   TcpProxy(std::string upstream_host, std::uint16_t upstream_port);
+  /// Forwards to the host and port of `server_url` ("https://127.0.0.1:6443").
+  explicit TcpProxy(const std::string& server_url);
   ~TcpProxy();
   TcpProxy(const TcpProxy&) = delete;
   TcpProxy& operator=(const TcpProxy&) = delete;
 
   [[nodiscard]] std::uint16_t port() const;
+  /// "https://127.0.0.1:<port()>".
+  [[nodiscard]] std::string url() const;
+  /// The upstream's host (for TLS: the name its certificate is checked against).
+  [[nodiscard]] const std::string& upstream_host() const noexcept { return upstream_host_; }
   /// Closes every open connection and refuses new ones (accepted, then closed at once).
   void cut();
   /// Forwards new connections again (also ends a cut made by the schedule).
@@ -114,6 +120,7 @@ class TcpProxy {
   struct Impl;
 
  private:
+  std::string upstream_host_;
   std::shared_ptr<Impl> impl_;
 };
 

@@ -5,8 +5,6 @@
 
 #include <gtest/gtest.h>
 
-#include <dirent.h>
-
 #include <boost/asio/post.hpp>
 
 #include <future>
@@ -17,6 +15,7 @@
 #include "io_runtime_impl.h"
 #include "kinformer/client/dynamic_object.h"
 #include "kinformer/client/rest_client.h"
+#include "process_threads.h"
 
 namespace kinformer::client {
 namespace {
@@ -35,15 +34,6 @@ std::string pod_json(const std::string& name, const std::string& rv) {
          R"(","namespace":"ns","resourceVersion":")" + rv + R"("}})";
 }
 
-std::size_t process_threads() {
-  std::size_t n = 0;
-  if (DIR* d = opendir("/proc/self/task")) {
-    while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
-    closedir(d);
-  }
-  return n;
-}
-
 RestClientOptions on(const IoRuntimePtr& runtime) {
   RestClientOptions o;
   o.rate_limit.qps = 0;
@@ -60,7 +50,7 @@ TEST(IoRuntimeTest, ClientsOnOneRuntimeShareItsThreads) {
   server.on("GET", "/readyz", [](const Request&) { return Reply::text("ok"); });
   auto runtime = std::make_shared<IoRuntime>(1);
   EXPECT_EQ(runtime->threads(), 1u);
-  const std::size_t before = process_threads();
+  const std::size_t before = testing::process_threads();
   std::vector<std::unique_ptr<RestClient>> clients;
   for (int i = 0; i < 20; ++i) {
     clients.push_back(std::make_unique<RestClient>(server.cluster_config(), on(runtime)));
@@ -70,7 +60,7 @@ TEST(IoRuntimeTest, ClientsOnOneRuntimeShareItsThreads) {
     ASSERT_TRUE(r) << r.error().to_string();
     EXPECT_EQ(r->status, 200);
   }
-  EXPECT_LE(process_threads(), before + 1);
+  EXPECT_LE(testing::process_threads(), before + 1);
 }
 
 // Two clients' watches on one thread both deliver; one client going away while its watch is

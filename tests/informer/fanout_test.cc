@@ -1,7 +1,6 @@
 // Fan-out on the bounded handler pool: threads are O(pool), stuck handlers beyond the
 // pool size do not stop the others, close() stops a batch already taken, handlers closing each
 // other never deadlock, and a late handler sees each object exactly once while events flow.
-#include <dirent.h>
 #include <atomic>
 #include <condition_variable>
 #include <latch>
@@ -12,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "process_threads.h"
 #include "test_env.h"
 
 namespace kinformer::informer {
@@ -30,15 +30,6 @@ FactoryOptions pool_of(std::size_t threads, std::chrono::milliseconds threshold 
   return o;
 }
 
-std::size_t process_threads() {
-  std::size_t n = 0;
-  if (DIR* d = opendir("/proc/self/task")) {
-    while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
-    closedir(d);
-  }
-  return n;
-}
-
 // Counts callbacks; thread-safe.
 struct CountingHandler : ResourceEventHandler {
   std::atomic<int> adds{0};
@@ -49,7 +40,7 @@ struct CountingHandler : ResourceEventHandler {
 };
 
 TEST(FanOut, ThreadsAreBoundedByThePoolNotByTheHandlerCount) {
-  std::size_t before = process_threads();
+  std::size_t before = testing::process_threads();
   testing::Env env(pool_of(2));
   std::vector<client::ObjectPtr> objects;
   for (int i = 0; i < 50; ++i) objects.push_back(make_object("ns", "o" + std::to_string(i), "1"));
@@ -66,7 +57,7 @@ TEST(FanOut, ThreadsAreBoundedByThePoolNotByTheHandlerCount) {
   for (auto& r : regs) EXPECT_TRUE(testing::eventually([&] { return r.has_synced(); }));
   EXPECT_LE(env.factory->executor().thread_count(), 3u);  // 2 workers + the monitor
   // The pool, its monitor and the informer's reflector: a constant, not 500.
-  EXPECT_LE(process_threads(), before + 6);
+  EXPECT_LE(testing::process_threads(), before + 6);
 }
 
 TEST(FanOut, MoreStuckHandlersThanPoolThreadsDoNotStopTheOthers) {

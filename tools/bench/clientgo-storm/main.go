@@ -253,17 +253,7 @@ func run(args []string) {
 	if *marker == "" || *readyFile == "" || *timesFile == "" || *n < 1 || *n > 1000 {
 		die("run: -marker, -ready-file, -times-file required; -namespaces in [1, 1000]")
 	}
-	cfg := config(*kubeconfig)
-	cfg.UserAgent = "clientgo-storm-bench/0.36"
-	counter := &countingTransport{}
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		counter.next = rt
-		return counter
-	})
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		die("%v", err)
-	}
+	cs, counter := countingClientset(*kubeconfig, "clientgo-storm-bench/0.36")
 	seen := make([]atomic.Int64, *n)
 	stop := make(chan struct{})
 	var factories []informers.SharedInformerFactory
@@ -380,6 +370,23 @@ func run(args []string) {
 	if len(recover) != *n {
 		os.Exit(3)
 	}
+}
+
+// countingClientset: a clientset with client-go's defaults (protobuf for built-in types) whose
+// requests are counted.
+func countingClientset(kubeconfig, userAgent string) (*kubernetes.Clientset, *countingTransport) {
+	cfg := config(kubeconfig)
+	cfg.UserAgent = userAgent
+	counter := &countingTransport{}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		counter.next = rt
+		return counter
+	})
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		die("%v", err)
+	}
+	return cs, counter
 }
 
 func main() {

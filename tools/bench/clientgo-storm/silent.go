@@ -27,7 +27,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
@@ -40,7 +39,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -197,17 +195,7 @@ func watchPods(args []string) {
 	if *namespace == "" || *readyFile == "" {
 		die("watch-pods: -namespace and -ready-file are required")
 	}
-	cfg := config(*kubeconfig) // client-go's defaults, protobuf for built-in types
-	cfg.UserAgent = "clientgo-storm-watch-pods/0.36"
-	counter := &countingTransport{}
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		counter.next = rt
-		return counter
-	})
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		die("%v", err)
-	}
+	cs, counter := countingClientset(*kubeconfig, "clientgo-storm-watch-pods/0.36")
 	out := bufio.NewWriter(os.Stdout)
 	var outMu sync.Mutex
 	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(*namespace))
