@@ -62,7 +62,7 @@ if [ "$do_tidy" = 1 ]; then
   if [ ! -f "$build/compile_commands.json" ]; then
     cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
   fi
-  mapfile -t sources < <(git ls-files 'client/src/*.cc' 'informer/src/*.cc' 'cache/src/*.cc' 'mesh/src/*.cc')
+  mapfile -t sources < <(git ls-files 'client/src/*.cc' 'informer/src/*.cc' 'cache/src/*.cc' 'mesh/src/*.cc' 'controller/src/*.cc')
   log=$(mktemp)
   trap 'rm -f "$log"' EXIT
   echo "[style] clang-tidy on ${#sources[@]} library sources ($(nproc) at a time)" >&2
@@ -82,7 +82,7 @@ if [ "$do_tidy" = 1 ]; then
       "$build" "$fixes" >"$log" || true
   if [ -n "$fixes" ]; then
     clang-apply-replacements-14 "$fixes" && rm -rf "$fixes"
-    clang-format-14 --style=file -i "${sources[@]}" $(git ls-files 'client/*.h' 'informer/*.h' 'cache/*.h' 'mesh/*.h')
+    clang-format-14 --style=file -i "${sources[@]}" $(git ls-files 'client/*.h' 'informer/*.h' 'cache/*.h' 'mesh/*.h' 'controller/*.h')
     echo "[style] fixes applied; run again to see what is left" >&2
   fi
   findings=$(grep -cE '^[^ ]+:[0-9]+:[0-9]+: (warning|error):' "$log" || true)

@@ -1,0 +1,56 @@
+#pragma once
+// WorkQueueMetrics: one work queue's series, with client-go's workqueue metric names.
+
+#include <memory>
+#include <string>
+
+namespace prometheus {
+class Counter;
+class Gauge;
+class Histogram;
+class Registry;
+}  // namespace prometheus
+
+namespace kinformer::controller::detail {
+
+struct WorkQueueMetricFamilies;
+
+/// The series of one queue, labelled name=<the queue's name>, in the families of its registry
+/// (registered once per registry, shared by every queue on it). Without a registry every call is
+/// a no-op. The series are removed on destruction; two queues of one name on one registry are
+/// refused (one series has one owner). Thread-safe (prometheus-cpp metrics are).
+class WorkQueueMetrics {
+ public:
+  /// `registry` null: no metrics. Throws client::ConfigError when `name` is empty or a queue of
+  /// that name already has series in `registry`.
+  WorkQueueMetrics(std::shared_ptr<prometheus::Registry> registry, std::string name);
+  ~WorkQueueMetrics();
+  WorkQueueMetrics(const WorkQueueMetrics&) = delete;
+  WorkQueueMetrics& operator=(const WorkQueueMetrics&) = delete;
+
+  /// A key became waiting to be processed: workqueue_adds_total + 1, depth set to `depth`.
+  void added(std::size_t depth);
+  /// A key was handed out after `queued_seconds` in the queue; depth set to `depth`.
+  void taken(std::size_t depth, double queued_seconds);
+  /// A key's processing ended after `work_seconds`.
+  void done(double work_seconds);
+  /// workqueue_retries_total + 1 (each add_after(), as in client-go).
+  void retried();
+  /// The queue dropped its keys (shutdown): depth set to `depth`.
+  void depth(std::size_t depth);
+  /// The work in progress: the sum of the running processors' times, and the longest one.
+  void unfinished(double total_seconds, double longest_seconds);
+
+ private:
+  std::shared_ptr<WorkQueueMetricFamilies> families_;
+  std::string name_;
+  prometheus::Gauge* depth_ = nullptr;
+  prometheus::Counter* adds_ = nullptr;
+  prometheus::Histogram* queue_duration_ = nullptr;
+  prometheus::Histogram* work_duration_ = nullptr;
+  prometheus::Gauge* unfinished_ = nullptr;
+  prometheus::Gauge* longest_ = nullptr;
+  prometheus::Counter* retries_ = nullptr;
+};
+
+}  // namespace kinformer::controller::detail

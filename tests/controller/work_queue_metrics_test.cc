@@ -1,0 +1,170 @@
+// WorkQueue's metrics: client-go's workqueue_* names, labelled name=<queue>, moving with each
+// call; durations on the injected clock, so their values are exact.
+#include <map>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <prometheus/registry.h>
+
+#include "fakes.h"
+#include "kinformer/client/error.h"
+#include "kinformer/controller/work_queue.h"
+
+namespace kinformer::controller {
+namespace {
+
+using std::chrono::seconds;
+
+// The series of `family` labelled name=`queue`; null when there is none.
+std::optional<prometheus::ClientMetric> series(prometheus::Registry& registry,
+                                               const std::string& family,
+                                               const std::string& queue) {
+  for (const auto& f : registry.Collect()) {
+    if (f.name != family) continue;
+    for (const auto& m : f.metric) {
+      for (const auto& l : m.label) {
+        if (l.name == "name" && l.value == queue) return m;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+double value(prometheus::Registry& r, const std::string& family, const std::string& queue = "q") {
+  auto m = series(r, family, queue);
+  if (!m) return -1;
+  return family == "workqueue_depth" || family.ends_with("_seconds") ? m->gauge.value
+                                                                     : m->counter.value;
+}
+
+struct Observed {
+  std::uint64_t count;
+  double sum;
+  bool operator==(const Observed&) const = default;
+};
+std::ostream& operator<<(std::ostream& os, const Observed& o) {
+  return os << "{count " << o.count << ", sum " << o.sum << "}";
+}
+Observed histogram(prometheus::Registry& r, const std::string& family,
+                   const std::string& queue = "q") {
+  auto m = series(r, family, queue);
+  if (!m) return {0, -1};
+  return {m->histogram.sample_count, m->histogram.sample_sum};
+}
+
+struct WorkQueueMetricsTest : ::testing::Test {
+  std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
+  std::shared_ptr<testing::ManualClock> clock =
+      std::make_shared<testing::ManualClock>(Clock::Duration::zero());
+  std::optional<WorkQueue> queue{
+      std::in_place, WorkQueueOptions{.name = "q", .clock = clock, .registry = registry}};
+};
+
+TEST_F(WorkQueueMetricsTest, EveryClientGoMetricIsThereLabelledWithTheQueueName) {
+  for (const char* family :
+       {"workqueue_depth", "workqueue_adds_total", "workqueue_queue_duration_seconds",
+        "workqueue_work_duration_seconds", "workqueue_unfinished_work_seconds",
+        "workqueue_longest_running_processor_seconds", "workqueue_retries_total"}) {
+    EXPECT_TRUE(series(*registry, family, "q")) << family;
+  }
+}
+
+TEST_F(WorkQueueMetricsTest, DepthAddsAndDurationsMoveWithTheQueue) {
+  queue->add("a");
+  queue->add("b");
+  queue->add("a");  // deduped: neither an add nor depth
+  EXPECT_EQ(value(*registry, "workqueue_adds_total"), 2);
+  EXPECT_EQ(value(*registry, "workqueue_depth"), 2);
+
+  clock->advance(seconds(2));
+  EXPECT_EQ(queue->get(), "a");  // queued 2 s
+  EXPECT_EQ(value(*registry, "workqueue_depth"), 1);
+  EXPECT_EQ(histogram(*registry, "workqueue_queue_duration_seconds"), (Observed{1, 2.0}));
+
+  clock->advance(seconds(3));
+  queue->update_metrics();  // a has run 3 s
+  EXPECT_EQ(value(*registry, "workqueue_unfinished_work_seconds"), 3);
+  EXPECT_EQ(value(*registry, "workqueue_longest_running_processor_seconds"), 3);
+
+  EXPECT_EQ(queue->get(), "b");  // queued 5 s
+  EXPECT_EQ(value(*registry, "workqueue_depth"), 0);
+  EXPECT_EQ(histogram(*registry, "workqueue_queue_duration_seconds"), (Observed{2, 7.0}));
+  clock->advance(seconds(1));
+  queue->update_metrics();  // a 4 s, b 1 s
+  EXPECT_EQ(value(*registry, "workqueue_unfinished_work_seconds"), 5);
+  EXPECT_EQ(value(*registry, "workqueue_longest_running_processor_seconds"), 4);
+
+  queue->add("a");  // while processed: an add, counted in depth, not ready
+  EXPECT_EQ(value(*registry, "workqueue_adds_total"), 3);
+  EXPECT_EQ(value(*registry, "workqueue_depth"), 1);
+  queue->done("a");  // worked 4 s
+  EXPECT_EQ(histogram(*registry, "workqueue_work_duration_seconds"), (Observed{1, 4.0}));
+  EXPECT_EQ(value(*registry, "workqueue_unfinished_work_seconds"), 1);  // set by done() too
+  EXPECT_EQ(value(*registry, "workqueue_longest_running_processor_seconds"), 1);
+  clock->advance(seconds(1));
+  queue->done("b");  // worked 2 s
+  EXPECT_EQ(histogram(*registry, "workqueue_work_duration_seconds"), (Observed{2, 6.0}));
+  EXPECT_EQ(value(*registry, "workqueue_unfinished_work_seconds"), 0);
+  EXPECT_EQ(value(*registry, "workqueue_longest_running_processor_seconds"), 0);
+  EXPECT_EQ(value(*registry, "workqueue_depth"), 1);  // a, again
+  EXPECT_EQ(value(*registry, "workqueue_retries_total"), 0);
+}
+
+TEST_F(WorkQueueMetricsTest, EveryDelayedOrRateLimitedAddIsARetry) {
+  queue->add_after("a", seconds(1));
+  queue->add_rate_limited("b");
+  queue->add_after("c", Clock::Duration::zero());
+  EXPECT_EQ(value(*registry, "workqueue_retries_total"), 3);
+  EXPECT_EQ(value(*registry, "workqueue_adds_total"), 1);  // c; the others wait
+  clock->advance(seconds(1));
+  queue->update_metrics();  // moves the due keys
+  EXPECT_EQ(value(*registry, "workqueue_adds_total"), 3);
+  EXPECT_EQ(value(*registry, "workqueue_depth"), 3);
+  queue->shut_down();
+  EXPECT_EQ(value(*registry, "workqueue_depth"), 0);  // dropped
+}
+
+TEST_F(WorkQueueMetricsTest, TwoQueuesOfOneNameOnOneRegistryAreRefusedAndTheNameIsFreeAgainAfter) {
+  try {
+    WorkQueue twin({.name = "q", .clock = clock, .registry = registry});
+    FAIL() << "a second queue named q was accepted";
+  } catch (const client::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("\"q\""), std::string::npos) << e.what();
+  }
+  queue->add("a");  // the first queue's series survived the refusal
+  EXPECT_EQ(value(*registry, "workqueue_adds_total"), 1);
+
+  WorkQueue other({.name = "other", .clock = clock, .registry = registry});
+  other.add("x");
+  EXPECT_EQ(value(*registry, "workqueue_adds_total", "other"), 1);
+  EXPECT_EQ(value(*registry, "workqueue_adds_total", "q"), 1);
+
+  queue.reset();
+  EXPECT_FALSE(series(*registry, "workqueue_depth", "q"));  // its series are gone
+  EXPECT_TRUE(series(*registry, "workqueue_depth", "other"));
+  WorkQueue again({.name = "q", .clock = clock, .registry = registry});
+  EXPECT_EQ(value(*registry, "workqueue_adds_total"), 0);
+}
+
+TEST_F(WorkQueueMetricsTest, FamiliesAreRegisteredOncePerRegistry) {
+  // A registry that throws on a second registration of a family name.
+  auto registry =
+      std::make_shared<prometheus::Registry>(prometheus::Registry::InsertBehavior::Throw);
+  WorkQueue a({.name = "a", .registry = registry});
+  WorkQueue b({.name = "b", .registry = registry});
+  a.add("k");
+  b.add("k");
+  EXPECT_EQ(value(*registry, "workqueue_adds_total", "a"), 1);
+  EXPECT_EQ(value(*registry, "workqueue_adds_total", "b"), 1);
+}
+
+TEST_F(WorkQueueMetricsTest, ARegistryNeedsAQueueName) {
+  EXPECT_THROW(WorkQueue({.registry = std::make_shared<prometheus::Registry>()}),
+               client::ConfigError);
+  WorkQueue unnamed;  // no registry: no metrics, no name needed
+  unnamed.add("a");
+  EXPECT_EQ(unnamed.len(), 1u);
+}
+
+}  // namespace
+}  // namespace kinformer::controller
