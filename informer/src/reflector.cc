@@ -233,8 +233,9 @@ bool Reflector::wait(const Next& next, const std::stop_token& stop) {
 }
 
 Clock::Duration Reflector::time_until_stale() const {
-  if (stale_reported_ || !contacted_.load(std::memory_order_acquire))
+  if (stale_reported_ || !contacted_.load(std::memory_order_acquire)) {
     return Clock::Duration::zero();
+  }
   const Clock::TimePoint last(Clock::Duration(last_contact_.load(std::memory_order_relaxed)));
   // Stale is "older than stale_after": one millisecond past it.
   const Clock::TimePoint stale_at = last + idle_deadline() + std::chrono::milliseconds(1);
