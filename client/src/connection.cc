@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include <boost/asio/ip/address.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 
@@ -233,6 +234,15 @@ void Connection::close() {
 // the shared state and is dropped.
 awaitable<Result<tcp::resolver::results_type>> Connector::resolve(
     asio::any_io_executor ex, std::chrono::steady_clock::time_point deadline) {
+  // An IP address needs no resolver: Asio runs every resolution of an io_context on one thread,
+  // which a hanging lookup of another client on a shared runtime would hold.
+  error_code not_ip;
+  const auto address = asio::ip::make_address(url_.host, not_ip);
+  if (!not_ip) {
+    co_return tcp::resolver::results_type::create(
+        tcp::endpoint(address, static_cast<std::uint16_t>(std::stoi(url_.port))), url_.host,
+        url_.port);
+  }
   struct Pending {
     Pending(const asio::any_io_executor& ex, std::chrono::steady_clock::time_point deadline)
         : resolver(ex), timer(ex, deadline) {}

@@ -17,11 +17,18 @@ IoRuntime::IoRuntime(std::size_t threads)
     : impl_(std::make_unique<Impl>(std::max<std::size_t>(threads, 1))) {
   const std::size_t n = std::max<std::size_t>(threads, 1);
   impl_->threads.reserve(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    impl_->threads.emplace_back([this] {
-      tl_runtime = this;
-      impl_->ioc.run();
-    });
+  try {
+    for (std::size_t i = 0; i < n; ++i) {
+      impl_->threads.emplace_back([this] {
+        tl_runtime = this;
+        impl_->ioc.run();
+      });
+    }
+  } catch (...) {  // a thread that could not start: stop the others before the error leaves
+    impl_->work.reset();
+    impl_->ioc.stop();
+    for (auto& t : impl_->threads) t.join();
+    throw;
   }
 }
 
@@ -29,17 +36,17 @@ IoRuntime::IoRuntime(std::size_t threads)
 IoRuntime::~IoRuntime() {
   impl_->work.reset();
   impl_->ioc.stop();
-  for (auto& t : impl_->threads) {
-    // Never on one of its own threads: clients refuse calls there, and nothing running there
-    // holds a runtime (transports' coroutines hold their transport by a plain pointer). Debug
-    // builds check it; a release build would rather leak the thread than join itself.
-    assert(t.get_id() != std::this_thread::get_id());
-    if (t.get_id() == std::this_thread::get_id()) {
-      t.detach();
-    } else if (t.joinable()) {
-      t.join();
-    }
+  // Never on one of its own threads: clients refuse calls there, and nothing running there
+  // holds a runtime (transports' coroutines hold their transport by a plain pointer). Debug
+  // builds check it; a release build leaks the runtime rather than join itself or free the
+  // io_context that thread still runs in.
+  assert(!running_in_this_thread());
+  if (running_in_this_thread()) {
+    for (auto& t : impl_->threads) t.detach();
+    static_cast<void>(impl_.release());
+    return;
   }
+  for (auto& t : impl_->threads) t.join();
 }
 
 std::size_t IoRuntime::threads() const noexcept { return impl_->threads.size(); }

@@ -141,8 +141,9 @@ Transport::~Transport() {
   // Every watch stream is gone (each holds the transport) and has asked its coroutine to stop;
   // no request is in flight (request() waits for its answer). So: close the idle connections,
   // wait for the coroutines still winding down (a cancelled read returns at once), then let
-  // the strand run what they posted before they ended (cancelled timers' handlers hold watch
-  // state with timers of this strand): after that nothing of this transport is queued.
+  // the strand run what they posted before they ended. Completions still on their way (a
+  // cancelled timer's, a late name resolution's) hold only the watch state or the resolution's
+  // own state, never Impl: that is the rule that keeps them harmless after this returns.
   impl_->run_on_strand([impl = impl_.get()] { impl->pool.close_all(); });
   {
     std::unique_lock lock(impl_->running_mu);
@@ -234,9 +235,12 @@ Result<WatchStreamPtr> Transport::watch(
     head = st->head;
     if (st->phase == Phase::open_failed) open_error = st->error;
   }
+  // The stream first: should on_headers throw (a user's warning handler), destroying it cancels
+  // the watch, which would otherwise read on for ever and hold up the transport's destruction.
+  auto stream = std::make_unique<WatchStreamImpl>(shared_from_this(), st);
   if (on_headers && head.status != 0) on_headers(head);
   if (open_error) return *open_error;
-  return WatchStreamPtr(std::make_unique<WatchStreamImpl>(shared_from_this(), st));
+  return WatchStreamPtr(std::move(stream));
 }
 
 }  // namespace kinformer::client::detail

@@ -139,7 +139,10 @@ ClusterRegistry::Impl::Impl(std::shared_ptr<client::RestClient> local_client,
   // one): threads do not grow with clusters. Shut down after the last remote factory.
   if (!settings_.factory.shared_executor) {
     informer::HandlerExecutorOptions pool = options_.remote_factory.executor;
-    if (!pool.log) pool.log = options_.log;
+    if (!pool.log) {
+      pool.log = options_.remote_factory.log;
+      pool.log_rate_limit = options_.remote_factory.log_rate_limit;
+    }
     remote_executor_ = std::make_shared<informer::HandlerExecutor>(pool);
     settings_.factory.shared_executor = remote_executor_;
   }
@@ -363,7 +366,7 @@ void ClusterRegistry::Impl::run_blocking() {
 void ClusterRegistry::Impl::probe(const RemoteClusterPtr& cluster) {
   // Its own client with a short deadline: a blackholed server delays the next probe (and
   // shutdown) by at most kProbeTimeout, never the clusters' informers.
-  client::RestClientOptions o = options_.remote_client;
+  client::RestClientOptions o = settings_.client;  // on the remote clients' shared runtime
   o.request_timeout = std::min(o.request_timeout, kProbeTimeout);
   std::string error;
   try {

@@ -97,6 +97,26 @@ TEST(IoRuntimeTest, AClientLeavesWhileItsWatchWindsDownAndTheOtherGoesOn) {
   EXPECT_EQ((*e3)->object->metadata.resource_version, "3");
 }
 
+// A watch whose opening calls a warning handler that throws: the exception reaches the caller,
+// the watch is cancelled, and the client goes away (its destruction waits for no watch that
+// nobody can cancel any more). Mutant client-watch-headers-before-stream.
+TEST(IoRuntimeTest, AWatchWhoseWarningHandlerThrowsIsCancelledAndTheClientGoesAway) {
+  FakeApiServer server;
+  auto stream = std::make_shared<ScriptedStream>();
+  server.on("GET", "/api/v1/pods", [stream](const Request&) {
+    Reply r = Reply::streaming(stream);
+    r.headers.emplace_back("Warning", R"(299 - "v1 Pods are going away")");
+    return r;
+  });
+  RestClientOptions o = on(std::make_shared<IoRuntime>(1));
+  o.on_warning = [](const ApiWarning&) { throw std::runtime_error("the warning handler failed"); };
+  auto client = std::make_unique<RestClient>(server.cluster_config(), o);
+  EXPECT_THROW((void)client->watch(kPods, "", {}), std::runtime_error);
+  EXPECT_TRUE(stream->wait_client_closed(5s)) << "the watch was cancelled";
+  auto gone = std::async(std::launch::async, [&] { client.reset(); });
+  EXPECT_EQ(gone.wait_for(10s), std::future_status::ready);
+}
+
 // A blocking call from one of the runtime's threads would wait for itself: refused.
 TEST(IoRuntimeTest, ACallFromARuntimeThreadIsRefused) {
   FakeApiServer server;

@@ -129,7 +129,8 @@ enum class PatchType {
 /// Lifetime: watch streams and lister-watchers keep the client's internals (and its runtime)
 /// alive; an own runtime's thread stops when the RestClient and all of them are gone. The
 /// last of them to go waits for the client's I/O still winding down (a cancelled watch read:
-/// at once; a connect in progress: at most request_timeout).
+/// at once; a connect in progress: at most request_timeout; with a runtime of its own, also a
+/// name resolution the system resolver has not returned yet).
 class RestClient {
  public:
   /// Throws ConfigError for an unusable configuration (bad server URL, unparsable CA PEM).

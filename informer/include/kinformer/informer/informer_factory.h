@@ -88,10 +88,12 @@ struct FactoryOptions {
   HandlerExecutorOptions executor;
   /// Run the handlers on this pool instead of one of the factory's own: several factories (e.g.
   /// ClusterRegistry's remote clusters) then share one set of threads. Each handler is a strand
-  /// of its own and strands take turns, a bounded batch each, so a flood on one factory delays
-  /// another's handlers by at most one batch per busy strand, and a stuck handler is compensated
-  /// as on a pool of one's own. shutdown() stops this factory's handlers but not the pool; it
-  /// must outlive the factory's shutdown. Null: the factory's own pool.
+  /// of its own and strands take turns, a bounded batch each (fairness is per handler, not per
+  /// factory), so a flood on one factory delays another's handlers by at most one batch per busy
+  /// strand. A stuck handler is compensated by an extra worker, out of the pool's cap, which the
+  /// factories now share (a handler given up on at shutdown keeps its worker until it returns).
+  /// shutdown() stops this factory's handlers but not the pool; it must outlive the factory's
+  /// shutdown. Null: the factory's own pool.
   HandlerExecutorPtr shared_executor;
   /// Every log line of this factory's informers, reflectors, handlers and pool goes here (one
   /// record: level, component, message, key/value fields; see client/log.h). Null: logfmt lines
