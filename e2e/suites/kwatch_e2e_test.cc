@@ -5,10 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <rapidjson/document.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <future>
 #include <map>
 #include <sstream>
 #include <thread>
@@ -207,6 +210,47 @@ TEST_F(KwatchE2E, DemoUnsharedShowsFiftyWatchesPerResource) {
   EXPECT_EQ(r.code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("verdict: MULTIPLIED"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("(secrets=50 pods=50 endpointslices=50)"), std::string::npos) << r.out;
+}
+
+// kwatch cache through a proxy the test cuts: a line when the cache turns stale (nothing from the
+// server past the watch idle deadline, 3 s here), and one when it is fresh again after the cut
+// heals. kwatch runs in the background and is stopped by `timeout` (SIGTERM) at the end.
+TEST_F(KwatchE2E, CacheSaysWhenItTurnsStaleAndWhenItIsFreshAgain) {
+  const std::string ns = create_namespace(client_, "kwatch-fresh");
+  TcpProxy proxy(admin_config().server);
+  // The same kubeconfig, its servers pointed at the proxy.
+  std::string kubeconfig = slurp(std::getenv("KUBECONFIG"));
+  const std::string server = admin_config().server;
+  for (auto at = kubeconfig.find(server); at != std::string::npos;
+       at = kubeconfig.find(server, at)) {
+    kubeconfig.replace(at, server.size(), proxy.url());
+  }
+  const std::string base = "/tmp/kwatch-e2e-fresh-" + std::to_string(getpid());
+  {
+    std::ofstream out(base + ".kubeconfig");
+    out << kubeconfig;
+  }
+  // Its pid goes to a file, so that the test can stop it (`timeout` forwards the SIGTERM).
+  const std::string cmd = "KUBECONFIG=" + quote(base + ".kubeconfig") + " timeout 90 " +
+                          quote(KWATCH_PATH) + " cache --resource secrets -n " + quote(ns) +
+                          " --events --watch-idle-timeout 3 >/dev/null 2>" + quote(base + ".err") +
+                          " & echo $! >" + quote(base + ".pid") + "; wait $!";
+  auto done = std::async(std::launch::async, [&] { return std::system(cmd.c_str()); });
+  auto logged = [&](const std::string& what) {
+    return eventually([&] { return slurp(base + ".err").find(what) != std::string::npos; }, 30s);
+  };
+  ASSERT_TRUE(logged("msg=\"cache synced\"")) << slurp(base + ".err");
+  proxy.cut();
+  EXPECT_TRUE(logged("msg=\"cache stale: nothing from the server within the idle deadline\""))
+      << slurp(base + ".err");
+  proxy.heal();
+  EXPECT_TRUE(logged("msg=\"cache fresh again\"")) << slurp(base + ".err");
+  ASSERT_TRUE(eventually([&] { return !slurp(base + ".pid").empty(); }));
+  ::kill(static_cast<pid_t>(std::stol(slurp(base + ".pid"))), SIGTERM);
+  done.wait();
+  std::remove((base + ".pid").c_str());
+  std::remove((base + ".err").c_str());
+  std::remove((base + ".kubeconfig").c_str());
 }
 
 TEST_F(KwatchE2E, UsageErrorsExitTwo) {

@@ -220,7 +220,9 @@ void many_workers_and_producers(bool delayed) {
     EXPECT_EQ(seen[k].load(), version[k].load()) << "k" << k << " not processed after its last add";
   }
   EXPECT_EQ(overlaps.load(), 0) << "a key was processed by two workers at once";
-  EXPECT_GT(processed.load(), kKeys);
+  // At least once per key; how many more depends on how the adds and the workers interleave
+  // (producers that outrun every worker leave each key to be processed once: that is dedupe).
+  EXPECT_GE(processed.load(), kKeys);
 }
 
 TEST_F(WorkQueueConcurrencyTest, ManyWorkersAndProducersNeverOverlapOnAKeyAndMissNoAdd) {

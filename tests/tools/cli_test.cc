@@ -37,7 +37,7 @@ TEST(Cli, ParsesAudit) {
 TEST(Cli, ParsesCache) {
   auto c = parse({"cache", "--resource", "secrets", "-n", "ns", "-l", "app=x", "--field-selector",
                   "metadata.name=a", "--until-synced", "--dump", "-", "--events",
-                  "--show-secret-data", "--timeout=5"});
+                  "--show-secret-data", "--timeout=5", "--watch-idle-timeout", "9"});
   const auto& o = std::get<CacheOptions>(c);
   EXPECT_EQ(o.resource, "secrets");
   EXPECT_EQ(o.namespace_, "ns");
@@ -48,6 +48,9 @@ TEST(Cli, ParsesCache) {
   EXPECT_TRUE(o.events);
   EXPECT_TRUE(o.show_secret_data);
   EXPECT_EQ(o.timeout_seconds, 5);
+  EXPECT_EQ(o.watch_idle_timeout_seconds, 9);
+  EXPECT_FALSE(std::get<CacheOptions>(parse({"cache", "--resource", "pods"}))
+                   .watch_idle_timeout_seconds.has_value());
 }
 
 TEST(Cli, ParsesDemoWithDefaults) {

@@ -122,6 +122,8 @@ CacheOptions parse_cache(Args& a) {
       o.show_secret_data = true;
     } else if (flag == "--timeout") {
       o.timeout_seconds = static_cast<int>(a.number(flag, 1, 86400));
+    } else if (flag == "--watch-idle-timeout") {
+      o.watch_idle_timeout_seconds = static_cast<int>(a.number(flag, 1, 86400));
     } else {
       a.unknown(flag);
     }
@@ -279,6 +281,7 @@ std::string usage(const std::string& topic) {
   static const std::string cache =
       "kwatch cache --resource R [-n NS] [-l SELECTOR] [--field-selector S] [--until-synced]\n"
       "             [--dump FILE|-] [--events] [--show-secret-data] [--timeout SECONDS]\n"
+      "             [--watch-idle-timeout SECONDS]\n"
       "  Runs one informer and shows its cache. R: pods, secrets, endpoints, endpointslices or\n"
       "  group/version/resource (v1/configmaps, apps/v1/deployments).\n"
       "  --until-synced      exit right after the initial sync (after dumping)\n"
@@ -286,7 +289,9 @@ std::string usage(const std::string& topic) {
       "                      default: stdout unless --events is given\n"
       "  --events            print each event (ADDED ns/name rv=...) to stdout\n"
       "  --show-secret-data  do not redact Secret data/stringData\n"
-      "  --timeout SECONDS   how long to wait for the initial sync (default 60)\n";
+      "  --timeout SECONDS   how long to wait for the initial sync (default 60)\n"
+      "  --watch-idle-timeout SECONDS  cut and resume a watch silent this long; the cache\n"
+      "                      says stale past it (default 75)\n";
   static const std::string demo =
       "kwatch demo [--components N] [--unshared] [--duration SECONDS] [--namespace NS] [--rate "
       "OPS]\n"

@@ -219,11 +219,16 @@ std::unique_ptr<CacheRun> prepare_cache(const CacheOptions& options) {
   run->dump_path = dump_target(options.dump, options.events);
 
   run->last_error = std::make_shared<ErrorSlot>();
+  informer::FactoryOptions factory_options;
+  if (options.watch_idle_timeout_seconds) {
+    factory_options.watch_idle_timeout = std::chrono::seconds(*options.watch_idle_timeout_seconds);
+  }
   run->factory = std::make_unique<informer::InformerFactory>(
       [client = run->client.get(), slot = run->last_error](
           const client::ResourceType& t, const std::string& ns) -> client::ListerWatcherPtr {
         return std::make_unique<RecordingListerWatcher>(client->lister_watcher(t, ns), slot);
-      });
+      },
+      factory_options);
   informer::InformerOptions informer_options;
   informer_options.namespace_ = options.namespace_;
   informer_options.label_selector = options.label_selector;
