@@ -214,7 +214,7 @@ Result<WatchStreamPtr> Transport::watch(
           co_await run_watch(st, impl->connector, impl->options, std::move(req), std::move(ctx),
                              cert_id, deadline, std::move(codec), idle);
         } catch (const std::exception& e) {
-          std::lock_guard lock(st->mu);
+          std::unique_lock lock(st->mu);
           Error err = Error::make(Errc::network, std::string("internal error: ") + e.what());
           if (st->phase == Phase::opening) {
             st->phase = Phase::open_failed;
@@ -223,7 +223,7 @@ Result<WatchStreamPtr> Transport::watch(
             st->phase = Phase::failed;
             st->error = err;
           }
-          st->cv.notify_all();
+          st->notify_reader(lock);
         }
       },
       asio::detached);

@@ -95,7 +95,8 @@ constexpr auto kMaxSignalDelay = std::chrono::milliseconds(2);
 void signal_reader(WatchState& st) {
   if (st.unsignalled == 0) return;
   st.unsignalled = 0;
-  st.cv.notify_all();
+  std::unique_lock lock(st.mu);
+  st.notify_reader(lock);
 }
 
 // Arms the bound on the deferred wake-up unless it is armed. Io thread.
@@ -237,12 +238,12 @@ awaitable<void> stream_body(std::shared_ptr<WatchState> st, Stream& stream,
   conn.close();
   // The reader is woken below; a deferred wake-up is not needed any more.
   st->signal_timer->cancel();
-  std::lock_guard lock(st->mu);
+  std::unique_lock lock(st->mu);
   if (st->phase != Phase::cancelled) {
     st->phase = failure ? Phase::failed : Phase::ended;
     st->error = std::move(failure);
   }
-  st->cv.notify_all();
+  st->notify_reader(lock);
 }
 
 }  // namespace
@@ -254,10 +255,10 @@ awaitable<void> run_watch(std::shared_ptr<WatchState> st, Connector& connector,
                           std::shared_ptr<const Codec> codec,
                           std::chrono::milliseconds requested_idle_timeout) {
   auto fail_open = [&](Error e) {
-    std::lock_guard lock(st->mu);
+    std::unique_lock lock(st->mu);
     st->phase = Phase::open_failed;
     st->error = std::move(e);
-    st->cv.notify_all();
+    st->notify_reader(lock);
   };
   st->idle_timer.emplace(co_await asio::this_coro::executor);
   st->pause_timer.emplace(co_await asio::this_coro::executor,
@@ -364,12 +365,25 @@ std::size_t WatchStreamImpl::buffered() const {
 
 void WatchStreamImpl::cancel() {
   {
-    std::lock_guard lock(state_->mu);
+    std::unique_lock lock(state_->mu);
     if (state_->phase == Phase::cancelled) return;
     state_->phase = Phase::cancelled;
-    state_->cv.notify_all();
+    state_->notify_reader(lock);
   }
   asio::post(state_->ex, [st = state_] { st->cancel_io(); });
+}
+
+bool WatchStreamImpl::notify_when_ready(std::function<void()> wake) {
+  {
+    std::lock_guard lock(state_->mu);
+    if (!state_->ready()) {
+      state_->waker = std::move(wake);
+      return true;
+    }
+    state_->waker = nullptr;
+  }
+  wake();
+  return true;
 }
 
 }  // namespace kinformer::client::detail

@@ -8,9 +8,11 @@
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <utility>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -61,6 +63,23 @@ struct WatchState {
   std::chrono::milliseconds idle_armed{0};       // io thread only: the deadline armed last
   std::optional<asio::steady_timer> idle_timer;  // io thread only: the read-idle deadline
 
+  /// The reader's notify_when_ready() request, called once when it is ready (guarded by mu).
+  std::function<void()> waker;
+
+  // next() would not block (mu held).
+  [[nodiscard]] bool ready() const {
+    return !events.empty() ||
+           (phase != Phase::open && phase != Phase::paused && phase != Phase::opening);
+  }
+  // Wakes the reader: next()'s condition wait, and a waiting notify_when_ready() request when it
+  // is ready (called after `lock`, which holds mu, is released).
+  void notify_reader(std::unique_lock<std::mutex>& lock) {
+    cv.notify_all();
+    std::function<void()> wake;
+    if (waker && ready()) wake = std::exchange(waker, nullptr);
+    lock.unlock();
+    if (wake) wake();
+  }
   // The reader is far behind: stop reading the socket (mu held).
   [[nodiscard]] bool full() const { return events.size() >= limit || queued_bytes >= bytes_limit; }
   // It has caught up far enough to read again (mu held).
@@ -97,6 +116,7 @@ class WatchStreamImpl final : public WatchStream {
   void cancel() override;
   [[nodiscard]] std::size_t buffered() const override;
   void set_idle_timeout(std::chrono::milliseconds timeout) override;
+  bool notify_when_ready(std::function<void()> wake) override;
 
  private:
   std::shared_ptr<const void> keep_alive_;  // destroyed after state_

@@ -102,6 +102,7 @@ SharedInformer& InformerFactory::informer(const client::ResourceType& type,
   config.resync = options.resync;
   config.handler_stop_timeout = options_.handler_stop_timeout;
   config.executor = executor_;
+  config.runtime = options_.runtime;
   config.log = log_;
   config.on_synced = [listeners = sync_listeners_] {
     std::vector<std::function<void()>> fns;

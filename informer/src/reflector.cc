@@ -1,17 +1,32 @@
 #include "kinformer/informer/reflector.h"
 
+// GCC 12 takes Asio's coroutine frame allocator (its own operator new and delete) for a mismatch
+// when it inlines a frame's destruction: a false positive (GCC bug 109224).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+
 #include <algorithm>
 #include <atomic>
+#include <exception>
 #include <optional>
-#include <thread>
 #include <unordered_map>
 #include <utility>
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/strand.hpp>
+
+#include "detail/await.h"
+#include "io_runtime_impl.h"
 #include "kinformer/client/error.h"
 #include "kinformer/client/pager.h"
 
 namespace kinformer::informer {
 namespace {
+
+namespace asio = boost::asio;
 
 double seconds_since(Clock::TimePoint start, Clock& clock) {
   return std::chrono::duration<double>(clock.now() - start).count();
@@ -41,28 +56,28 @@ bool is_watch_list_refusal(const client::Error& e) {
 }
 
 // Cancels a WatchList stream whose initial events stop coming for `idle`, or have not ended
-// within `deadline` of its opening (either limit zero: none), on its own thread (the
-// reflector's thread is blocked reading the stream). The idle limit is checked once per `idle`
-// period: every wait is a whole period (or what is left of the deadline), and a period in which
-// the reader touched the timer starts another one. The thread lives only for the initial-events
-// phase of one stream: destruction stops and joins it.
-class InitialEventsTimer {
+// within `deadline` of its opening (either limit zero: none). The idle limit is checked once per
+// `idle` period: every wait is a whole period (or what is left of the deadline), and a period in
+// which the reader touched it starts another one. Shared by the reader and its watchdog
+// coroutine, which lives only for the initial-events phase of one stream: the reader disarms it
+// on every way out of that phase, before the stream goes.
+class InitialEventsWatch {
  public:
   using Duration = Clock::Duration;
-  InitialEventsTimer(Clock& clock, Duration idle, Duration deadline, client::WatchStream& stream)
-      : thread_([this, &clock, idle, deadline, &stream](const std::stop_token& stop) {
-          run(clock, idle, deadline, stream, stop);
-        }) {}
-  InitialEventsTimer(const InitialEventsTimer&) = delete;
-  InitialEventsTimer& operator=(const InitialEventsTimer&) = delete;
+  explicit InitialEventsWatch(client::WatchStream& stream) : stream_(&stream) {}
 
   /// The reader got an event (cheap: one relaxed store).
   void touch() { active_.store(true, std::memory_order_relaxed); }
-  /// Stops the timer from firing. False if it already fired (the stream is cancelled).
+  /// Stops the watchdog: it will not touch the stream again. False if it already fired (the
+  /// stream is cancelled).
   bool disarm() {
-    std::lock_guard lock(mu_);
-    if (!fired_) disarmed_ = true;
-    return !fired_;
+    {
+      std::lock_guard lock(mu_);
+      if (fired_) return false;
+      stream_ = nullptr;
+    }
+    stop_.request_stop();
+    return true;
   }
   bool fired() {
     std::lock_guard lock(mu_);
@@ -74,33 +89,35 @@ class InitialEventsTimer {
     return fired_idle_;
   }
 
- private:
-  void run(Clock& clock, Duration idle, Duration deadline, client::WatchStream& stream,
-           const std::stop_token& stop) {
-    if (idle <= Duration::zero() && deadline <= Duration::zero()) return;  // no limit at all
-    const auto start = clock.now();
+  static detail::awaitable<void> watchdog(std::shared_ptr<InitialEventsWatch> self, ClockPtr clock,
+                                          Duration idle, Duration deadline) {
+    const auto start = clock->now();
     for (;;) {
       Duration wait = idle > Duration::zero() ? idle : Duration::max();
-      if (deadline > Duration::zero()) wait = std::min(wait, deadline - (clock.now() - start));
-      if (wait > Duration::zero() && !clock.sleep_for(wait, stop)) return;
-      bool past_deadline = deadline > Duration::zero() && clock.now() - start >= deadline;
-      bool was_idle = idle > Duration::zero() && !active_.exchange(false);
+      if (deadline > Duration::zero()) wait = std::min(wait, deadline - (clock->now() - start));
+      if (wait > Duration::zero()) {
+        const bool slept = co_await detail::sleep_for(clock, wait, self->stop_.get_token());
+        if (!slept) co_return;  // disarmed
+      }
+      const bool past_deadline = deadline > Duration::zero() && clock->now() - start >= deadline;
+      const bool was_idle = idle > Duration::zero() && !self->active_.exchange(false);
       if (!past_deadline && !was_idle) continue;
-      std::lock_guard lock(mu_);
-      if (disarmed_) return;
-      fired_ = true;
-      fired_idle_ = !past_deadline;
-      stream.cancel();
-      return;
+      std::lock_guard lock(self->mu_);
+      if (self->stream_ == nullptr) co_return;  // disarmed meanwhile
+      self->fired_ = true;
+      self->fired_idle_ = !past_deadline;
+      self->stream_->cancel();
+      co_return;
     }
   }
 
+ private:
   std::atomic<bool> active_{false};
+  std::stop_source stop_;  // disarm() ends the watchdog's wait
   std::mutex mu_;
-  bool disarmed_ = false;    // guarded by mu_
-  bool fired_ = false;       // guarded by mu_
-  bool fired_idle_ = false;  // guarded by mu_
-  std::jthread thread_;      // last: starts after, and is joined before, the fields above go
+  client::WatchStream* stream_;  // guarded by mu_; null once disarmed
+  bool fired_ = false;           // guarded by mu_
+  bool fired_idle_ = false;      // guarded by mu_
 };
 
 // Reports an open watch for as long as it lives.
@@ -128,6 +145,14 @@ class NullReflectorMetrics final : public ReflectorMetrics {
 };
 
 }  // namespace
+
+struct Reflector::Loop {
+  static detail::awaitable<void> run(Reflector& r, std::stop_token stop);
+  static detail::awaitable<WatchOutcome> watch(Reflector& r, client::ListOptions opts, Phase phase,
+                                               std::stop_token stop);
+  // Waits as `next` says; false when stopped.
+  static detail::awaitable<bool> wait(Reflector& r, Next next, std::stop_token stop);
+};
 
 ReflectorMetrics& ReflectorMetrics::null() {
   static NullReflectorMetrics metrics;
@@ -203,9 +228,7 @@ bool Reflector::set_stream(client::WatchStream* stream, const std::stop_token& s
   return true;
 }
 
-bool Reflector::wait(const Next& next, const std::stop_token& stop) {
-  report_stale(false);
-  if (next.wait == Wait::none) return !stop.stop_requested();
+Clock::Duration Reflector::wait_for(const Next& next) {
   const client::Error* error = next.error ? &*next.error : nullptr;
   Clock::Duration wait = next.wait == Wait::backoff ? backoff_->next() : Clock::Duration::zero();
   if (error != nullptr && error->retry_after) {
@@ -218,18 +241,7 @@ bool Reflector::wait(const Next& next, const std::stop_token& stop) {
       wait = std::max(wait, budget_wait);
     }
   }
-  if (wait > Clock::Duration::zero()) {
-    metrics_.backoff_waited();
-    // The view may turn stale during the wait: say so then, not after it.
-    const Clock::Duration until_stale = time_until_stale();
-    if (until_stale > Clock::Duration::zero() && until_stale < wait) {
-      if (!options_.clock->sleep_for(until_stale, stop)) return false;
-      report_stale(false);
-      wait -= until_stale;
-    }
-    return options_.clock->sleep_for(wait, stop);
-  }
-  return !stop.stop_requested();
+  return wait;
 }
 
 Clock::Duration Reflector::time_until_stale() const {
@@ -404,8 +416,10 @@ client::Status Reflector::list_and_replace(std::stop_token stop) {
   return client::Ok{};
 }
 
-Reflector::WatchOutcome Reflector::watch(const client::ListOptions& opts, Phase phase,
-                                         std::stop_token stop) {
+detail::awaitable<Reflector::WatchOutcome> Reflector::Loop::watch(Reflector& r,
+                                                                  client::ListOptions opts,
+                                                                  Phase phase,
+                                                                  std::stop_token stop) {
   WatchOutcome out;
   out.phase = phase;
   auto fail = [&](client::Error e) {
@@ -418,34 +432,46 @@ Reflector::WatchOutcome Reflector::watch(const client::ListOptions& opts, Phase 
     out.error = std::move(e);
     return out;
   };
-  auto start = options_.clock->now();
-  auto opened = lw_.watch(opts);
-  if (!opened) return fail(std::move(opened).error());
+  auto start = r.options_.clock->now();
+  auto open_watch = [&r, &opts] { return r.lw_.watch(opts); };
+  auto opened = co_await detail::on_pool(open_watch);
+  if (!opened) co_return fail(std::move(opened).error());
   client::WatchStreamPtr stream = std::move(opened).value();
   // The server answered; after an idle cut only data counts (a path that passes response
   // headers and then stalls must not look fresh at every reopening).
-  const bool resumed_after_idle = std::exchange(resuming_after_idle_, false);
-  if (!resumed_after_idle) touch();
-  const auto opened_at = options_.clock->now();
-  OpenWatch open(metrics_);
+  const bool resumed_after_idle = std::exchange(r.resuming_after_idle_, false);
+  if (!resumed_after_idle) r.touch();
+  const auto opened_at = r.options_.clock->now();
+  OpenWatch open(r.metrics_);
   struct Detach {  // the stream is not cancellable by stop() once it is gone
     Reflector* r;
     std::stop_token stop;
     ~Detach() { r->set_stream(nullptr, stop); }
-  } detach{this, stop};
-  if (!set_stream(stream.get(), stop)) {
+  } detach{&r, stop};
+  if (!r.set_stream(stream.get(), stop)) {
     out.end = WatchRestartReason::shutdown;
-    return out;
+    co_return out;
   }
   // The initial-events phase: the events build the new state, and the bookmark that ends them
   // replaces the sink's contents with it. Then the same stream goes on in the steady phase.
   std::unordered_map<std::string, client::ObjectPtr> initial;
-  std::optional<InitialEventsTimer> timer;
+  std::shared_ptr<InitialEventsWatch> timer;
+  struct Disarm {  // the watchdog never touches the stream once this frame lets go of it
+    std::shared_ptr<InitialEventsWatch>& timer;
+    ~Disarm() {
+      if (timer) timer->disarm();
+    }
+  } disarm{timer};
   if (phase == Phase::initial_events &&
-      (options_.watch_list_initial_events_timeout > std::chrono::milliseconds::zero() ||
-       options_.watch_list_initial_events_deadline > std::chrono::milliseconds::zero())) {
-    timer.emplace(*options_.clock, options_.watch_list_initial_events_timeout,
-                  options_.watch_list_initial_events_deadline, *stream);
+      (r.options_.watch_list_initial_events_timeout > std::chrono::milliseconds::zero() ||
+       r.options_.watch_list_initial_events_deadline > std::chrono::milliseconds::zero())) {
+    timer = std::make_shared<InitialEventsWatch>(*stream);
+    auto ex = co_await asio::this_coro::executor;
+    asio::co_spawn(ex,
+                   InitialEventsWatch::watchdog(timer, r.options_.clock,
+                                                r.options_.watch_list_initial_events_timeout,
+                                                r.options_.watch_list_initial_events_deadline),
+                   asio::detached);
   }
   bool delivered = false;
   bool bookmark_in_stream = false;
@@ -456,9 +482,9 @@ Reflector::WatchOutcome Reflector::watch(const client::ListOptions& opts, Phase 
   std::string pending_rv;
   auto flush = [&] {
     if (pending.empty()) return;
-    sink_.on_events(pending);
+    r.sink_.on_events(pending);
     pending.clear();
-    set_rv(pending_rv);
+    r.set_rv(pending_rv);
     pending_rv.clear();
   };
   for (;;) {
@@ -467,7 +493,7 @@ Reflector::WatchOutcome Reflector::watch(const client::ListOptions& opts, Phase 
     if (!pending.empty() && (pending.size() >= kMaxEventBatch || stream->buffered() == 0)) {
       flush();
     }
-    auto next = stream->next();
+    auto next = co_await detail::next_event(*stream);
     if (!next || !next.value().has_value()) {
       flush();  // usually empty: held only while the stream had more buffered (then cancelled)
       bool timer_fired = timer && timer->fired();
@@ -485,25 +511,26 @@ Reflector::WatchOutcome Reflector::watch(const client::ListOptions& opts, Phase 
         out.idle = true;
         out.error = std::move(next).error();
       } else if (!next) {
-        return fail(std::move(next).error());
+        co_return fail(std::move(next).error());
       } else if (out.phase == Phase::initial_events) {
         out.end =
             WatchRestartReason::no_initial_events_end;  // the server ignores sendInitialEvents
-      } else if (!delivered && options_.clock->now() - opened_at < options_.min_watch_duration) {
+      } else if (!delivered &&
+                 r.options_.clock->now() - opened_at < r.options_.min_watch_duration) {
         out.end = WatchRestartReason::too_short;
       } else {
         out.end = WatchRestartReason::timeout;
       }
-      return out;
+      co_return out;
     }
     client::WatchEvent& ev = *next.value();
     if (timer) timer->touch();
-    touch();
+    r.touch();
     // A watch resumed after an idle cut that delivers an event at once was handed what the
     // silent one had not delivered: that path was dead, not the server quiet.
     if (resumed_after_idle && ev.type != client::EventType::bookmark &&
-        options_.clock->now() - opened_at <= kReplayWindow) {
-      idle_cuts_without_bookmark_ = 0;
+        r.options_.clock->now() - opened_at <= kReplayWindow) {
+      r.idle_cuts_without_bookmark_ = 0;
     }
     // A periodic bookmark (not a WatchList's initial-events-end one, which a server sends also
     // where it sends no periodic ones, e.g. a resource served from etcd): the server sends them
@@ -512,17 +539,17 @@ Reflector::WatchOutcome Reflector::watch(const client::ListOptions& opts, Phase 
     if (ev.type == client::EventType::bookmark && !bookmark_in_stream &&
         out.phase == Phase::steady && ev.object && !is_initial_events_end(*ev.object)) {
       bookmark_in_stream = true;
-      idle_cuts_without_bookmark_ = 0;
-      if (!expect_bookmarks_.exchange(true) &&
-          options_.watch_idle_timeout > std::chrono::milliseconds::zero()) {
-        stream->set_idle_timeout(options_.watch_idle_timeout);
+      r.idle_cuts_without_bookmark_ = 0;
+      if (!r.expect_bookmarks_.exchange(true) &&
+          r.options_.watch_idle_timeout > std::chrono::milliseconds::zero()) {
+        stream->set_idle_timeout(r.options_.watch_idle_timeout);
       }
     }
     if (!ev.object) continue;
     delivered = true;
     std::string ev_rv = ev.object->metadata.resource_version;
     if (ev.type == client::EventType::bookmark || out.phase == Phase::steady) {
-      metrics_.event(ev.type);
+      r.metrics_.event(ev.type);
     }
     if (out.phase == Phase::initial_events) {
       if (ev.type != client::EventType::bookmark) {
@@ -536,23 +563,23 @@ Reflector::WatchOutcome Reflector::watch(const client::ListOptions& opts, Phase 
           // It fired meanwhile: the stream is cancelled.
           out.end = WatchRestartReason::initial_events_timeout;
           out.idle = timer->fired_idle();
-          return out;
+          co_return out;
         }
-        timer.reset();
+        timer = nullptr;
         std::vector<client::ObjectPtr> items;
         items.reserve(initial.size());
         for (auto& [key, o] : initial) items.push_back(std::move(o));
         initial.clear();
-        set_watch_list_fell_back(false);
-        synced(ev_rv, std::move(items), start);
+        r.set_watch_list_fell_back(false);
+        r.synced(ev_rv, std::move(items), start);
         out.phase = Phase::steady;
       }
       continue;
     }
     if (ev.type == client::EventType::bookmark) {
       flush();
-      sink_.on_resource_version(ev_rv);
-      set_rv(ev_rv);
+      r.sink_.on_resource_version(ev_rv);
+      r.set_rv(ev_rv);
       continue;
     }
     pending.push_back(std::move(ev));
@@ -648,34 +675,71 @@ Reflector::Next Reflector::after_watch(WatchOutcome out) {
   return {Step::watch, Wait::backoff, std::move(e)};
 }
 
-void Reflector::run(const std::stop_token& stop) {
-  std::stop_callback on_stop(stop, [this] {
-    std::lock_guard lock(mu_);
-    if (current_ != nullptr) current_->cancel();
+detail::awaitable<bool> Reflector::Loop::wait(Reflector& r, Next next, std::stop_token stop) {
+  r.report_stale(false);
+  if (next.wait == Wait::none) co_return !stop.stop_requested();
+  Clock::Duration wait = r.wait_for(next);
+  if (wait <= Clock::Duration::zero()) co_return !stop.stop_requested();
+  r.metrics_.backoff_waited();
+  // The view may turn stale during the wait: say so then, not after it.
+  const Clock::Duration until_stale = r.time_until_stale();
+  if (until_stale > Clock::Duration::zero() && until_stale < wait) {
+    const bool slept = co_await detail::sleep_for(r.options_.clock, until_stale, stop);
+    if (!slept) co_return false;
+    r.report_stale(false);
+    wait -= until_stale;
+  }
+  const bool slept = co_await detail::sleep_for(r.options_.clock, wait, stop);
+  co_return slept;
+}
+
+detail::awaitable<void> Reflector::Loop::run(Reflector& r, std::stop_token stop) {
+  std::stop_callback on_stop(stop, [&r] {
+    std::lock_guard lock(r.mu_);
+    if (r.current_ != nullptr) r.current_->cancel();
   });
+  auto list = [&r, &stop] { return r.list_and_replace(stop); };
   // The first sync needs no wait. Every later request waits as its Next says: a relist or a
   // reconnect spends a budget token, a failure backs off first.
+  // (Every co_await is a statement of its own, on named values: GCC 12 mishandles temporaries
+  // in a co_await's enclosing expression.)
   Next next{Step::sync};
   for (;;) {
-    if (next.step == Step::stop || !wait(next, stop)) return;
-    switch (next.step) {
-      case Step::sync:
-        resyncing_ = true;
-        // Each sync attempt starts as a WatchList: a refusal falls back to LIST for that attempt.
-        next = options_.use_watch_list
-                   ? after_watch(watch(watch_list_options(), Phase::initial_events, stop))
-                   : after_list(list_and_replace(stop), stop);
-        break;
-      case Step::list:
-        next = after_list(list_and_replace(stop), stop);
-        break;
-      case Step::watch:
-        next = after_watch(watch(rewatch_options(), Phase::steady, stop));
-        break;
-      case Step::stop:
-        return;
+    if (next.step == Step::stop) co_return;
+    const bool waited = co_await wait(r, next, stop);
+    if (!waited) co_return;
+    if (next.step == Step::sync) r.resyncing_ = true;
+    if (next.step == Step::list || (next.step == Step::sync && !r.options_.use_watch_list)) {
+      client::Status listed = co_await detail::on_pool(list);
+      next = r.after_list(std::move(listed), stop);
+    } else {
+      // A sync attempt starts as a WatchList (a refusal falls back to LIST for that attempt).
+      const Phase phase = next.step == Step::sync ? Phase::initial_events : Phase::steady;
+      client::ListOptions opts =
+          phase == Phase::initial_events ? r.watch_list_options() : r.rewatch_options();
+      WatchOutcome out = co_await watch(r, std::move(opts), phase, stop);
+      next = r.after_watch(std::move(out));
     }
   }
+}
+
+void Reflector::run(const std::stop_token& stop) {
+  asio::io_context ioc(1);
+  std::exception_ptr failure;
+  asio::co_spawn(asio::make_strand(ioc), Loop::run(*this, stop),
+                 [&failure](const std::exception_ptr& e) { failure = e; });
+  ioc.run();
+  if (failure) std::rethrow_exception(failure);
+}
+
+void Reflector::start(client::IoRuntime& runtime, std::stop_token stop,
+                      std::function<void()> done) {
+  asio::co_spawn(asio::make_strand(runtime.impl().ioc), Loop::run(*this, std::move(stop)),
+                 [done = std::move(done)](const std::exception_ptr& e) {
+                   // As on a thread of its own: what the loop does not handle ends the process.
+                   if (e) std::rethrow_exception(e);
+                   if (done) done();
+                 });
 }
 
 }  // namespace kinformer::informer

@@ -13,6 +13,15 @@ namespace {
 
 std::atomic<std::uint64_t> g_next_handler_id{1};
 
+// Where reflectors run unless their informer is given a runtime: one per process, made with the
+// first informer that starts and never stopped (informers of any lifetime, in any static order,
+// may still use it).
+client::IoRuntimePtr shared_runtime() {
+  static auto* runtime = new client::IoRuntimePtr(  // NOLINT(cppcoreguidelines-owning-memory)
+      std::make_shared<client::IoRuntime>(client::IoRuntime::default_threads()));
+  return *runtime;
+}
+
 }  // namespace
 
 std::string InformerKey::to_string() const {
@@ -201,7 +210,17 @@ void SharedInformer::start() {
     if (started_ || stopped_) return;
     started_ = true;
   }
-  reflector_thread_ = std::jthread([this](const std::stop_token& stop) { reflector_->run(stop); });
+  if (!runtime_) runtime_ = config_.runtime ? config_.runtime : shared_runtime();
+  {
+    std::lock_guard lock(loop_mu_);
+    loop_running_ = true;
+  }
+  reflector_->start(*runtime_, reflector_stop_.get_token(), [this] {
+    // Nothing of this informer is touched once loop_mu_ is released: stop() may go on.
+    std::lock_guard lock(loop_mu_);
+    loop_running_ = false;
+    loop_cv_.notify_all();
+  });
   if (config_.resync.count() > 0) {
     resync_thread_ = std::jthread([this](const std::stop_token& stop) { resync_loop(stop); });
   }
@@ -223,9 +242,10 @@ void SharedInformer::stop() {
     }
     if (first) {
       sync_cv_.notify_all();
-      if (reflector_thread_.joinable()) {
-        reflector_thread_.request_stop();
-        reflector_thread_.join();
+      reflector_stop_.request_stop();
+      {
+        std::unique_lock lock(loop_mu_);
+        loop_cv_.wait(lock, [this] { return !loop_running_; });
       }
       if (resync_thread_.joinable()) {
         resync_thread_.request_stop();

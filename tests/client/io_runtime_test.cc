@@ -9,6 +9,8 @@
 
 #include <future>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "fake_apiserver.h"
@@ -115,6 +117,72 @@ TEST(IoRuntimeTest, AWatchWhoseWarningHandlerThrowsIsCancelledAndTheClientGoesAw
   EXPECT_TRUE(stream->wait_client_closed(5s)) << "the watch was cancelled";
   auto gone = std::async(std::launch::async, [&] { client.reset(); });
   EXPECT_EQ(gone.wait_for(10s), std::future_status::ready);
+}
+
+// A reader told when the stream is ready (notify_when_ready) needs no thread while it is quiet:
+// the wake comes once an event is queued (from the io thread), at once when one is queued
+// already, when the stream ends, and when it is cancelled; next() then does not block.
+// Mutant client-watch-ready-never-woken.
+TEST(IoRuntimeTest, AWatchSaysWhenItIsReady) {
+  FakeApiServer server;
+  std::vector<std::shared_ptr<ScriptedStream>> streams;
+  std::mutex mu;
+  server.on("GET", "/api/v1/pods", [&](const Request&) {
+    auto s = std::make_shared<ScriptedStream>();
+    std::lock_guard lock(mu);
+    streams.push_back(s);
+    return Reply::streaming(s);
+  });
+  RestClient client(server.cluster_config(), on(std::make_shared<IoRuntime>(1)));
+  auto w = client.watch(kPods, "", {});
+  ASSERT_TRUE(w) << w.error().to_string();
+  WatchStream& stream = **w;
+  std::shared_ptr<ScriptedStream> s1;
+  {
+    std::lock_guard lock(mu);
+    s1 = streams.at(0);
+  }
+  // Quiet: asked, not woken.
+  auto woken = std::make_shared<std::promise<std::thread::id>>();
+  ASSERT_TRUE(stream.notify_when_ready([woken] { woken->set_value(std::this_thread::get_id()); }));
+  auto when = woken->get_future();
+  EXPECT_EQ(when.wait_for(50ms), std::future_status::timeout);
+  s1->send(watch_event_line("ADDED", pod_json("a", "1")));
+  ASSERT_EQ(when.wait_for(10s), std::future_status::ready);
+  EXPECT_NE(when.get(), std::this_thread::get_id()) << "woken by the io thread";
+  EXPECT_GE(stream.buffered(), 1u);
+  auto e1 = stream.next();
+  ASSERT_TRUE(e1 && e1->has_value());
+  EXPECT_EQ((*e1)->object->metadata.name, "a");
+  // Queued already: woken at once, on this thread, before notify_when_ready() returns.
+  s1->send(watch_event_line("ADDED", pod_json("b", "2")));
+  auto arrived = std::make_shared<std::promise<void>>();
+  ASSERT_TRUE(stream.notify_when_ready([arrived] { arrived->set_value(); }));
+  ASSERT_EQ(arrived->get_future().wait_for(10s), std::future_status::ready);
+  bool at_once = false;
+  ASSERT_TRUE(stream.notify_when_ready([&at_once] { at_once = true; }));
+  EXPECT_TRUE(at_once);
+  auto e2 = stream.next();
+  ASSERT_TRUE(e2 && e2->has_value());
+  EXPECT_EQ((*e2)->object->metadata.name, "b");
+  // The end of the stream wakes the reader, and next() says so.
+  auto ended = std::make_shared<std::promise<void>>();
+  ASSERT_TRUE(stream.notify_when_ready([ended] { ended->set_value(); }));
+  s1->end();
+  ASSERT_EQ(ended->get_future().wait_for(10s), std::future_status::ready);
+  auto end = stream.next();
+  ASSERT_TRUE(end) << end.error().to_string();
+  EXPECT_FALSE(end->has_value());
+  // A cancel wakes a reader of a quiet stream.
+  auto w2 = client.watch(kPods, "", {});
+  ASSERT_TRUE(w2) << w2.error().to_string();
+  auto cancelled = std::make_shared<std::promise<void>>();
+  ASSERT_TRUE((*w2)->notify_when_ready([cancelled] { cancelled->set_value(); }));
+  std::thread([&] { (*w2)->cancel(); }).join();
+  ASSERT_EQ(cancelled->get_future().wait_for(10s), std::future_status::ready);
+  auto c = (*w2)->next();
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error().code, Errc::cancelled);
 }
 
 // A blocking call from one of the runtime's threads would wait for itself: refused.

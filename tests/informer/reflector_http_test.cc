@@ -13,6 +13,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <future>
 #include <latch>
 #include <map>
 #include <memory>
@@ -23,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "detail/blocking_pool.h"
 #include "fake_apiserver.h"
 #include "fakes.h"
 #include "kinformer/client/pod.h"
@@ -31,6 +33,7 @@
 #include "kinformer/client/secret.h"
 #include "kinformer/informer/informer_factory.h"
 #include "log_capture.h"
+#include "process_threads.h"
 #include "protobuf_writer.h"
 
 namespace kinformer::informer {
@@ -1286,6 +1289,84 @@ TEST(ReflectorHttpProtobufTest, WatchListSyncsFromInitialEventsWithoutAnyList) {
   EXPECT_EQ(param(watches[0], "allowWatchBookmarks"), "true");
   EXPECT_TRUE(env.api.lists().empty()) << "no LIST at all";
   EXPECT_FALSE(inf.watch_list_fell_back());
+}
+
+}  // namespace
+}  // namespace kinformer::informer
+
+// ---------------------------------------------------------------------------------------------
+// Threads: a watching reflector holds none.
+
+namespace kinformer::informer {
+namespace {
+
+// Forty informers watching through one client hold no thread each: their reflectors run on a
+// runtime of one thread, and the client says when a stream is ready, so nothing waits in a
+// blocking read. Once they synced and their blocking calls (the lists, opening the watches) are
+// done, the process holds the threads it held before they started (the blocking pool's idle
+// threads, which leave after a while, are let go here at once). An event still reaches its
+// informer, and the factory goes away promptly. Mutant informer-stream-read-on-the-pool.
+TEST(ReflectorThreadsTest, WatchingInformersHoldNoThreadOfTheirOwn) {
+  constexpr int kInformers = 40;
+  FakeApiServer server;
+  std::mutex mu;
+  std::map<std::string, std::shared_ptr<ScriptedStream>> streams;  // by namespace
+  server.on("GET", "/api/v1/namespaces/*", [&](const Request& req) {
+    if (!req.param("watch")) return Reply::json(list_json({}, "10"));
+    auto s = std::make_shared<ScriptedStream>();
+    std::lock_guard lock(mu);
+    streams[req.path] = s;
+    return Reply::streaming(s);
+  });
+  client::RestClientOptions ro;
+  ro.rate_limit.qps = 0;
+  ro.request_timeout = 10s;
+  ro.runtime = std::make_shared<client::IoRuntime>(1);
+  auto rest = std::make_shared<client::RestClient>(server.cluster_config(), ro);
+  FactoryOptions o;
+  o.use_watch_list = false;
+  o.budget.burst = 1000;
+  o.budget.per_second = 1000;
+  o.runtime = std::make_shared<client::IoRuntime>(1);
+  o.executor.threads = 1;
+  auto factory = std::make_unique<InformerFactory>(rest, std::move(o));
+  detail::BlockingPool::instance().trim();
+  const std::size_t before = testing::process_threads();
+
+  std::vector<SharedInformer*> informers;
+  for (int i = 0; i < kInformers; ++i) {
+    InformerOptions io;
+    io.namespace_ = "ns" + std::to_string(i);
+    informers.push_back(&factory->informer(client::ResourceTraits<client::Secret>::type(), io));
+  }
+  factory->start();
+  for (auto* inf : informers) ASSERT_TRUE(inf->wait_for_sync(testing::kDeadline));
+  // Every watch is open: the server saw the request and sent the stream's headers.
+  ASSERT_TRUE(testing::eventually([&] {
+    std::lock_guard lock(mu);
+    if (streams.size() < kInformers) return false;
+    return std::all_of(streams.begin(), streams.end(),
+                       [](const auto& s) { return s.second->wait_started(0ms); });
+  }));
+  // The pool's threads that opened the watches are idle once they returned; let them go (a
+  // thread that left the pool still takes a moment to leave the process).
+  ASSERT_TRUE(testing::eventually([] { return detail::BlockingPool::instance().busy() == 0; }));
+  detail::BlockingPool::instance().trim();
+  EXPECT_TRUE(testing::eventually([&] { return testing::process_threads() <= before; }))
+      << "threads before " << before << ", while watching " << testing::process_threads()
+      << " (pool " << detail::BlockingPool::instance().threads() << ")";
+  std::shared_ptr<ScriptedStream> s7;
+  {
+    std::lock_guard lock(mu);
+    s7 = streams.at("/api/v1/namespaces/ns7/secrets");
+  }
+  s7->send(testing::watch_event_line(
+      "ADDED", R"({"kind":"Secret","apiVersion":"v1","metadata":{"name":"a","namespace":"ns7",)"
+               R"("resourceVersion":"11"},"type":"Opaque"})"));
+  ASSERT_TRUE(testing::eventually([&] { return informers[7]->store().size() == 1; }));
+  EXPECT_EQ(informers[7]->last_sync_resource_version(), "11");
+  auto gone = std::async(std::launch::async, [&] { factory.reset(); });
+  EXPECT_EQ(gone.wait_for(testing::kDeadline), std::future_status::ready);
 }
 
 }  // namespace

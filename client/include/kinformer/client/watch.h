@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stop_token>
@@ -81,6 +82,15 @@ class WatchStream {
   /// e.g. shorter once the server has shown it sends bookmarks. Any thread. The default does
   /// nothing (a stream without a deadline of its own).
   virtual void set_idle_timeout(std::chrono::milliseconds timeout) { (void)timeout; }
+  /// Asks to be told when next() would not block (an event is queued, or the stream ended, failed
+  /// or was cancelled), so that a reader needs no thread of its own while the stream is quiet.
+  /// True: `wake` is called exactly once, at once on this thread when next() would not block
+  /// now, else later from the thread that makes it ready (the client's io thread, or cancel()'s
+  /// caller); `wake` must be quick and must not call into the stream. At most one request is
+  /// outstanding; a new one replaces an earlier one not yet called. False, the default: not
+  /// supported (a reader must block in next()). From the thread that calls next().
+  // NOLINTNEXTLINE(performance-unnecessary-value-param): a sink; implementations keep it
+  virtual bool notify_when_ready(std::function<void()> /*wake*/) { return false; }
 };
 
 using WatchStreamPtr = std::unique_ptr<WatchStream>;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kinformer/cache/transform.h"
+#include "kinformer/client/io_runtime.h"
 #include "kinformer/client/resource.h"
 #include "kinformer/client/rest_client.h"
 #include "kinformer/client/watch.h"
@@ -95,6 +96,12 @@ struct FactoryOptions {
   /// shutdown() stops this factory's handlers but not the pool; it must outlive the factory's
   /// shutdown. Null: the factory's own pool.
   HandlerExecutorPtr shared_executor;
+  /// Where the informers' reflectors run (their list/watch loops; see Reflector): a runtime's
+  /// threads, which a watching reflector does not hold. Null: the process's shared one (as many
+  /// threads as IoRuntime::default_threads(), started with the first informer). A client's own
+  /// runtime (RestClientOptions::runtime) may be given: the reflectors' blocking calls never run
+  /// on it.
+  client::IoRuntimePtr runtime;
   /// Every log line of this factory's informers, reflectors, handlers and pool goes here (one
   /// record: level, component, message, key/value fields; see client/log.h). Null: logfmt lines
   /// on stderr. Records are rate-limited per informer and cause by log_rate_limit.

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "kinformer/client/io_runtime.h"
 #include "kinformer/client/log.h"
 #include "kinformer/client/watch.h"
 #include "kinformer/informer/backoff.h"
@@ -22,7 +24,7 @@
 
 namespace kinformer::informer {
 
-/// Where a Reflector delivers what it learns. Called only from the reflector's thread.
+/// Where a Reflector delivers what it learns. Called from one thread at a time (the loop's).
 class ReflectorSink {
  public:
   virtual ~ReflectorSink() = default;
@@ -156,9 +158,8 @@ struct Freshness {
 /// WatchList; 410 / a too-large RV retry it at an unset RV. If the initial-events-end bookmark
 /// has not come while events stopped for watch_list_initial_events_timeout, or within
 /// watch_list_initial_events_deadline in all (a server that ignores sendInitialEvents), a timer
-/// thread (living only during that phase, joined when it ends)
-/// cancels the stream and the attempt falls back to LIST. Fallbacks are counted
-/// (InformerMetrics::watch_list_fallbacks_*).
+/// (living only during that phase) cancels the stream and the attempt falls back to LIST.
+/// Fallbacks are counted (InformerMetrics::watch_list_fallbacks_*).
 ///
 /// One loop: a WatchList stream is a watch in two phases. In the initial-events phase its events
 /// build the new state, and the initial-events-end bookmark replaces the sink's contents with it
@@ -168,12 +169,17 @@ struct Freshness {
 /// phase) leads to, with the wait before the next step. Every log line names the informer
 /// (ReflectorOptions::name).
 ///
-/// Threading: run() blocks on the caller's thread (the informer's reflector thread) until `stop`
-/// is requested; a stop request cancels the open watch (WatchStream::cancel) and wakes any wait.
-/// Only `stop` ends run(): a cancellation it did not ask for (the client shut down under a
-/// running informer) is a failure like any other, retried with backoff and logged.
-/// An in-flight LIST request is not interruptible: its bound is the client's request deadline.
-/// Accessors are thread-safe.
+/// Threading: the loop is a coroutine. start() runs it on an IoRuntime's threads, which it holds
+/// only while it has work: a watch whose stream can say when it is ready
+/// (WatchStream::notify_when_ready, as the client's can) and the waits on the system clock take no
+/// thread while they wait. Calls that block (a list, opening a watch, reading a stream that cannot
+/// say, a wait on an injected clock) run on a shared pool of threads that exist while such calls
+/// do. run() is the same loop on the calling thread. The sink is called from one thread at a
+/// time. A stop request cancels the open watch (WatchStream::cancel) and wakes any wait. Only
+/// `stop` ends the loop: a cancellation it did not ask for (the client shut down under a running
+/// informer) is a failure like any other, retried with backoff and logged. An in-flight LIST
+/// request is not interruptible: its bound is the client's request deadline. Accessors are
+/// thread-safe.
 class Reflector {
  public:
   /// `lister_watcher` and `sink` must outlive the reflector. Throws client::ConfigError without
@@ -185,7 +191,12 @@ class Reflector {
   Reflector(const Reflector&) = delete;
   Reflector& operator=(const Reflector&) = delete;
 
+  /// Runs the loop on the calling thread until `stop` is requested.
   void run(const std::stop_token& stop);
+  /// Runs the loop on `runtime`'s threads until `stop` is requested, and returns at once; `done`
+  /// is called (on a runtime thread) when the loop has ended. The reflector, its lister-watcher
+  /// and its sink must outlive that call; `runtime` must outlive the reflector.
+  void start(client::IoRuntime& runtime, std::stop_token stop, std::function<void()> done);
 
   /// The resourceVersion the sink is synced to ("" before the first list).
   [[nodiscard]] std::string last_sync_resource_version() const;
@@ -230,14 +241,17 @@ class Reflector {
     bool idle = false;            // initial_events_timeout: the idle limit fired (else the total)
   };
 
-  /// Opens a watch with `opts` and reads it to its end, starting in `phase`.
-  WatchOutcome watch(const client::ListOptions& opts, Phase phase, std::stop_token stop);
+  // The coroutines of the loop (reflector.cc): run, watch (opens a watch and reads it to its
+  // end) and wait (as a Next says).
+  struct Loop;
+  friend struct Loop;
+  /// Lists every page and replaces the sink's contents (blocks: runs on the blocking pool).
   client::Status list_and_replace(std::stop_token stop);
   Next after_list(client::Status status, const std::stop_token& stop);
   Next after_watch(WatchOutcome out);
   Next fall_back_to_list(const std::string& why, WatchListFallback reason);
-  /// Waits as `next` says; false when stopped.
-  bool wait(const Next& next, const std::stop_token& stop);
+  /// The wait a `next` asks for (backoff, Retry-After, a budget token), and its metrics.
+  Clock::Duration wait_for(const Next& next);
   /// The sink now holds the complete state at `resource_version` (a sync that began at `started`).
   void synced(const std::string& resource_version, std::vector<client::ObjectPtr> items,
               Clock::TimePoint started);
@@ -256,10 +270,10 @@ class Reflector {
   ReflectorSink& sink_;
   ReflectorOptions options_;
   ReflectorMetrics& metrics_;
-  BackoffPtr backoff_;  // reflector thread
+  BackoffPtr backoff_;  // the loop
   client::Logger log_;
 
-  // Reflector-thread state.
+  // The loop's state (one thread at a time).
   bool rv_unavailable_ = false;          // 410 on a list, or a too-large RV: next list at unset RV
   bool list_at_zero_too_large_ = false;  // a list at RV "0" was too large: list at unset RV
   bool listed_once_ = false;
@@ -272,19 +286,19 @@ class Reflector {
   // so silence past watch_idle_timeout is taken for a dead path until three idle cuts without a
   // periodic bookmark show that this server sends none here (a resource served from etcd).
   std::atomic<bool> expect_bookmarks_{true};
-  // Reflector thread: idle restarts since the last periodic bookmark, or since a watch resumed
+  // The loop: idle restarts since the last periodic bookmark, or since a watch resumed
   // after one replayed events at once (kReplayWindow: the cut path was dead).
   int idle_cuts_without_bookmark_ = 0;
-  bool resuming_after_idle_ = false;  // reflector thread: the next watch follows an idle cut
+  bool resuming_after_idle_ = false;  // the loop: the next watch follows an idle cut
   static constexpr std::chrono::seconds kReplayWindow{2};
   void touch();  // the server was heard from now
   // Reports the view stale to the metrics when it is (or `cut_idle`: a watch was just silent for
-  // its idle deadline), once until the next contact. Reflector thread.
+  // its idle deadline), once until the next contact. The loop.
   void report_stale(bool cut_idle);
   // How long until the view turns stale without contact; zero when it is, or is reported, or
-  // there was no contact yet. Reflector thread.
+  // there was no contact yet. The loop.
   [[nodiscard]] Clock::Duration time_until_stale() const;
-  bool stale_reported_ = false;  // reflector thread
+  bool stale_reported_ = false;  // the loop
   // The idle deadline a new watch asks the client for: watch_idle_timeout while periodic
   // bookmarks are expected here, else 0 (the client's own).
   [[nodiscard]] std::chrono::milliseconds new_watch_idle_timeout() const;

@@ -16,6 +16,7 @@
 
 #include "kinformer/cache/store.h"
 #include "kinformer/cache/transform.h"
+#include "kinformer/client/io_runtime.h"
 #include "kinformer/client/resource.h"
 #include "kinformer/client/watch.h"
 #include "kinformer/informer/event_handler.h"
@@ -56,11 +57,15 @@ struct InformerConfig {
   std::shared_ptr<InformerMetrics> metrics;  ///< required
   /// The pool that runs the handlers (the factory's). Null: the informer makes its own.
   HandlerExecutorPtr executor;
+  /// Where the reflector's loop runs (Reflector::start). Null: the process's shared runtime
+  /// (client::IoRuntime::default_threads() threads, started with the first informer, kept until
+  /// the process exits).
+  client::IoRuntimePtr runtime;
   /// The factory's logger; the informer names itself (informer="...") on its lines.
   client::Logger log;
-  /// Called once, on the reflector's thread and outside the informer's locks, when the initial
-  /// list is in the store and was handed to the handlers (has_synced() is true). Must not block;
-  /// an exception is caught and logged.
+  /// Called once, on the reflector's loop (a runtime thread) and outside the informer's locks, when
+  /// the initial list is in the store and was handed to the handlers (has_synced() is true). Must
+  /// not block; an exception is caught and logged.
   std::function<void()> on_synced;
 };
 
@@ -221,9 +226,13 @@ class SharedInformer : public std::enable_shared_from_this<SharedInformer>, priv
   mutable std::condition_variable rv_cv_;
   void resource_version_advanced();
 
-  std::mutex thread_mu_;   // start/stop
-  ListenerList stopping_;  // guarded by thread_mu_: the handlers stop() stopped
-  std::jthread reflector_thread_;
+  std::mutex thread_mu_;             // start/stop
+  ListenerList stopping_;            // guarded by thread_mu_: the handlers stop() stopped
+  client::IoRuntimePtr runtime_;     // the reflector's loop runs on its threads
+  std::stop_source reflector_stop_;  // stop() ends the reflector's loop
+  std::mutex loop_mu_;
+  std::condition_variable loop_cv_;
+  bool loop_running_ = false;  // guarded by loop_mu_: start() started it, it has not ended
   std::jthread resync_thread_;
 };
 

@@ -1,0 +1,103 @@
+#pragma once
+// Private: what a reflector's loop awaits on its runtime (C++20 coroutines on Asio): a call on
+// the blocking pool, the next event of a watch stream, a wait on its clock. None of them holds a
+// runtime thread while it waits.
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <stop_token>
+#include <type_traits>
+#include <utility>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/execution/outstanding_work.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/prefer.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "detail/blocking_pool.h"
+#include "kinformer/client/watch.h"
+#include "kinformer/informer/clock.h"
+
+namespace kinformer::informer::detail {
+
+namespace asio = boost::asio;
+template <class T>
+using awaitable = asio::awaitable<T>;
+// A completion token that hands the error code back instead of throwing.
+inline constexpr auto kAsTuple = asio::as_tuple(asio::use_awaitable);
+
+// Completes an awaiting coroutine later, from any thread: its handler is resumed on its own
+// executor, which is kept from running out of work meanwhile (a private io_context's run()).
+template <class Handler>
+auto resumer(Handler handler) {
+  auto work = asio::prefer(asio::get_associated_executor(handler),
+                           asio::execution::outstanding_work.tracked);
+  return [h = std::make_shared<Handler>(std::move(handler)), work](auto... result) {
+    asio::post(work, [h, ... r = std::move(result)]() mutable { std::move (*h)(std::move(r)...); });
+  };
+}
+
+/// Runs `fn()` on the blocking pool; the caller resumes with its result on its own executor.
+template <class F>
+awaitable<std::invoke_result_t<F&>> on_pool(F fn) {
+  using R = std::invoke_result_t<F&>;
+  auto initiate = [](auto handler, F job) {
+    BlockingPool::instance().submit(
+        [job = std::move(job), resume = resumer(std::move(handler))]() mutable { resume(job()); });
+  };
+  R result = co_await asio::async_initiate<const asio::use_awaitable_t<>&, void(R)>(
+      initiate, asio::use_awaitable, std::move(fn));
+  co_return result;
+}
+
+/// The stream's next event. A stream that can say when it is ready (the client's) is waited for
+/// without a thread; any other is read on the blocking pool.
+inline awaitable<client::Result<std::optional<client::WatchEvent>>> next_event(
+    client::WatchStream& stream) {
+  if (stream.buffered() > 0) co_return stream.next();  // received already: does not block
+  auto initiate = [&stream](auto handler) {
+    auto resume = resumer(std::move(handler));
+    if (!stream.notify_when_ready([resume]() mutable { resume(true); })) resume(false);
+  };
+  const bool ready = co_await asio::async_initiate<const asio::use_awaitable_t<>&, void(bool)>(
+      initiate, asio::use_awaitable);
+  if (ready) co_return stream.next();  // does not block now
+  auto read = [&stream] { return stream.next(); };
+  auto next = co_await on_pool(read);
+  co_return next;
+}
+
+/// Waits `duration` on `clock`; false when `stop` was requested. The system clock waits on a
+/// timer of the caller's executor; an injected one (tests) in its sleep_for on the pool.
+inline awaitable<bool> sleep_for(ClockPtr clock, Clock::Duration duration, std::stop_token stop) {
+  if (stop.stop_requested()) co_return false;
+  if (clock.get() != system_clock().get()) {
+    auto sleep = [clock = std::move(clock), duration, stop] {
+      return clock->sleep_for(duration, stop);
+    };
+    const bool slept = co_await on_pool(sleep);
+    co_return slept;
+  }
+  auto ex = co_await asio::this_coro::executor;
+  auto timer = std::make_shared<asio::steady_timer>(ex);
+  // The timer runs on this coroutine's executor: a stop from another thread cancels it there.
+  std::stop_callback on_stop(stop, [timer, ex] { asio::post(ex, [timer] { timer->cancel(); }); });
+  while (duration > Clock::Duration::zero() && !stop.stop_requested()) {
+    // At most a day per wait: steady_timer's time point must not overflow.
+    const Clock::Duration step = std::min<Clock::Duration>(duration, std::chrono::hours(24));
+    timer->expires_after(step);
+    auto [ec] = co_await timer->async_wait(kAsTuple);
+    static_cast<void>(ec);  // cancelled: stop was requested (checked above)
+    duration -= step;
+  }
+  co_return !stop.stop_requested();
+}
+
+}  // namespace kinformer::informer::detail
