@@ -40,6 +40,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
+
+	"kinformer.dev/bench/internal/cli"
 )
 
 // ---------------------------------------------------------------------------------------------
@@ -187,7 +189,7 @@ func silentProxyCmd(args []string) {
 
 func watchPods(args []string) {
 	fs := flag.NewFlagSet("watch-pods", flag.ExitOnError)
-	kubeconfig := fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file")
+	kubeconfig := cli.Kubeconfig(fs)
 	namespace := fs.String("namespace", "", "namespace of the Pod informer")
 	readyFile := fs.String("ready-file", "", "written once synced")
 	syncTimeout := fs.Float64("sync-timeout", 120, "seconds")
@@ -234,12 +236,12 @@ func watchPods(args []string) {
 	s := <-sigs
 	counts := map[string]int{}
 	failed := 0
-	for _, e := range counter.entries() {
-		if e.ns < syncedAt {
+	for _, e := range counter.Requests() {
+		if e.UnixNS < syncedAt {
 			continue
 		}
-		counts[e.kind]++
-		if !e.ok {
+		counts[e.Kind]++
+		if !e.OK {
 			failed++
 		}
 	}
@@ -262,7 +264,7 @@ func watchPods(args []string) {
 
 func createPod(args []string) {
 	fs := flag.NewFlagSet("create-pod", flag.ExitOnError)
-	kubeconfig := fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file")
+	kubeconfig := cli.Kubeconfig(fs)
 	namespace := fs.String("namespace", "", "namespace (made to exist)")
 	name := fs.String("name", "", "Pod to create (none: only the namespace)")
 	_ = fs.Parse(args)
@@ -292,7 +294,7 @@ func createPod(args []string) {
 
 func deletePod(args []string) {
 	fs := flag.NewFlagSet("delete-pod", flag.ExitOnError)
-	kubeconfig := fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file")
+	kubeconfig := cli.Kubeconfig(fs)
 	namespace := fs.String("namespace", "", "namespace")
 	name := fs.String("name", "", "Pod")
 	_ = fs.Parse(args)
