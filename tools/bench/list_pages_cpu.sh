@@ -12,6 +12,7 @@
 # Needs the launcher's server running in DIR with the objects loaded (see server_cpu_ab.sh).
 set -euo pipefail
 export LC_ALL=C
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 dir=/tmp/kinformer-sync-e2e path=/api/v1/pods limit=500 rounds=6 runs=8
 while [[ $# -gt 0 ]]; do
@@ -21,13 +22,12 @@ while [[ $# -gt 0 ]]; do
     --limit) limit="$2"; shift 2 ;;
     --rounds) rounds="$2"; shift 2 ;;
     --runs) runs="$2"; shift 2 ;;
-    *) echo "list_pages_cpu.sh: unknown argument $1" >&2; exit 2 ;;
+    *) die "unknown argument $1" ;;
   esac
 done
 [[ "$limit" =~ ^[1-9][0-9]*$ && "$rounds" =~ ^[1-9][0-9]*$ && "$runs" =~ ^[1-9][0-9]*$ ]] ||
-  { echo "list_pages_cpu.sh: --limit, --rounds and --runs take a positive number" >&2; exit 2; }
-source "$(dirname "$0")/apiserver_cpu.sh"
-apiserver_attach list_pages_cpu.sh "$dir"
+  die "--limit, --rounds and --runs take a positive number"
+apiserver_attach "$dir"
 
 # One list, "whole" or "paged"; prints "<pages> <bytes on the wire>".
 list() {
@@ -94,13 +94,13 @@ PY
 
 list_quiet() { list "$1" >/dev/null; }
 
-a="$(ticks)" t0="$(now)"; sleep 10
-idle="$(awk -v a="$a" -v b="$(ticks)" -v t0="$t0" -v t1="$(now)" -v k="$tck" 'BEGIN { print (b - a) / k / (t1 - t0) }')"
+a="$(ticks "$pid")" t0="$(now)"; sleep 10
+idle="$(awk -v a="$a" -v b="$(ticks "$pid")" -v t0="$t0" -v t1="$(now)" -v k="$tck" 'BEGIN { print (b - a) / k / (t1 - t0) }')"
 read -r wp wb < <(list whole)
 read -r pp pb < <(list paged)
 echo "kube-apiserver pid $pid, idle $idle CPU-s/s; $path: whole $wp page, $wb bytes; limit $limit: $pp pages, $pb bytes"
 results="$(mktemp)"
-trap 'rm -f "$results"' EXIT
+at_exit rm -f "$results"
 for r in $(seq "$rounds"); do
   if ((r % 2)); then order="whole paged"; else order="paged whole"; fi
   for m in $order; do
