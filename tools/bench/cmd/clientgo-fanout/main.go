@@ -27,7 +27,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -271,12 +270,7 @@ func main() {
 
 	close(release)
 	cancel()
-	done := make(chan struct{})
-	var once sync.Once
-	go func() { factory.Shutdown(); once.Do(func() { close(done) }) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
+	if !kube.Shutdown(factory, 10*time.Second) {
 		fmt.Fprintln(os.Stderr, "clientgo-fanout: factory.Shutdown did not return within 10 s")
 	}
 

@@ -42,6 +42,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"kinformer.dev/bench/internal/cli"
+	"kinformer.dev/bench/internal/kube"
 )
 
 // ---------------------------------------------------------------------------------------------
@@ -251,12 +252,7 @@ func watchPods(args []string) {
 	})
 	fmt.Fprintf(os.Stderr, "watch-pods: requests after sync %s\n", b)
 	close(stop)
-	done := make(chan struct{})
-	go func() { f.Shutdown(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-	}
+	kube.Shutdown(f, 5*time.Second)
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -31,12 +31,10 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	clientfeatures "k8s.io/client-go/features"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -96,13 +94,7 @@ func main() {
 		die("%v", err)
 	}
 
-	strip := func(obj interface{}) (interface{}, error) {
-		if m, err := meta.Accessor(obj); err == nil {
-			m.SetManagedFields(nil)
-		}
-		return obj, nil
-	}
-	opts := []informers.SharedInformerOption{informers.WithTransform(strip)}
+	opts := []informers.SharedInformerOption{informers.WithTransform(kube.StripManagedFields)}
 	if *namespace != "" {
 		opts = append(opts, informers.WithNamespace(*namespace))
 	}
@@ -192,12 +184,7 @@ func main() {
 	}
 
 	cancel()
-	done := make(chan struct{})
-	var once sync.Once
-	go func() { factory.Shutdown(); once.Do(func() { close(done) }) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
+	if !kube.Shutdown(factory, 10*time.Second) {
 		fmt.Fprintln(os.Stderr, "clientgo-sync: factory.Shutdown did not return within 10 s")
 	}
 

@@ -27,7 +27,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -36,6 +35,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"kinformer.dev/bench/internal/cli"
+	"kinformer.dev/bench/internal/kube"
 	"kinformer.dev/bench/internal/procfs"
 	"kinformer.dev/bench/internal/stats"
 )
@@ -91,12 +91,7 @@ func next(d *restclientwatch.Decoder) *corev1.Pod {
 
 // stripManagedFields is the transform client-go users install with SetTransform to drop
 // managedFields before objects are cached (kinformer's codecs never keep them).
-func stripManagedFields(obj interface{}) (interface{}, error) {
-	if a, err := meta.Accessor(obj); err == nil {
-		a.SetManagedFields(nil)
-	}
-	return obj, nil
-}
+var stripManagedFields = kube.StripManagedFields
 
 func newIndexer() cache.Indexer {
 	return cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})

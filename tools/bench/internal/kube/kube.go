@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -68,4 +70,25 @@ func WriterClient(kubeconfig, userAgent string) (*kubernetes.Clientset, error) {
 	cfg.Timeout = 30 * time.Second
 	cfg.UserAgent = userAgent
 	return kubernetes.NewForConfig(cfg)
+}
+
+// StripManagedFields is the transform client-go users install to drop managedFields before
+// objects are cached (kinformer's codecs never keep them).
+func StripManagedFields(obj interface{}) (interface{}, error) {
+	if a, err := meta.Accessor(obj); err == nil {
+		a.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+// Shutdown calls f.Shutdown and waits for it at most d; false when it did not return in time.
+func Shutdown(f informers.SharedInformerFactory, d time.Duration) bool {
+	done := make(chan struct{})
+	go func() { f.Shutdown(); close(done) }()
+	select {
+	case <-done:
+		return true
+	case <-time.After(d):
+		return false
+	}
 }
