@@ -184,7 +184,8 @@ elapsed=$(($(date +%s) - t_start))
 # --- table -----------------------------------------------------------------------------------
 commit="$(commit_short)"
 python3 - "$raw" "$out" "$pods" "$rounds" "$rate" "$window" "$elapsed" "$commit" "$synth_window" <<'PY'
-import json, statistics, sys, os, datetime
+import json, statistics, sys
+from benchlib import fmt as f, ratio, run_context
 raw, out, pods, rounds, rate, window, elapsed, commit, synth_window = sys.argv[1:10]
 rows = [json.loads(l) for l in open(raw) if l.strip()]
 for r in rows:
@@ -199,10 +200,6 @@ def pick(side, n, stuck, mode):
 def m(side, n, stuck, field, mode="server"):
     v = [r[field] for r in pick(side, n, stuck, mode)]
     return med(v) if v else float("nan")
-def ratio(a, b):
-    return a / b if b else float("nan")
-def f(v, d=0):
-    return "n/a" if v != v else f"{v:,.{d}f}"
 modes = [x for x in ("server", "synthetic") if any(r["mode"] == x for r in rows)]
 def counts(mode):
     return sorted({r["handlers"] for r in rows if r["stuck"] == 0 and r["mode"] == mode})
@@ -211,8 +208,7 @@ P = lines.append
 P(f"Fan-out benchmark (issue 9): one Pod informer, {int(pods):,} Pods, "
   + (f"medians of {rounds} interleaved rounds" if rows else "no side-by-side runs")
   + (f" (stuck-phases: {max(r['round'] for r in phase_rows)} rounds)" if phase_rows else ""))
-P(f"date {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, commit {commit}, {os.cpu_count()} CPUs, "
-  f"load average (1 min, at each run's start) min {min(loads, default=0):.2f} / median {med(loads) if loads else 0:.2f} / max {max(loads, default=0):.2f}, "
+P(f"{run_context(commit, loads)}, "
   f"rate asked {float(rate):,.0f}/s, window {window} s (synthetic {synth_window} s), runs took {int(elapsed)} s")
 # The initial list: from the server runs; without them from the synthetic runs (whose client-go
 # side lists with LIST, not WatchList).

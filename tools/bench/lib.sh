@@ -4,12 +4,16 @@
 #   source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 #
 # Sets root (the repository), build (${KINFORMER_BUILD_DIR:-build}, made absolute), bench_dir
-# ($build/tools/bench: the programs and the results) and prog (the sourcing script's name), and
-# installs the exit trap (at_exit). Provides: messages (log, die, fail, num, print_help), exit hooks
-# (at_exit, work_dir), building (build_cxx, build_go_peers), the e2e launcher's server (launcher_up,
-# launcher_ensure, require_loopback), processes (wait_ready, stop_pids, reap, status_field,
-# loadavg1, ticks), JSON (json_get), the tree's commit (commit_short) and the API server's CPU in blocks of runs
-# (apiserver_attach, block).
+# ($build/tools/bench: the programs and the results) and prog (the sourcing script's name), puts
+# this directory on PYTHONPATH (benchlib.py: the scripts' shared Python) and installs the exit trap.
+# Provides:
+#   messages        log, die, fail, num, print_help
+#   exit hooks      at_exit, work_dir
+#   building        build_cxx, build_go_peers
+#   the server      launcher, launcher_up, launcher_ensure, require_loopback (the e2e launcher's)
+#   processes       wait_ready, stop_pids, reap, status_field, loadavg1, ticks, now
+#   other           json_get, commit_short
+#   server CPU      apiserver_attach, block (the API server's CPU in blocks of runs)
 #
 # Environment: KINFORMER_BUILD_DIR (default build), KINFORMER_BUILD_JOBS (ninja -j and go build
 # -p; default 2), KINFORMER_BUILD_LOCK (default /tmp/kinformer-build.lock: C++ builds hold it with
@@ -22,6 +26,7 @@ build="${KINFORMER_BUILD_DIR:-build}"
 case "$build" in /*) ;; *) build="$root/$build" ;; esac
 bench_dir="$build/tools/bench"
 bench_jobs="${KINFORMER_BUILD_JOBS:-2}"
+export PYTHONPATH="$bench_lib_dir${PYTHONPATH:+:$PYTHONPATH}"  # benchlib.py
 
 # --- messages ----------------------------------------------------------------------------------
 log() { printf '== [%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }

@@ -32,11 +32,10 @@ apiserver_attach "$dir"
 # One list, "whole" or "paged"; prints "<pages> <bytes on the wire>".
 list() {
   python3 - "$dir" "$path" "$1" "$limit" <<'PY'
-import gzip, ssl, sys, urllib.parse, urllib.request
+import gzip, sys, urllib.parse, urllib.request
+from benchlib import launcher_server
 d, path, mode, limit = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
-url = next(l.split(None, 1)[1].strip() for l in open(d + "/kubeconfig") if l.strip().startswith("server:"))
-ctx = ssl.create_default_context(cafile=d + "/pki/ca.crt")
-ctx.load_cert_chain(d + "/pki/admin.crt", d + "/pki/admin.key")
+url, ctx = launcher_server(d)
 
 def varint(b, i):
     value = shift = 0
@@ -112,11 +111,11 @@ for r in $(seq "$rounds"); do
 done
 python3 - "$results" <<'PY'
 import statistics as st, sys
+from benchlib import se
 v = {}
 for line in open(sys.argv[1]):
     m, cpu = line.split()
     v.setdefault(m, []).append(float(cpu))
-se = lambda x: st.stdev(x) / len(x) ** 0.5 if len(x) > 1 else float("nan")
 for m in ("whole", "paged"):
     print(f"{m}: {st.mean(v[m]):.3f} s per list (se {se(v[m]):.3f}, {len(v[m])} blocks)")
 print(f"paged / whole: {st.mean(v['paged']) / st.mean(v['whole']):.2f}x")

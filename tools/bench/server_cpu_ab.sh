@@ -56,17 +56,9 @@ apiserver_attach "$dir"
 # "<allocated bytes> <GC cycles>" of kube-apiserver so far, from its /metrics.
 heap() {
   python3 - "$dir" <<'PY'
-import ssl, sys, urllib.request
-d = sys.argv[1]
-url = None
-for line in open(d + "/kubeconfig"):
-    if line.strip().startswith("server:"):
-        url = line.split(None, 1)[1].strip()
-        break
-if url is None:
-    sys.exit("server_cpu_ab.sh: no server: line in " + d + "/kubeconfig")
-ctx = ssl.create_default_context(cafile=d + "/pki/ca.crt")
-ctx.load_cert_chain(d + "/pki/admin.crt", d + "/pki/admin.key")
+import sys, urllib.request
+from benchlib import launcher_server
+url, ctx = launcher_server(sys.argv[1])
 alloc = gc = None
 for line in urllib.request.urlopen(url + "/metrics", context=ctx, timeout=30).read().decode().splitlines():
     if line.startswith("go_memstats_alloc_bytes_total "):
@@ -129,14 +121,13 @@ done
 
 python3 - "$results" <<'PY'
 import statistics as st, sys
+from benchlib import se
 blocks = {}
 for line in open(sys.argv[1]):
     name, *values = line.split()
     blocks.setdefault(name, []).append([float(v) for v in values])
 def column(name, i):
     return [block[i] for block in blocks[name]]
-def se(v):
-    return st.stdev(v) / len(v) ** 0.5 if len(v) > 1 else float("nan")
 names = ("on", "off", "client-go")
 # Part of a block's spread is how many GC cycles of the server's whole heap fell into it: a cycle
 # comes every so many allocated bytes, so where it lands is luck, but how often it comes is set

@@ -257,7 +257,8 @@ elapsed=$(($(date +%s) - t_start))
 
 # --- tables ----------------------------------------------------------------------------------
 python3 - "$results" "$idle" "$out" "$command_line" "$commit" "$elapsed" "$max_wait" "$ns" "$logs" <<'PY'
-import datetime, json, os, sys
+import json, os, sys
+from benchlib import utc_now
 results, idle, out, command, commit, elapsed, max_wait, ns, logs = sys.argv[1:10]
 rows = [l.rstrip("\n").split("\t") for l in open(results) if l.strip()]
 L = []
@@ -266,7 +267,7 @@ P("Silent watch path: a Pod created in %s right after each side's TCP connection
   "(SIGUSR1 to its own proxy at T0: no bytes either way, no FIN, no RST; new connections forward). "
   "kinformer: `kwatch cache --resource pods --events` (HTTP/1.1, 75 s watch idle deadline); client-go v0.36: "
   "`clientgo-storm watch-pods` (default rest config, protobuf, WatchList; HTTP/2 health check: 30 s read idle + 15 s ping timeout)." % ns)
-P("date %s UTC, commit %s, %d CPUs, took %s s" % (datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M"), commit, os.cpu_count(), elapsed))
+P("date %s UTC, commit %s, %d CPUs, took %s s" % (utc_now(), commit, os.cpu_count(), elapsed))
 P("")
 P("Command: `bash %s`" % command)
 P("")

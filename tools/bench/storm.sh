@@ -112,7 +112,8 @@ elapsed=$(($(date +%s) - t_start))
 # --- table -----------------------------------------------------------------------------------
 commit="$(commit_short)"
 python3 - "$raw" "$out" "$namespaces" "$pods" "$rounds" "$elapsed" "$commit" "$kin_list" <<'PY'
-import json, statistics, sys, os, datetime
+import json, statistics, sys
+from benchlib import fmt, ratio, run_context
 raw, out, namespaces, pods, rounds, elapsed, commit, kin_list = sys.argv[1:9]
 rows = [json.loads(l) for l in open(raw) if l.strip()]
 med = statistics.median
@@ -126,15 +127,12 @@ def mx(side, k):
     v = col(side, k)
     return max(v) if v else float("nan")
 def f(v, d=2):
-    return "n/a" if v != v else f"{v:,.{d}f}"
-def ratio(a, b):
-    return a / b if b else float("nan")
+    return fmt(v, d)
 loads = [r["loadavg1"] for r in rows]
 L = []
 P = L.append
 P(f"Reconnect storm (issue 10): {namespaces} Pod informers (one per namespace, {pods} Pods each), kube-apiserver restarted once per run; medians of {rounds} interleaved rounds")
-P(f"date {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, commit {commit}, {os.cpu_count()} CPUs, load average (1 min, at each run's start) "
-  f"min {min(loads, default=0):.2f} / median {med(loads) if loads else 0:.2f} / max {max(loads, default=0):.2f}, runs took {elapsed} s"
+P(f"{run_context(commit, loads)}, runs took {elapsed} s"
   + (", kinformer with LIST syncs (--kinformer-list)" if kin_list == "1" else ", kinformer defaults (WatchList)"))
 P("")
 P("| client | recovered | time to recover p50 s | max s | worst run max s | restart (begin to ready) s | lists | watches | WatchLists | failed | requests | peak requests/s | budget denials |")

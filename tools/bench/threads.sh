@@ -288,6 +288,7 @@ base_commit=""
 [[ -n "$baseline_bin" ]] && base_commit="$(git -C "$(dirname "$baseline_bin")" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 python3 - "$raw" "$out" "$commit" "$base_commit" "$elapsed" "$ns" "$sync_wait" "$baseline_bin" "$kwatch" <<'PY'
 import json, os, sys, datetime
+from benchlib import utc_now
 raw, out, commit, base_commit, elapsed, ns, sync_wait, baseline_bin, kwatch = sys.argv[1:10]
 def built(path):
     return datetime.datetime.fromtimestamp(os.path.getmtime(path), datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
@@ -312,7 +313,7 @@ def per_cluster(side, n):
 L = []; P = L.append
 P(f"Threads and RSS of `kwatch endpoints svc -n {ns} --port http --watch` with N remote clusters (all the launcher's API server), "
   f"read from /proc/PID/status once the output showed N+1 clusters and Threads was unchanged for 5 s")
-P(f"date {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, now = {kwatch} (built {built(kwatch)} UTC; HEAD {commit})"
+P(f"date {utc_now()} UTC, now = {kwatch} (built {built(kwatch)} UTC; HEAD {commit})"
   + (f", baseline = {baseline_bin} (built {built(baseline_bin)} UTC; its tree at {base_commit})" if baseline_bin else "")
   + f", {cores} CPUs, runs took {elapsed} s; the project's bound: 4 x cores + 8 = {4 * cores + 8} threads")
 P("")
