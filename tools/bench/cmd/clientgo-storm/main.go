@@ -1,4 +1,4 @@
-// clientgo-storm: the reconnect-storm benchmark's client-go side (issue 10), and its loader.
+// clientgo-storm: the reconnect-storm benchmark's client-go side, and its loader.
 //
 //	clientgo-storm run  -marker V -ready-file F -times-file F [-namespaces 50] [-prefix storm-]
 //	    One clientset (default rest config from the kubeconfig, protobuf for built-in types),

@@ -1,5 +1,5 @@
 // clientgo-sync: the client-go peer of kinformer_sync_bench (tools/bench/sync_bench.cc) for the
-// side-by-side sync benchmark (tools/bench/sync.sh, issue 12).
+// side-by-side sync benchmark (tools/bench/sync.sh).
 //
 // One run: a SharedInformerFactory (client-go v0.36.3) with Pod, Secret and EndpointSlice
 // informers (all namespaces unless -namespace), a transform that strips managedFields, one

@@ -1,7 +1,7 @@
 // clientgo_bench: the client-go peer of kinformer_bench. It decodes the same watch-stream bytes
 // (written by `kinformer_bench --write-stream=... --write-memory-stream=...`) through client-go's
 // own watch decoding path and stores the Pods in a client-go Indexer, so that the two libraries
-// can be compared on one machine in one run (see ../compare.sh).
+// can be compared on one machine in one run (see tools/bench/compare.sh).
 //
 // Decoding path, as rest.Request.Watch builds it for a typed clientset
 // (k8s.io/client-go/rest/request.go, newStreamWatcher):

@@ -1,4 +1,4 @@
-// The objects of the side-by-side sync benchmark (tools/bench/sync.sh, issue 12):
+// The objects of the side-by-side sync benchmark (tools/bench/sync.sh):
 //
 //	fanout-loader sync-load -pods N -secrets N -slices N [-namespaces 4] [-workers 32]
 //
