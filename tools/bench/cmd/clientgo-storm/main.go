@@ -22,6 +22,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -41,6 +42,7 @@ import (
 
 	"kinformer.dev/bench/internal/cli"
 	"kinformer.dev/bench/internal/kube"
+	"kinformer.dev/bench/internal/par"
 	"kinformer.dev/bench/internal/stats"
 )
 
@@ -69,37 +71,26 @@ func load(args []string) {
 	cs := adminClient(*kubeconfig)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	var wg sync.WaitGroup
-	var failed atomic.Int64
-	sem := make(chan struct{}, 16)
-	for i := 0; i < *n; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			ns := nsName(*prefix, i)
-			_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	// One namespace and its Pods per call, 16 at a time.
+	failed := par.Each(*n, 16, func(i int) error {
+		ns := nsName(*prefix, i)
+		if err := kube.EnsureNamespace(ctx, cs, ns); err != nil {
+			return fmt.Errorf("load: namespace %s: %v", ns, err)
+		}
+		var errs []error
+		for p := 0; p < *pods; p++ {
+			pod := &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pod-%d", p), Namespace: ns, Labels: map[string]string{"app": "storm"}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}}},
+			}
+			_, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
 			if err != nil && !apierrors.IsAlreadyExists(err) {
-				fmt.Fprintf(os.Stderr, "clientgo-storm load: namespace %s: %v\n", ns, err)
-				failed.Add(1)
-				return
+				errs = append(errs, fmt.Errorf("load: pod %s/%s: %v", ns, pod.Name, err))
 			}
-			for p := 0; p < *pods; p++ {
-				pod := &corev1.Pod{
-					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pod-%d", p), Namespace: ns, Labels: map[string]string{"app": "storm"}},
-					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}}},
-				}
-				_, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
-				if err != nil && !apierrors.IsAlreadyExists(err) {
-					fmt.Fprintf(os.Stderr, "clientgo-storm load: pod %s/%s: %v\n", ns, pod.Name, err)
-					failed.Add(1)
-				}
-			}
-		}(i)
-	}
-	wg.Wait()
-	if failed.Load() > 0 {
+		}
+		return errors.Join(errs...)
+	})
+	if failed > 0 {
 		os.Exit(1)
 	}
 }

@@ -270,8 +270,7 @@ func createPod(args []string) {
 	cs := adminClient(*kubeconfig)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: *namespace}}, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := kube.EnsureNamespace(ctx, cs, *namespace); err != nil {
 		die("create-pod: namespace %s: %v", *namespace, err)
 	}
 	if *name == "" {

@@ -33,6 +33,7 @@ import (
 
 	"kinformer.dev/bench/internal/cli"
 	"kinformer.dev/bench/internal/kube"
+	"kinformer.dev/bench/internal/par"
 )
 
 var die = cli.Die
@@ -91,35 +92,12 @@ func newPod(ns string, i int) *corev1.Pod {
 }
 
 // run calls fn(i) for i in [0, n) on `workers` goroutines; returns the number of errors.
-func run(n, workers int, fn func(i int) error) int64 {
-	var next, errs atomic.Int64
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				if err := fn(i); err != nil {
-					if errs.Add(1) <= 5 {
-						fmt.Fprintf(os.Stderr, "fanout-loader: %v\n", err)
-					}
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return errs.Load()
-}
+var run = par.Each
 
 func load(cs *kubernetes.Clientset, ns string, pods, workers int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := kube.EnsureNamespace(ctx, cs, ns); err != nil {
 		die("create namespace %s: %v", ns, err)
 	}
 	want := map[string]bool{}

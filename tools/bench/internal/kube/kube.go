@@ -4,12 +4,16 @@
 package kube
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/url"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -91,4 +95,13 @@ func Shutdown(f informers.SharedInformerFactory, d time.Duration) bool {
 	case <-time.After(d):
 		return false
 	}
+}
+
+// EnsureNamespace creates namespace name unless it exists.
+func EnsureNamespace(ctx context.Context, cs kubernetes.Interface, name string) error {
+	_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
 }
