@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# compare.sh: kinformer_bench and its client-go peer (tools/bench/clientgo) on the same bytes, on
+# compare.sh: kinformer_bench and its client-go peer (clientgo_bench, cmd/clientgo_bench) on the same bytes, on
 # the same machine, one after the other; prints one table of ratios against DESIGN.md's targets.
 #
 #   tools/bench/compare.sh                      # build dir: ${KINFORMER_BUILD_DIR:-build}
@@ -10,26 +10,15 @@
 # keeps the raw outputs next to the binaries (tools/bench/compare-{kinformer,clientgo}.json).
 # Exit status: 0 when it ran (whether or not the targets are met), non-zero on a failure.
 set -euo pipefail
-
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-build="${KINFORMER_BUILD_DIR:-build}"
-case "$build" in /*) ;; *) build="$root/$build" ;; esac
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 reps="${REPETITIONS:-5}"
 passes="${PASSES:-7}"
 min_time="${MIN_TIME:-0.5}"
-out="$build/tools/bench"
+out="$bench_dir"
 
-log() { printf '== %s\n' "$*" >&2; }
-
-if [[ ! -f "$build/build.ninja" ]]; then
-  log "configuring $build"
-  cmake -S "$root" -B "$build" -G Ninja -DKINFORMER_BUILD_TESTS=OFF >&2
-fi
-log "building kinformer_bench"
-ninja -C "$build" -j2 kinformer_bench >&2
-mkdir -p "$out"
-log "building clientgo_bench"
-(cd "$root/tools/bench/clientgo" && go build -p 2 -o "$out/clientgo_bench" .) >&2
+cmake_args=(-DKINFORMER_BUILD_TESTS=OFF)  # only if it has to configure
+build_cxx kinformer_bench
+build_go_peers
 
 bench="$out/kinformer_bench"
 stream="$out/pods.ndjson"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# fanout.sh: issue 9's fan-out benchmark, kinformer (kinformer_fanout_bench) side by side with
-# client-go v0.36 (clientgo-fanout/), interleaved, against a real kube-apiserver on loopback.
+# fanout.sh: the fan-out benchmark, kinformer (kinformer_fanout_bench) side by side with
+# client-go v0.36 (clientgo-fanout: cmd/clientgo-fanout), interleaved, against a real kube-apiserver on loopback.
 #
 #   tools/bench/fanout.sh                 # 5,000 Pods, 3 rounds, 1/10/100/1000 handlers (~10 min)
 #   tools/bench/fanout.sh --pods 20000
@@ -23,7 +23,7 @@
 # --source: where the steady-state events come from. server: fanout-loader patch against the
 # server (what the server accepts, ~180/s on 2 cores). synthetic: no patcher; both programs
 # list from the server as usual but their watch is an in-process source paced to --rate
-# (fanout_bench.cc SyntheticSource, clientgo-fanout/synthetic.go), so the fan-out path alone
+# (fanout_bench.cc SyntheticSource, cmd/clientgo-fanout/synthetic.go), so the fan-out path alone
 # is measured at the asked rate; handler counts from --handlers. both: the server runs for
 # --handlers, then synthetic runs for --synthetic-handlers. The default (and --quick) is server:
 # adding the synthetic runs would take the default run to ~16 min (docs/BENCHMARKS.md, Command).
@@ -37,10 +37,7 @@
 # with kinformer/client-go ratios and writes it to --out (default <build>/tools/bench/fanout-results.md);
 # raw lines go to fanout-results.jsonl beside it.
 set -euo pipefail
-
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-build="${KINFORMER_BUILD_DIR:-build}"
-case "$build" in /*) ;; *) build="$root/$build" ;; esac
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 pods=5000 rounds=3 handlers="1 10 100 1000" rate=5000 window=8 warmup=1 stuck=1 out="" dir=""
 source="" synth_handlers="100 1000" synth_window="" stuck_phases=0 cleanup_pods=0
@@ -61,8 +58,8 @@ while [[ $# -gt 0 ]]; do
     --stuck-phases) stuck_phases="$2"; shift 2 ;;
     --cleanup) cleanup_pods=1; shift ;;
     --quick) pods=1000 rounds=1 handlers="1 100" rate=1000 window=3 warmup=0.5; shift ;;
-    -h|--help) sed -n 2,38p "$0"; exit 0 ;;
-    *) echo "fanout.sh: unknown argument $1" >&2; exit 2 ;;
+    -h|--help) print_help ;;
+    *) die "unknown argument $1" ;;
   esac
 done
 source="${source:-server}"
@@ -70,74 +67,37 @@ case "$source" in
   server) synth_handlers="" ;;
   synthetic) synth_handlers="$handlers" handlers="" ;;
   both) ;;
-  *) echo "fanout.sh: --source server|synthetic|both" >&2; exit 2 ;;
+  *) die "--source server|synthetic|both" ;;
 esac
 synth_window="${synth_window:-$window}"
-[[ "$rounds" =~ ^[0-9]+$ && "$rounds" -ge 1 && "$rounds" -le 20 ]] || { echo "fanout.sh: --rounds in [1, 20]" >&2; exit 2; }
-[[ "$stuck_phases" =~ ^[0-9]+$ && "$stuck_phases" -le 40 ]] || { echo "fanout.sh: --stuck-phases in [0, 40]" >&2; exit 2; }
-[[ "$pods" =~ ^[0-9]+$ && "$pods" -ge 1 && "$pods" -le 100000 ]] || { echo "fanout.sh: --pods in [1, 100000]" >&2; exit 2; }
+num --rounds "$rounds" 1 20; num --stuck-phases "$stuck_phases" 0 40; num --pods "$pods" 1 100000
 
-bench_dir="$build/tools/bench"
 out="${out:-$bench_dir/fanout-results.md}"
 raw="${out%.md}.jsonl"
-work="$(mktemp -d /tmp/kinformer-fanout.XXXXXX)"
+work_dir fanout
 ns="fanout-$pods"
-log() { printf '== [%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-
-started_server=0
-loaded=0
-cleanup() {
-  local rc=$?
-  if [[ $cleanup_pods == 1 && $loaded == 1 ]]; then
-    log "deleting the $pods Pods of namespace $ns (--cleanup)"
-    if ! timeout 600 "$loader" load -namespace "$ns" -pods 0 >&2; then
-      log "could not delete the Pods of $ns: a sync run on this server would count them"
-      rc=1
-    fi
-  fi
-  if [[ $started_server == 1 ]]; then
-    log "stopping the launcher's server"
-    bash "$root/e2e/launcher.sh" down --dir "$dir" >&2 || true
-  fi
-  rm -rf "$work"
-  exit "$rc"
-}
-trap cleanup EXIT
 
 # --- build -----------------------------------------------------------------------------------
-if [[ ! -f "$build/build.ninja" ]]; then
-  log "configuring $build"
-  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >&2
-fi
-log "building kinformer_fanout_bench"
-lock=()  # cores shared between builds: take the same lock as tools/bench/sync.sh
-if command -v flock >/dev/null 2>&1; then lock=(flock "${KINFORMER_BUILD_LOCK:-/tmp/kinformer-build.lock}"); fi
-"${lock[@]}" ninja -C "$build" -j2 kinformer_fanout_bench >&2
-mkdir -p "$bench_dir"
-log "building clientgo-fanout and fanout-loader"
-(cd "$root/tools/bench/clientgo-fanout" && GOFLAGS="${GOFLAGS:--mod=mod}" go build -p 2 -o "$bench_dir/clientgo-fanout" . &&
-  GOFLAGS="${GOFLAGS:--mod=mod}" go build -p 2 -o "$bench_dir/fanout-loader" ./loader) >&2
+build_cxx kinformer_fanout_bench
+build_go_peers
 kin="$bench_dir/kinformer_fanout_bench"
 cg="$bench_dir/clientgo-fanout"
 loader="$bench_dir/fanout-loader"
 
 # --- server ----------------------------------------------------------------------------------
-if [[ -z "${KUBECONFIG:-}" ]]; then
-  dir="${dir:-/tmp/kinformer-fanout-e2e}"
-  log "starting the e2e launcher's kube-apiserver in $dir"
-  line="$(bash "$root/e2e/launcher.sh" up --dir "$dir" | tail -n 1)"
-  started_server=1
-  export KUBECONFIG="${line#KUBECONFIG=}"
-fi
-server="$(awk '$1 == "server:" { print $2; exit }' "$KUBECONFIG")"
-if ! [[ "$server" =~ ^https?://(127\.[0-9.]+|localhost|\[::1\])(:[0-9]+)?/?$ ]]; then
-  echo "fanout.sh: server '$server' in $KUBECONFIG is not a loopback address; refusing" >&2
-  exit 2
-fi
+if [[ -z "${KUBECONFIG:-}" ]]; then launcher_up "${dir:-/tmp/kinformer-fanout-e2e}"; fi
+require_loopback
 log "server $server"
 
+delete_pods() {  # at exit with --cleanup
+  log "deleting the $pods Pods of namespace $ns (--cleanup)"
+  if ! timeout 600 "$loader" load -namespace "$ns" -pods 0 >&2; then
+    log "could not delete the Pods of $ns: a sync run on this server would count them"
+    exit_rc=1
+  fi
+}
+[[ $cleanup_pods == 1 ]] && at_exit delete_pods
 log "loading $pods Pods into namespace $ns"
-loaded=1
 timeout 900 "$loader" load -namespace "$ns" -pods "$pods" >&2
 
 # --- runs ------------------------------------------------------------------------------------
@@ -152,7 +112,7 @@ run_one() {  # side handlers stuck(0|1|p1|p2) round mode(server|synthetic)
     extra=(--stuck-phases "${st#p}")
     st=0
   fi
-  local load1; load1="$(cut -d' ' -f1 /proc/loadavg)"
+  local load1; load1="$(loadavg1)"
   rm -f "$ready" "$res" "$pres"
   if [[ $mode == synthetic ]]; then
     win="$synth_window"
@@ -166,12 +126,8 @@ run_one() {  # side handlers stuck(0|1|p1|p2) round mode(server|synthetic)
       -window-seconds "$win" -ready-file "$ready" "${extra[@]}")
   fi
   timeout --kill-after=10 "$run_timeout" "${bin[@]}" >"$res" 2>"$work/err" &
-  local pid=$! waited=0
-  while [[ ! -e "$ready" ]] && kill -0 "$pid" 2>/dev/null && ((waited < 2000)); do
-    sleep 0.1
-    waited=$((waited + 1))
-  done
-  if [[ -e "$ready" && $mode == server ]]; then
+  local pid=$!
+  if wait_ready "$ready" "$pid" 200 && [[ $mode == server ]]; then
     timeout 120 "$loader" patch -namespace "$ns" -pods "$pods" -rate "$rate" -duration "$patch_s" >"$pres" 2>>"$work/err" || true
   fi
   local rc=0
@@ -226,9 +182,10 @@ done
 elapsed=$(($(date +%s) - t_start))
 
 # --- table -----------------------------------------------------------------------------------
-commit="$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+commit="$(commit_short)"
 python3 - "$raw" "$out" "$pods" "$rounds" "$rate" "$window" "$elapsed" "$commit" "$synth_window" <<'PY'
-import json, statistics, sys, os, datetime
+import json, statistics, sys
+from benchlib import fmt as f, ratio, run_context
 raw, out, pods, rounds, rate, window, elapsed, commit, synth_window = sys.argv[1:10]
 rows = [json.loads(l) for l in open(raw) if l.strip()]
 for r in rows:
@@ -243,10 +200,6 @@ def pick(side, n, stuck, mode):
 def m(side, n, stuck, field, mode="server"):
     v = [r[field] for r in pick(side, n, stuck, mode)]
     return med(v) if v else float("nan")
-def ratio(a, b):
-    return a / b if b else float("nan")
-def f(v, d=0):
-    return "n/a" if v != v else f"{v:,.{d}f}"
 modes = [x for x in ("server", "synthetic") if any(r["mode"] == x for r in rows)]
 def counts(mode):
     return sorted({r["handlers"] for r in rows if r["stuck"] == 0 and r["mode"] == mode})
@@ -255,8 +208,7 @@ P = lines.append
 P(f"Fan-out benchmark (issue 9): one Pod informer, {int(pods):,} Pods, "
   + (f"medians of {rounds} interleaved rounds" if rows else "no side-by-side runs")
   + (f" (stuck-phases: {max(r['round'] for r in phase_rows)} rounds)" if phase_rows else ""))
-P(f"date {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, commit {commit}, {os.cpu_count()} CPUs, "
-  f"load average (1 min, at each run's start) min {min(loads, default=0):.2f} / median {med(loads) if loads else 0:.2f} / max {max(loads, default=0):.2f}, "
+P(f"{run_context(commit, loads)}, "
   f"rate asked {float(rate):,.0f}/s, window {window} s (synthetic {synth_window} s), runs took {int(elapsed)} s")
 # The initial list: from the server runs; without them from the synthetic runs (whose client-go
 # side lists with LIST, not WatchList).

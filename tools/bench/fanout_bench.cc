@@ -1,7 +1,7 @@
 // kinformer_fanout_bench: one Pod informer on a real API server fanned out to N counting
-// handlers (issue 9). Built on kinformer's public API only. Its client-go peer,
-// tools/bench/clientgo-fanout, measures the same things the same way; tools/bench/fanout.sh runs
-// both, interleaved, and prints the table (see docs/BENCHMARKS.md).
+// handlers. Built on kinformer's public API only. Its client-go peer,
+// tools/bench/cmd/clientgo-fanout, measures the same things the same way; tools/bench/fanout.sh
+// runs both, interleaved, and prints the table (see docs/BENCHMARKS.md).
 //
 // One run of this program:
 //   1. starts a factory with one Pod informer on --namespace and N handlers registered before
@@ -49,13 +49,9 @@
 // the whole run): a stalled reflector shows there. steal_window_s is the machine's steal time in
 // the window (/proc/stat), for telling a VM's held CPUs from the library's own delays.
 
-#include <sys/resource.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <bit>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -63,7 +59,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <mutex>
@@ -74,6 +69,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_util.h"
 #include "kinformer/client/cluster_config.h"
 #include "kinformer/client/object.h"
 #include "kinformer/client/pod.h"
@@ -84,6 +80,11 @@
 namespace {
 
 using namespace std::chrono_literals;
+using kinformer::bench::cpu_seconds;
+using kinformer::bench::Histogram;
+using kinformer::bench::proc_status;
+using kinformer::bench::steal_seconds;
+using kinformer::bench::thread_count;
 using kinformer::client::Pod;
 using SteadyClock = std::chrono::steady_clock;
 
@@ -99,53 +100,6 @@ std::int64_t wall_ns() {
              std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
-
-// Log-linear histogram of non-negative nanosecond values: 32 sub-buckets per power of two (at
-// most ~3% relative error). Not thread-safe: one handler (a serial strand) writes it.
-// The Go peer uses the same bucketing.
-class Histogram {
- public:
-  static constexpr int kSub = 5;  // 2^5 sub-buckets
-  static constexpr int kBuckets = (64 - kSub + 1) << kSub;
-
-  void add(std::int64_t v) {
-    if (v < 0) v = 0;
-    ++counts_[index(static_cast<std::uint64_t>(v))];
-    ++total_;
-  }
-  void merge(const Histogram& o) {
-    for (int i = 0; i < kBuckets; ++i) counts_[i] += o.counts_[i];
-    total_ += o.total_;
-  }
-  [[nodiscard]] std::uint64_t total() const { return total_; }
-  // The upper bound of the bucket holding the q-quantile; 0 when empty.
-  [[nodiscard]] std::int64_t quantile(double q) const {
-    if (total_ == 0) return 0;
-    auto rank = static_cast<std::uint64_t>(q * static_cast<double>(total_ - 1)) + 1;
-    std::uint64_t seen = 0;
-    for (int i = 0; i < kBuckets; ++i) {
-      seen += counts_[i];
-      if (seen >= rank) return upper(i);
-    }
-    return upper(kBuckets - 1);
-  }
-
- private:
-  static int index(std::uint64_t v) {
-    if (v < (1u << kSub)) return static_cast<int>(v);
-    int msb = 63 - std::countl_zero(v);  // >= kSub
-    int shift = msb - kSub;
-    return ((shift + 1) << kSub) + static_cast<int>((v >> shift) & ((1u << kSub) - 1));
-  }
-  static std::int64_t upper(int i) {
-    if (i < (1 << kSub)) return i;
-    int shift = (i >> kSub) - 1;
-    std::uint64_t mant = (1u << kSub) | static_cast<std::uint64_t>(i & ((1 << kSub) - 1));
-    return static_cast<std::int64_t>(((mant + 1) << shift) - 1);
-  }
-  std::array<std::uint64_t, kBuckets> counts_{};
-  std::uint64_t total_ = 0;
-};
 
 struct Options {
   std::string kubeconfig;
@@ -240,40 +194,6 @@ Options parse(int argc, char** argv) {
   if (o.synthetic && o.watch_list)
     usage("--source synthetic lists with paged LIST; drop --watch-list");
   return o;
-}
-
-// A numeric field of /proc/self/status ("Threads", "VmHWM" in kB); 0 when absent.
-std::size_t proc_status(std::string_view field) {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.size() > field.size() && line.compare(0, field.size(), field) == 0 &&
-        line[field.size()] == ':') {
-      return std::stoul(line.substr(field.size() + 1));
-    }
-  }
-  return 0;
-}
-std::size_t thread_count() { return proc_status("Threads"); }
-
-double cpu_seconds() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  auto tv = [](const timeval& t) {
-    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6;
-  };
-  return tv(ru.ru_utime) + tv(ru.ru_stime);
-}
-
-// The machine's steal time so far (all CPUs, /proc/stat's "cpu" line; USER_HZ ticks): time a
-// virtual machine's CPUs were ready but held by the hypervisor. It stalls any thread, and a
-// stalled reflector shows up as a late synthetic source and a high p99.
-double steal_seconds() {
-  std::ifstream in("/proc/stat");
-  std::string cpu;
-  double v[8] = {};
-  in >> cpu >> v[0] >> v[1] >> v[2] >> v[3] >> v[4] >> v[5] >> v[6] >> v[7];
-  return cpu == "cpu" ? v[7] / static_cast<double>(sysconf(_SC_CLK_TCK)) : 0.0;
 }
 
 std::optional<std::int64_t> annotation_ns(const kinformer::client::StringMap& annotations,

@@ -8,7 +8,6 @@
 // would be.
 
 #include <benchmark/benchmark.h>
-#include <malloc.h>
 #include <rapidjson/document.h>
 
 #include <cstddef>
@@ -21,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bench_util.h"
 #include "kinformer/cache/store.h"
 #include "kinformer/client/dynamic_object.h"
 #include "kinformer/client/endpoint_slice.h"
@@ -29,6 +29,7 @@
 
 namespace {
 
+using kinformer::bench::heap_in_use;
 using kinformer::client::ObjectPtr;
 using kinformer::client::WatchDecoder;
 using kinformer::client::WatchEvent;
@@ -292,11 +293,6 @@ void BM_IngestPods(benchmark::State& state) {
 }
 BENCHMARK(BM_IngestPods)->Unit(benchmark::kMillisecond);
 
-std::size_t heap_in_use() {
-  struct mallinfo2 mi = mallinfo2();
-  return mi.uordblks + mi.hblkhd;
-}
-
 // Bytes of heap per cached Pod: 10,000 distinct Pods decoded and held (as a cache holds them).
 // The decoder, its buffers and the vectors holding the results are allocated before the first
 // measurement, so the counter is the Pods alone (object, control block, strings, vectors).
@@ -375,7 +371,7 @@ bool write_file(const char* path, const std::string& bytes) {
 // --write-stream=PATH: the Pod stream the decode and ingest benchmarks use (20,000 MODIFIED
 // events, 5,000 distinct Pods), one event per line. --write-memory-stream=PATH: the 10,000
 // distinct Pods of the memory benchmarks. With either flag the program writes and exits, so that a
-// peer (tools/bench/clientgo) can decode the very same bytes.
+// peer (tools/bench/cmd/clientgo_bench) can decode the very same bytes.
 // Returns -1 when neither flag is present, else the exit code.
 int write_streams(int argc, char** argv) {
   bool any = false;

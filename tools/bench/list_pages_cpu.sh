@@ -12,6 +12,7 @@
 # Needs the launcher's server running in DIR with the objects loaded (see server_cpu_ab.sh).
 set -euo pipefail
 export LC_ALL=C
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 dir=/tmp/kinformer-sync-e2e path=/api/v1/pods limit=500 rounds=6 runs=8
 while [[ $# -gt 0 ]]; do
@@ -21,22 +22,20 @@ while [[ $# -gt 0 ]]; do
     --limit) limit="$2"; shift 2 ;;
     --rounds) rounds="$2"; shift 2 ;;
     --runs) runs="$2"; shift 2 ;;
-    *) echo "list_pages_cpu.sh: unknown argument $1" >&2; exit 2 ;;
+    *) die "unknown argument $1" ;;
   esac
 done
 [[ "$limit" =~ ^[1-9][0-9]*$ && "$rounds" =~ ^[1-9][0-9]*$ && "$runs" =~ ^[1-9][0-9]*$ ]] ||
-  { echo "list_pages_cpu.sh: --limit, --rounds and --runs take a positive number" >&2; exit 2; }
-source "$(dirname "$0")/apiserver_cpu.sh"
-apiserver_attach list_pages_cpu.sh "$dir"
+  die "--limit, --rounds and --runs take a positive number"
+apiserver_attach "$dir"
 
 # One list, "whole" or "paged"; prints "<pages> <bytes on the wire>".
 list() {
   python3 - "$dir" "$path" "$1" "$limit" <<'PY'
-import gzip, ssl, sys, urllib.parse, urllib.request
+import gzip, sys, urllib.parse, urllib.request
+from benchlib import launcher_server
 d, path, mode, limit = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
-url = next(l.split(None, 1)[1].strip() for l in open(d + "/kubeconfig") if l.strip().startswith("server:"))
-ctx = ssl.create_default_context(cafile=d + "/pki/ca.crt")
-ctx.load_cert_chain(d + "/pki/admin.crt", d + "/pki/admin.key")
+url, ctx = launcher_server(d)
 
 def varint(b, i):
     value = shift = 0
@@ -94,13 +93,13 @@ PY
 
 list_quiet() { list "$1" >/dev/null; }
 
-a="$(ticks)" t0="$(now)"; sleep 10
-idle="$(awk -v a="$a" -v b="$(ticks)" -v t0="$t0" -v t1="$(now)" -v k="$tck" 'BEGIN { print (b - a) / k / (t1 - t0) }')"
+a="$(ticks "$pid")" t0="$(now)"; sleep 10
+idle="$(awk -v a="$a" -v b="$(ticks "$pid")" -v t0="$t0" -v t1="$(now)" -v k="$tck" 'BEGIN { print (b - a) / k / (t1 - t0) }')"
 read -r wp wb < <(list whole)
 read -r pp pb < <(list paged)
 echo "kube-apiserver pid $pid, idle $idle CPU-s/s; $path: whole $wp page, $wb bytes; limit $limit: $pp pages, $pb bytes"
 results="$(mktemp)"
-trap 'rm -f "$results"' EXIT
+at_exit rm -f "$results"
 for r in $(seq "$rounds"); do
   if ((r % 2)); then order="whole paged"; else order="paged whole"; fi
   for m in $order; do
@@ -112,11 +111,11 @@ for r in $(seq "$rounds"); do
 done
 python3 - "$results" <<'PY'
 import statistics as st, sys
+from benchlib import se
 v = {}
 for line in open(sys.argv[1]):
     m, cpu = line.split()
     v.setdefault(m, []).append(float(cpu))
-se = lambda x: st.stdev(x) / len(x) ** 0.5 if len(x) > 1 else float("nan")
 for m in ("whole", "paged"):
     print(f"{m}: {st.mean(v[m]):.3f} s per list (se {se(v[m]):.3f}, {len(v[m])} blocks)")
 print(f"paged / whole: {st.mean(v['paged']) / st.mean(v['whole']):.2f}x")

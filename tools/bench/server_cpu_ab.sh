@@ -25,6 +25,8 @@
 # configurations send the same requests.)
 set -euo pipefail
 export LC_ALL=C  # printf/awk decimals
+KINFORMER_BUILD_DIR="${KINFORMER_BUILD_DIR:-${BUILD_DIR:-build}}"  # BUILD_DIR: this script's older name for it
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 rounds=12 runs=8 dir=/tmp/kinformer-sync-e2e resources=pods,secrets,endpointslices mode=list
 pods=20000 secrets=2000 slices=1000
@@ -38,37 +40,25 @@ while [[ $# -gt 0 ]]; do
     --pods) pods="$2"; shift 2 ;;
     --secrets) secrets="$2"; shift 2 ;;
     --slices) slices="$2"; shift 2 ;;
-    *) echo "server_cpu_ab.sh: unknown argument $1" >&2; exit 2 ;;
+    *) die "unknown argument $1" ;;
   esac
 done
 
-[[ "$rounds" =~ ^[1-9][0-9]*$ && "$runs" =~ ^[1-9][0-9]*$ ]] ||
-  { echo "server_cpu_ab.sh: --rounds and --runs take a positive number" >&2; exit 2; }
-[[ "$mode" == list || "$mode" == watchlist ]] ||
-  { echo "server_cpu_ab.sh: --list-mode takes list or watchlist" >&2; exit 2; }
+[[ "$rounds" =~ ^[1-9][0-9]*$ && "$runs" =~ ^[1-9][0-9]*$ ]] || die "--rounds and --runs take a positive number"
+[[ "$mode" == list || "$mode" == watchlist ]] || die "--list-mode takes list or watchlist"
 
-root="$(cd "$(dirname "$0")/../.." && pwd)"
-bench="${BUILD_DIR:-$root/build}/tools/bench"
+bench="$bench_dir"
 for p in kinformer_sync_bench clientgo-sync; do
-  [[ -x "$bench/$p" ]] || { echo "server_cpu_ab.sh: $bench/$p not built (run tools/bench/sync.sh once)" >&2; exit 1; }
+  [[ -x "$bench/$p" ]] || fail "$bench/$p not built (run tools/bench/sync.sh once)"
 done
 export KUBECONFIG="$dir/kubeconfig"
-source "$(dirname "$0")/apiserver_cpu.sh"
-apiserver_attach server_cpu_ab.sh "$dir"
+apiserver_attach "$dir"
 # "<allocated bytes> <GC cycles>" of kube-apiserver so far, from its /metrics.
 heap() {
   python3 - "$dir" <<'PY'
-import ssl, sys, urllib.request
-d = sys.argv[1]
-url = None
-for line in open(d + "/kubeconfig"):
-    if line.strip().startswith("server:"):
-        url = line.split(None, 1)[1].strip()
-        break
-if url is None:
-    sys.exit("server_cpu_ab.sh: no server: line in " + d + "/kubeconfig")
-ctx = ssl.create_default_context(cafile=d + "/pki/ca.crt")
-ctx.load_cert_chain(d + "/pki/admin.crt", d + "/pki/admin.key")
+import sys, urllib.request
+from benchlib import launcher_server
+url, ctx = launcher_server(sys.argv[1])
 alloc = gc = None
 for line in urllib.request.urlopen(url + "/metrics", context=ctx, timeout=30).read().decode().splitlines():
     if line.startswith("go_memstats_alloc_bytes_total "):
@@ -89,12 +79,12 @@ run() {  # configuration name -> one sync
     client-go)
       "$bench/clientgo-sync" -encoding protobuf -list-mode "$mode" -resources "$resources" \
         -pods "$pods" -secrets "$secrets" -slices "$slices" -settle-ms 0 ;;
-  esac >/dev/null 2>&1 || { echo "server_cpu_ab.sh: a $1 run failed" >&2; exit 1; }
+  esac >/dev/null 2>&1 || fail "a $1 run failed"
 }
 
 read -r m0 g0 < <(heap)
-a="$(ticks)" t="$(now)"; sleep 10
-b="$(ticks)" t1="$(now)"
+a="$(ticks "$pid")" t="$(now)"; sleep 10
+b="$(ticks "$pid")" t1="$(now)"
 read -r m1 g1 < <(heap)
 # The idle server's rates, subtracted from every block like its CPU: CPU-s, bytes allocated and GC
 # cycles per second.
@@ -106,7 +96,7 @@ echo "kube-apiserver pid $pid, idle $idle CPU-s/s, $idle_mb MB/s allocated, $idl
   "$pods Pods, $secrets Secrets, $slices EndpointSlices; $resources; $mode"
 
 results="$(mktemp)"
-trap 'rm -f "$results"' EXIT
+at_exit rm -f "$results"
 for r in $(seq "$rounds"); do
   case $((r % 3)) in
     0) order="on off client-go" ;;
@@ -118,10 +108,7 @@ for r in $(seq "$rounds"); do
     read -r m0 g0 < <(heap)
     block "$runs" run "$c"
     read -r m1 g1 < <(heap)
-    if ((m1 < m0 || g1 < g0)); then
-      echo "server_cpu_ab.sh: the server's counters went back (restarted?) during a $c block" >&2
-      exit 1
-    fi
+    if ((m1 < m0 || g1 < g0)); then fail "the server's counters went back (restarted?) during a $c block"; fi
     mb="$(awk -v a="$m0" -v b="$m1" -v n="$runs" -v i="$idle_alloc" -v d="$len" \
       'BEGIN { printf "%.1f", ((b - a) - i * d) / n / 1e6 }')"
     gcs="$(awk -v a="$g0" -v b="$g1" -v n="$runs" -v i="$idle_gc" -v d="$len" \
@@ -134,14 +121,13 @@ done
 
 python3 - "$results" <<'PY'
 import statistics as st, sys
+from benchlib import se
 blocks = {}
 for line in open(sys.argv[1]):
     name, *values = line.split()
     blocks.setdefault(name, []).append([float(v) for v in values])
 def column(name, i):
     return [block[i] for block in blocks[name]]
-def se(v):
-    return st.stdev(v) / len(v) ** 0.5 if len(v) > 1 else float("nan")
 names = ("on", "off", "client-go")
 # Part of a block's spread is how many GC cycles of the server's whole heap fell into it: a cycle
 # comes every so many allocated bytes, so where it lands is luck, but how often it comes is set

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# server_profile.sh: where kube-apiserver's CPU goes while a client syncs (issue 12: "find where
-# the time goes"). Four modes, each a run of --runs back-to-back protobuf syncs of Pod, Secret and
+# server_profile.sh: where kube-apiserver's CPU goes while a client syncs ("find where the time
+# goes"). Four modes, each a run of --runs back-to-back protobuf syncs of Pod, Secret and
 # EndpointSlice informers on all namespaces (as in sync.sh) under one CPU profile of the
 # launcher's kube-apiserver (/debug/pprof/profile): kinformer's WatchList and LIST, and
 # client-go's WatchList and LIST (clientgo-sync: the same requests served to the peer; both sides
@@ -18,9 +18,7 @@
 # EndpointSlice watch cache on, as sync.sh does, and stops it at exit. The profiles are raw
 # pprof files: `go tool pprof -http=: FILE` opens one in a browser.
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-build="${KINFORMER_BUILD_DIR:-build}"
-case "$build" in /*) ;; *) build="$root/$build" ;; esac
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 runs=5 top=25 dir="/tmp/kinformer-sync-e2e" pods=20000 secrets=2000 slices=1000 namespaces=4 keep=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -32,56 +30,31 @@ while [[ $# -gt 0 ]]; do
     --slices) slices="$2"; shift 2 ;;
     --namespaces) namespaces="$2"; shift 2 ;;
     --keep) keep="$2"; shift 2 ;;
-    -h|--help) sed -n 2,19p "$0"; exit 0 ;;
-    *) echo "server_profile.sh: unknown argument $1" >&2; exit 2 ;;
+    -h|--help) print_help ;;
+    *) die "unknown argument $1" ;;
   esac
 done
-[[ "$runs" =~ ^[0-9]+$ && "$runs" -ge 1 && "$runs" -le 50 ]] || { echo "server_profile.sh: --runs in [1, 50]" >&2; exit 2; }
-[[ "$top" =~ ^[0-9]+$ && "$top" -ge 1 ]] || { echo "server_profile.sh: --top must be a positive number" >&2; exit 2; }
-bench_dir="$build/tools/bench"
+num --runs "$runs" 1 50
+[[ "$top" =~ ^[0-9]+$ && "$top" -ge 1 ]] || die "--top must be a positive number"
 keep="${keep:-$bench_dir/server-profile}"
 mkdir -p "$keep"
-log() { printf '== [%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
-lock=()
-if command -v flock >/dev/null 2>&1; then lock=(flock "${KINFORMER_BUILD_LOCK:-/tmp/kinformer-build.lock}"); fi
-[[ -f "$build/build.ninja" ]] || cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >&2
-"${lock[@]}" ninja -C "$build" -j2 kinformer_sync_bench >&2
-mkdir -p "$bench_dir"
-(cd "$root/tools/bench/clientgo-fanout" && GOFLAGS="${GOFLAGS:--mod=mod}" go build -p 2 -o "$bench_dir/fanout-loader" ./loader) >&2
-(cd "$root/tools/bench/clientgo-sync" && GOFLAGS="${GOFLAGS:--mod=mod}" go build -p 2 -o "$bench_dir/clientgo-sync" .) >&2
+build_cxx kinformer_sync_bench
+build_go_peers
 kin="$bench_dir/kinformer_sync_bench"
 cg="$bench_dir/clientgo-sync"
 
-started_server=0
-cleanup() {
-  if [[ $started_server == 1 ]]; then
-    log "stopping the launcher's server"
-    bash "$root/e2e/launcher.sh" down --dir "$dir" >&2 || true
-  fi
-}
-trap cleanup EXIT
 cache_arg="--watch-cache-sizes=endpointslices.discovery.k8s.io#1000"
-if bash "$root/e2e/launcher.sh" status --dir "$dir" >/dev/null 2>&1; then
-  log "using the launcher's kube-apiserver in $dir (left running)"
-else
-  log "starting the e2e launcher's kube-apiserver in $dir (EndpointSlice watch cache on)"
-  bash "$root/e2e/launcher.sh" up --dir "$dir" "--apiserver-arg=$cache_arg" >/dev/null
-  started_server=1
-fi
-export KUBECONFIG="$dir/kubeconfig"
-server="$(awk '$1 == "server:" { print $2; exit }' "$KUBECONFIG")"
-if ! [[ "$server" =~ ^https://(127\.[0-9.]+|localhost|\[::1\])(:[0-9]+)?/?$ ]]; then
-  echo "server_profile.sh: server '$server' in $KUBECONFIG is not a loopback address; refusing" >&2
-  exit 2
-fi
+launcher_ensure "$dir" "--apiserver-arg=$cache_arg"  # when it starts one: the EndpointSlice watch cache on
+require_loopback
+[[ "$server" == https://* ]] || die "server '$server' in $KUBECONFIG is not https; refusing"
 pki="$dir/pki"
-[[ -r "$pki/admin.crt" && -r "$pki/admin.key" && -r "$pki/ca.crt" ]] || { echo "server_profile.sh: no launcher admin certificate in $pki" >&2; exit 2; }
+[[ -r "$pki/admin.crt" && -r "$pki/admin.key" && -r "$pki/ca.crt" ]] || die "no launcher admin certificate in $pki"
 
 log "loading $pods Pods, $secrets Secrets, $slices EndpointSlices (idempotent)"
 totals="$keep/totals.json"
 timeout 1800 "$bench_dir/fanout-loader" sync-load -pods "$pods" -secrets "$secrets" -slices "$slices" -namespaces "$namespaces" >"$totals"
-total() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2] + "_total"])' "$totals" "$1"; }
+total() { json_get "$totals" "$1_total"; }
 p="$(total pods)" s="$(total secrets)" e="$(total endpointslices)"
 
 # Named parts of kube-apiserver, as regular expressions (extended, matched by awk) over pprof's
@@ -120,10 +93,10 @@ for mode in "${modes[@]}"; do
       clientgo-list) cmd=(env KUBE_FEATURE_WatchListClient=false "$cg" -encoding protobuf -list-mode list -pods "$p" -secrets "$s" -slices "$e" -settle-ms 0) ;;
     esac
     timeout --kill-after=10 300 "${cmd[@]}" >"$keep/$mode-$i.json" 2>"$keep/$mode-$i.err" \
-      || { echo "server_profile.sh: sync $i ($mode) failed; see $keep/$mode-$i.err" >&2; exit 1; }
+      || fail "sync $i ($mode) failed; see $keep/$mode-$i.err"
   done
   log "$mode: $runs syncs took $((SECONDS - t0)) s; waiting for the profile"
-  wait "$curl_pid" || { echo "server_profile.sh: fetching the profile failed (is --profiling off?)" >&2; exit 1; }
+  wait "$curl_pid" || fail "fetching the profile failed (is --profiling off?)"
 done
 
 seconds_of() {  # a pprof -top value like "1.23s" / "120ms" / "0" -> seconds

@@ -25,10 +25,7 @@
 # with nothing changing; counts kinformer's "watch idle" lines per resource and client-go's
 # requests after its sync.
 set -euo pipefail
-
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-build="${KINFORMER_BUILD_DIR:-build}"
-case "$build" in /*) ;; *) build="$root/$build" ;; esac
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 command_line="tools/bench/silent.sh${*:+ $*}"
 
 rounds=1 idle_minutes=0 dir="/tmp/kinformer-silent-e2e" out="" ns="silent-bench" max_wait=900
@@ -40,84 +37,52 @@ while [[ $# -gt 0 ]]; do
     --out) out="$2"; shift 2 ;;
     --namespace) ns="$2"; shift 2 ;;
     --max-wait) max_wait="$2"; shift 2 ;;
-    -h|--help) sed -n 2,25p "$0"; exit 0 ;;
-    *) echo "silent.sh: unknown argument $1" >&2; exit 2 ;;
+    -h|--help) print_help ;;
+    *) die "unknown argument $1" ;;
   esac
 done
-[[ "$rounds" =~ ^[0-9]+$ && "$rounds" -ge 1 && "$rounds" -le 20 ]] || { echo "silent.sh: --rounds in [1, 20]" >&2; exit 2; }
-[[ "$idle_minutes" =~ ^[0-9]+$ && "$idle_minutes" -le 600 ]] || { echo "silent.sh: --idle-minutes in [0, 600]" >&2; exit 2; }
-[[ "$max_wait" =~ ^[0-9]+$ && "$max_wait" -ge 10 && "$max_wait" -le 3600 ]] || { echo "silent.sh: --max-wait in [10, 3600]" >&2; exit 2; }
-[[ "$ns" =~ ^[a-z0-9]([-a-z0-9]*[a-z0-9])?$ ]] || { echo "silent.sh: --namespace '$ns' is not a DNS label" >&2; exit 2; }
+num --rounds "$rounds" 1 20; num --idle-minutes "$idle_minutes" 0 600; num --max-wait "$max_wait" 10 3600
+[[ "$ns" =~ ^[a-z0-9]([-a-z0-9]*[a-z0-9])?$ ]] || die "--namespace '$ns' is not a DNS label"
 
-bench_dir="$build/tools/bench"
 out="${out:-$bench_dir/silent-results.md}"
 logs="${out%.md}.logs"
-work="$(mktemp -d /tmp/kinformer-silent.XXXXXX)"
-log() { printf '== [%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+work_dir silent
 now_ns() { date +%s%N; }
 # Each line of stdin prefixed with its arrival time (wall ns).
 stamp() { while IFS= read -r l; do printf '%s %s\n' "$(date +%s%N)" "$l"; done; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (a - b) / 1e9 }'; }
 
-started_server=0
 children=()       # pids of every background process started here
 current_pod=""    # the round's Pod, deleted at exit if still there
-stop_pids() {     # TERM, up to 10 s, then KILL
-  local p alive i
-  for p in "$@"; do kill -TERM "$p" 2>/dev/null || true; done
-  for ((i = 0; i < 100; i++)); do
-    alive=0
-    for p in "$@"; do kill -0 "$p" 2>/dev/null && alive=1; done
-    [[ $alive == 0 ]] && break
-    sleep 0.1
-  done
-  for p in "$@"; do kill -KILL "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+stop_all() {      # TERM, up to 10 s, then KILL; reaped
+  stop_pids 10 "$@"
+  reap "$@"
 }
-cleanup() {
-  local rc=$?
-  if ((${#children[@]} > 0)); then stop_pids "${children[@]}"; fi
+cleanup() {  # at exit, before the server stops
+  if ((${#children[@]} > 0)); then stop_all "${children[@]}"; fi
   if [[ -n "$current_pod" ]]; then
     KUBECONFIG="$dir/kubeconfig" timeout 40 "$cg" delete-pod -namespace "$ns" -name "$current_pod" >&2 || true
   fi
-  if [[ $started_server == 1 ]]; then
-    log "stopping the launcher's server"
-    bash "$root/e2e/launcher.sh" down --dir "$dir" >&2 || true
-  fi
-  rm -rf "$work"
-  exit "$rc"
 }
 cg="$bench_dir/clientgo-storm"
 kw="$build/tools/kwatch/kwatch"
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 
 # --- build -----------------------------------------------------------------------------------
-if [[ ! -x "$kw" ]]; then
-  log "building kwatch"
-  flock /tmp/kinformer-build.lock ninja -C "$build" -j1 kwatch >&2
-fi
-mkdir -p "$bench_dir"
-log "building clientgo-storm"
-(cd "$root/tools/bench/clientgo-storm" && GOFLAGS="${GOFLAGS:--mod=mod}" go build -p 2 -o "$bench_dir/clientgo-storm" .) >&2
+if [[ ! -x "$kw" ]]; then build_cxx kwatch; fi
+build_go_peers
 rm -rf "$logs" && mkdir -p "$logs"
 # What was measured: the tree at the start and the kwatch binary's build time.
-commit="$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+commit="$(commit_short)"
 git -C "$root" status --porcelain --untracked-files=no 2>/dev/null | grep -q . && commit+=", uncommitted changes in the tree"
 commit+=", kwatch built $(date -u -r "$kw" '+%Y-%m-%d %H:%M') UTC"
 
 # --- server ----------------------------------------------------------------------------------
-if ! bash "$root/e2e/launcher.sh" status --dir "$dir" >/dev/null 2>&1; then
-  log "starting the e2e launcher's kube-apiserver in $dir"
-  started_server=1
-  timeout 900 bash "$root/e2e/launcher.sh" up --dir "$dir" >/dev/null
-fi
+launcher_ensure "$dir"
+at_exit cleanup
 kubeconfig="$dir/kubeconfig"
-export KUBECONFIG="$kubeconfig"
-server="$(awk '$1 == "server:" { print $2; exit }' "$kubeconfig")"
-if ! [[ "$server" =~ ^https://(127\.[0-9.]+|localhost)(:[0-9]+)/?$ ]]; then
-  echo "silent.sh: server '$server' in $kubeconfig is not https on a loopback address with a port; refusing" >&2
-  exit 2
-fi
+require_loopback
+[[ "$server" =~ ^https://(127\.[0-9.]+|localhost)(:[0-9]+)/?$ ]] ||
+  die "server '$server' in $kubeconfig is not https on a loopback address with a port; refusing"
 upstream="${server#https://}" && upstream="${upstream%/}"
 log "server $server; namespace $ns"
 timeout 60 "$cg" create-pod -namespace "$ns" >&2
@@ -203,6 +168,7 @@ for ((r = 1; r <= rounds; r++)); do
   sleep 5
 
   pod="silent-$r-$(now_ns)"
+  # shellcheck disable=SC2154  # both set by the eval above
   kill -USR1 "$proxy_kinformer" "$proxy_client_go"
   t0=$(now_ns)
   current_pod="$pod"
@@ -227,7 +193,7 @@ for ((r = 1; r <= rounds; r++)); do
   cg_s="$([[ -n $cg_seen ]] && secs "$cg_seen" "$t0" || echo none)"
   log "round $r: kinformer ${kin_s} s, client-go ${cg_s} s"
 
-  stop_pids "$kin_pid" "$cg_pid" "$proxy_kinformer" "$proxy_client_go"
+  stop_all "$kin_pid" "$cg_pid" "$proxy_kinformer" "$proxy_client_go"
   forget "$kin_pid" "$cg_pid" "$proxy_kinformer" "$proxy_client_go"
   sleep 0.3  # the stampers flush on EOF
   timeout 40 "$cg" delete-pod -namespace "$ns" -name "$pod" >&2 || log "could not delete $ns/$pod"
@@ -242,7 +208,7 @@ for ((r = 1; r <= rounds; r++)); do
     "$(count "$rl/kinformer.err" 'msg="watch idle')" "$(rel 'msg="watch idle')" \
     "$(count "$rl/kinformer.err" 'msg="cache stale')" "$(rel 'msg="cache stale')" \
     "$(count "$rl/kinformer.err" 'msg="cache fresh again"')" "$(rel 'msg="cache fresh again"')" \
-    "$new_kin" "$new_cg" "$(cut -d' ' -f1 /proc/loadavg)" "${cg_line//$'\t'/ }" >>"$results"
+    "$new_kin" "$new_cg" "$(loadavg1)" "${cg_line//$'\t'/ }" >>"$results"
 done
 
 # --- idle phase ------------------------------------------------------------------------------
@@ -272,7 +238,7 @@ if ((idle_minutes > 0)); then
     log "idle: $m/$idle_minutes min, kinformer watch idle: pods $(count "$il/kinformer-pods.err" 'msg="watch idle') endpointslices $(count "$il/kinformer-endpointslices.err" 'msg="watch idle')"
   done
   i1=$(now_ns)
-  stop_pids "$kp" "$ke" "$cp"
+  stop_all "$kp" "$ke" "$cp"
   forget "$kp" "$ke" "$cp"
   sleep 0.3
   minutes="$(awk -v a="$i1" -v b="$i0" 'BEGIN { printf "%.1f", (a - b) / 6e10 }')"
@@ -291,7 +257,8 @@ elapsed=$(($(date +%s) - t_start))
 
 # --- tables ----------------------------------------------------------------------------------
 python3 - "$results" "$idle" "$out" "$command_line" "$commit" "$elapsed" "$max_wait" "$ns" "$logs" <<'PY'
-import datetime, json, os, sys
+import json, os, sys
+from benchlib import utc_now
 results, idle, out, command, commit, elapsed, max_wait, ns, logs = sys.argv[1:10]
 rows = [l.rstrip("\n").split("\t") for l in open(results) if l.strip()]
 L = []
@@ -300,7 +267,7 @@ P("Silent watch path: a Pod created in %s right after each side's TCP connection
   "(SIGUSR1 to its own proxy at T0: no bytes either way, no FIN, no RST; new connections forward). "
   "kinformer: `kwatch cache --resource pods --events` (HTTP/1.1, 75 s watch idle deadline); client-go v0.36: "
   "`clientgo-storm watch-pods` (default rest config, protobuf, WatchList; HTTP/2 health check: 30 s read idle + 15 s ping timeout)." % ns)
-P("date %s UTC, commit %s, %d CPUs, took %s s" % (datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M"), commit, os.cpu_count(), elapsed))
+P("date %s UTC, commit %s, %d CPUs, took %s s" % (utc_now(), commit, os.cpu_count(), elapsed))
 P("")
 P("Command: `bash %s`" % command)
 P("")

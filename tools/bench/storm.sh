@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# storm.sh: issue 10's reconnect-storm benchmark. kinformer (kinformer_storm_bench) side by side
-# with client-go v0.36 (clientgo-storm/), interleaved, across restarts of a real kube-apiserver.
+# storm.sh: the reconnect-storm benchmark. kinformer (kinformer_storm_bench) side by side
+# with client-go v0.36 (clientgo-storm: cmd/clientgo-storm), interleaved, across restarts of a real kube-apiserver.
 #
 #   tools/bench/storm.sh                       # 50 namespaces x 3 Pods, 3 rounds (~6-8 min)
 #   tools/bench/storm.sh --rounds 1 --namespaces 10
@@ -20,10 +20,7 @@
 # marker (recovered) relative to server ready, and the requests it sent from the restart's begin
 # until its last informer recovered. The order of the two programs alternates per round.
 set -euo pipefail
-
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-build="${KINFORMER_BUILD_DIR:-build}"
-case "$build" in /*) ;; *) build="$root/$build" ;; esac
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 rounds=3 namespaces=50 pods=3 dir="/tmp/kinformer-storm-e2e" out="" kin_list=0 recover_timeout=180
 while [[ $# -gt 0 ]]; do
@@ -35,54 +32,25 @@ while [[ $# -gt 0 ]]; do
     --out) out="$2"; shift 2 ;;
     --kinformer-list) kin_list=1; shift ;;
     --recover-timeout) recover_timeout="$2"; shift 2 ;;
-    -h|--help) sed -n 2,22p "$0"; exit 0 ;;
-    *) echo "storm.sh: unknown argument $1" >&2; exit 2 ;;
+    -h|--help) print_help ;;
+    *) die "unknown argument $1" ;;
   esac
 done
-[[ "$rounds" =~ ^[0-9]+$ && "$rounds" -ge 1 && "$rounds" -le 20 ]] || { echo "storm.sh: --rounds in [1, 20]" >&2; exit 2; }
-[[ "$namespaces" =~ ^[0-9]+$ && "$namespaces" -ge 1 && "$namespaces" -le 1000 ]] || { echo "storm.sh: --namespaces in [1, 1000]" >&2; exit 2; }
+num --rounds "$rounds" 1 20; num --namespaces "$namespaces" 1 1000
 
-bench_dir="$build/tools/bench"
 out="${out:-$bench_dir/storm-results.md}"
 raw="${out%.md}.jsonl"
-work="$(mktemp -d /tmp/kinformer-storm.XXXXXX)"
-log() { printf '== [%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-
-started_server=0
-cleanup() {
-  if [[ $started_server == 1 ]]; then
-    log "stopping the launcher's server"
-    bash "$root/e2e/launcher.sh" down --dir "$dir" >&2 || true
-  fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
+work_dir storm
 
 # --- build -----------------------------------------------------------------------------------
-if [[ ! -f "$build/build.ninja" ]]; then
-  log "configuring $build"
-  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >&2
-fi
-log "building kinformer_storm_bench"
-ninja -C "$build" -j2 kinformer_storm_bench >&2
-mkdir -p "$bench_dir"
-log "building clientgo-storm"
-(cd "$root/tools/bench/clientgo-storm" && GOFLAGS="${GOFLAGS:--mod=mod}" go build -p 2 -o "$bench_dir/clientgo-storm" .) >&2
+build_cxx kinformer_storm_bench
+build_go_peers
 kin="$bench_dir/kinformer_storm_bench"
 cg="$bench_dir/clientgo-storm"
 
 # --- server ----------------------------------------------------------------------------------
-if ! bash "$root/e2e/launcher.sh" status --dir "$dir" >/dev/null 2>&1; then
-  log "starting the e2e launcher's kube-apiserver in $dir"
-  bash "$root/e2e/launcher.sh" up --dir "$dir" >/dev/null
-  started_server=1
-fi
-export KUBECONFIG="$dir/kubeconfig"
-server="$(awk '$1 == "server:" { print $2; exit }' "$KUBECONFIG")"
-if ! [[ "$server" =~ ^https?://(127\.[0-9.]+|localhost|\[::1\])(:[0-9]+)?/?$ ]]; then
-  echo "storm.sh: server '$server' in $KUBECONFIG is not a loopback address; refusing" >&2
-  exit 2
-fi
+launcher_ensure "$dir"
+require_loopback
 log "server $server; loading $namespaces namespaces x $pods Pods"
 timeout 300 "$cg" load -namespaces "$namespaces" -pods "$pods" >&2
 
@@ -101,21 +69,17 @@ run_one() {  # side round
     cmd=("$cg" run -namespaces "$namespaces" -marker "$marker" -ready-file "$ready" -times-file "$times"
       -recover-timeout "$recover_timeout")
   fi
-  local load1; load1="$(cut -d' ' -f1 /proc/loadavg)"
+  local load1; load1="$(loadavg1)"
   timeout --kill-after=10 "$((recover_timeout + 200))" "${cmd[@]}" >"$res" 2>"$work/err-$side-$round" &
-  local pid=$! waited=0
-  while [[ ! -e "$ready" ]] && kill -0 "$pid" 2>/dev/null && ((waited < 1500)); do
-    sleep 0.1
-    waited=$((waited + 1))
-  done
-  if [[ ! -e "$ready" ]]; then
+  local pid=$!
+  if ! wait_ready "$ready" "$pid" 150; then
     log "$side did not sync"; kill "$pid" 2>/dev/null || true; wait "$pid" || true
     tail -n 5 "$work/err-$side-$round" >&2 || true
     return 0
   fi
   local begin ready_ns
   begin="$(date +%s%N)"
-  timeout 180 bash "$root/e2e/launcher.sh" restart-apiserver --dir "$dir" >/dev/null 2>"$work/restart.log" ||
+  timeout 180 bash "$launcher_sh" restart-apiserver --dir "$dir" >/dev/null 2>"$work/restart.log" ||
     { log "restart-apiserver failed"; tail -n 5 "$work/restart.log" >&2; }
   ready_ns="$(date +%s%N)"
   echo "$begin $ready_ns" >"$times.tmp" && mv "$times.tmp" "$times"
@@ -146,9 +110,10 @@ done
 elapsed=$(($(date +%s) - t_start))
 
 # --- table -----------------------------------------------------------------------------------
-commit="$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+commit="$(commit_short)"
 python3 - "$raw" "$out" "$namespaces" "$pods" "$rounds" "$elapsed" "$commit" "$kin_list" <<'PY'
-import json, statistics, sys, os, datetime
+import json, statistics, sys
+from benchlib import fmt, ratio, run_context
 raw, out, namespaces, pods, rounds, elapsed, commit, kin_list = sys.argv[1:9]
 rows = [json.loads(l) for l in open(raw) if l.strip()]
 med = statistics.median
@@ -162,15 +127,12 @@ def mx(side, k):
     v = col(side, k)
     return max(v) if v else float("nan")
 def f(v, d=2):
-    return "n/a" if v != v else f"{v:,.{d}f}"
-def ratio(a, b):
-    return a / b if b else float("nan")
+    return fmt(v, d)
 loads = [r["loadavg1"] for r in rows]
 L = []
 P = L.append
 P(f"Reconnect storm (issue 10): {namespaces} Pod informers (one per namespace, {pods} Pods each), kube-apiserver restarted once per run; medians of {rounds} interleaved rounds")
-P(f"date {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, commit {commit}, {os.cpu_count()} CPUs, load average (1 min, at each run's start) "
-  f"min {min(loads, default=0):.2f} / median {med(loads) if loads else 0:.2f} / max {max(loads, default=0):.2f}, runs took {elapsed} s"
+P(f"{run_context(commit, loads)}, runs took {elapsed} s"
   + (", kinformer with LIST syncs (--kinformer-list)" if kin_list == "1" else ", kinformer defaults (WatchList)"))
 P("")
 P("| client | recovered | time to recover p50 s | max s | worst run max s | restart (begin to ready) s | lists | watches | WatchLists | failed | requests | peak requests/s | budget denials |")

@@ -1,4 +1,4 @@
-// kinformer_storm_bench: the reconnect-storm benchmark's kinformer side (issue 10).
+// kinformer_storm_bench: the reconnect-storm benchmark's kinformer side.
 //
 // One InformerFactory (default FactoryOptions, default RestClient) runs one Pod informer per
 // namespace (<prefix>0 .. <prefix>N-1). Once every informer has synced the program writes
@@ -34,6 +34,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_util.h"
 #include "kinformer/client/cluster_config.h"
 #include "kinformer/client/object.h"
 #include "kinformer/client/pod.h"
@@ -44,6 +45,7 @@
 namespace {
 
 using namespace std::chrono_literals;
+using kinformer::bench::quantile;
 using kinformer::client::Pod;
 namespace client = kinformer::client;
 namespace informer = kinformer::informer;
@@ -162,13 +164,6 @@ struct Slot {
 bool read_times(const std::string& path, std::int64_t& begin, std::int64_t& ready) {
   std::ifstream in(path);
   return static_cast<bool>(in >> begin >> ready);
-}
-
-double quantile(std::vector<double> v, double q) {
-  if (v.empty()) return -1;
-  std::sort(v.begin(), v.end());
-  auto i = static_cast<std::size_t>(q * static_cast<double>(v.size() - 1) + 0.5);
-  return v[std::min(i, v.size() - 1)];
 }
 
 }  // namespace

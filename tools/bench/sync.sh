@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# sync.sh: issue 12's side-by-side sync benchmark. kinformer (kinformer_sync_bench) and client-go
-# v0.36 (clientgo-sync/), each with Pod, Secret and EndpointSlice informers on all namespaces,
+# sync.sh: the side-by-side sync benchmark. kinformer (kinformer_sync_bench) and client-go
+# v0.36 (clientgo-sync: cmd/clientgo-sync), each with Pod, Secret and EndpointSlice informers on all namespaces,
 # against a real kube-apiserver on loopback, interleaved.
 #
 #   tools/bench/sync.sh                  # 20,000 Pods, 2,000 Secrets, 1,000 EndpointSlices, 3 rounds
@@ -23,12 +23,12 @@
 # --plot "COUNTS", --plot-rounds N (1), --plot-out FILE (default docs/bench/sync.png), --replot (with
 # --plot: no runs, table and plot again from the JSON lines of the last --plot run),
 # --gzip on|off (on: kinformer's RestClientOptions::gzip, passed explicitly; client-go asks for gzip
-# as Go's transport does by default), --no-fanout (skip issue 9's fan-out benchmark, which otherwise runs after the sync runs on the
+# as Go's transport does by default), --no-fanout (skip the fan-out benchmark, which otherwise runs after the sync runs on the
 # same server: tools/bench/fanout.sh with the arguments after "--" (default none; --quick passes
 # --quick), its tables appended to this table and its Pods deleted after it; ~8 min more).
 # Example: tools/bench/sync.sh -- --source synthetic --handlers "100 1000"
 # Build dir: ${KINFORMER_BUILD_DIR:-build}. C++ builds take ${KINFORMER_BUILD_LOCK:-/tmp/kinformer-build.lock}
-# with flock when flock exists (machines whose cores are shared between builds).
+# with flock when flock exists (machines whose cores are shared between builds; lib.sh).
 #
 # Unless KUBECONFIG is set, uses the e2e launcher's kube-apiserver + etcd in DIR (e2e/launcher.sh;
 # reused when DIR already runs one started by this script, else started with the EndpointSlice
@@ -45,17 +45,14 @@
 # sync-empty (the zero-object RSS: memory per object = (steady - zero) / objects). In every
 # round: each side (protobuf, WatchList and LIST) once per resource alone, for memory per object
 # per resource in both list modes. After the rounds: API-server CPU in blocks of back-to-back runs
-# per protobuf configuration (cpu_blocks, below). Then one markdown table of medians, with kinformer/client-go ratios and the issue's
+# per protobuf configuration (cpu_blocks, below). Then one markdown table of medians, with kinformer/client-go ratios and the
 # targets.
 #
 # --plot: loads each Pod count in turn (Secrets and slices as given), runs the four protobuf
 # configurations --plot-rounds times, and plots sync time and memory per object against the
 # object count with gnuplot (installs gnuplot-nox with apt-get when missing).
 set -euo pipefail
-
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-build="${KINFORMER_BUILD_DIR:-build}"
-case "$build" in /*) ;; *) build="$root/$build" ;; esac
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 pods=20000 secrets=2000 slices=1000 namespaces=4 rounds=3 out="" dir="" settle_ms=1000 cpu_runs=6 cpu_rounds=3
 per_resource=1 plot="" plot_rounds=1 replot=0 plot_out="$root/docs/bench/sync.png"
@@ -81,37 +78,24 @@ while [[ $# -gt 0 ]]; do
     --gzip) gzip="$2"; shift 2 ;;
     --quick) pods=2000 secrets=200 slices=100 rounds=1 cpu_runs=2 cpu_rounds=1 fanout_quick=1; shift ;;
     --) shift; fanout_args=("$@"); break ;;
-    -h|--help) sed -n 2,51p "$0"; exit 0 ;;
-    *) echo "sync.sh: unknown argument $1" >&2; exit 2 ;;
+    -h|--help) print_help ;;
+    *) die "unknown argument $1" ;;
   esac
 done
-num() { [[ "$2" =~ ^[0-9]+$ && "$2" -ge "$3" && "$2" -le "$4" ]] || { echo "sync.sh: $1 in [$3, $4]" >&2; exit 2; }; }
-[[ $gzip == on || $gzip == off ]] || { echo "sync.sh: --gzip takes on or off" >&2; exit 2; }
+[[ $gzip == on || $gzip == off ]] || die "--gzip takes on or off"
 num --pods "$pods" 1 200000; num --secrets "$secrets" 0 100000; num --slices "$slices" 0 100000
 num --namespaces "$namespaces" 1 100; num --rounds "$rounds" 1 20; num --cpu-runs "$cpu_runs" 0 50; num --cpu-rounds "$cpu_rounds" 1 20; num --plot-rounds "$plot_rounds" 1 20
 for n in $plot; do num "--plot count" "$n" 1 200000; done
 
-bench_dir="$build/tools/bench"
 if [[ -n "$plot" ]]; then out="${out:-$bench_dir/sync-plot.md}"; else out="${out:-$bench_dir/sync-results.md}"; fi
 raw="${out%.md}.jsonl"
-work="$(mktemp -d /tmp/kinformer-sync.XXXXXX)"
-log() { printf '== [%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-
-started_server=0
-cleanup() {
-  if [[ $started_server == 1 ]]; then
-    log "stopping the launcher's server"
-    bash "$root/e2e/launcher.sh" down --dir "$dir" >&2 || true
-  fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
+work_dir sync
 
 # --- table -----------------------------------------------------------------------------------
 make_table() {
   local commit
-  commit="$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
-  python3 "$root/tools/bench/sync_table.py" "$raw" "$out" "$rounds" "$elapsed" "$commit" "${plot:+plot}" "$plot_rounds"
+  commit="$(commit_short)"
+  python3 "$bench_lib_dir/sync_table.py" "$raw" "$out" "$rounds" "$elapsed" "$commit" "${plot:+plot}" "$plot_rounds"
   log "table written to $out (raw: $raw)"
 }
 
@@ -166,7 +150,7 @@ GP
 }
 
 if [[ $replot == 1 ]]; then
-  [[ -n "$plot" && -s "$raw" ]] || { echo "sync.sh: --replot needs --plot and the JSON lines of a --plot run ($raw)" >&2; exit 2; }
+  [[ -n "$plot" && -s "$raw" ]] || die "--replot needs --plot and the JSON lines of a --plot run ($raw)"
   elapsed=0
   make_table
   make_plot
@@ -174,22 +158,8 @@ if [[ $replot == 1 ]]; then
 fi
 
 # --- build -----------------------------------------------------------------------------------
-lock=()
-if command -v flock >/dev/null 2>&1; then lock=(flock "${KINFORMER_BUILD_LOCK:-/tmp/kinformer-build.lock}"); fi
-if [[ ! -f "$build/build.ninja" ]]; then
-  log "configuring $build"
-  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >&2
-fi
-if ninja -C "$build" -n kinformer_sync_bench 2>/dev/null | grep -q "no work to do"; then
-  log "kinformer_sync_bench is up to date"
-else
-  log "building kinformer_sync_bench"
-  "${lock[@]}" ninja -C "$build" -j2 kinformer_sync_bench >&2
-fi
-mkdir -p "$bench_dir"
-log "building clientgo-sync and fanout-loader"
-(cd "$root/tools/bench/clientgo-sync" && GOFLAGS="${GOFLAGS:--mod=mod}" go build -p 2 -o "$bench_dir/clientgo-sync" .) >&2
-(cd "$root/tools/bench/clientgo-fanout" && GOFLAGS="${GOFLAGS:--mod=mod}" go build -p 2 -o "$bench_dir/fanout-loader" ./loader) >&2
+build_cxx kinformer_sync_bench
+build_go_peers
 kin="$bench_dir/kinformer_sync_bench"
 cg="$bench_dir/clientgo-sync"
 loader="$bench_dir/fanout-loader"
@@ -200,33 +170,19 @@ state=""
 if [[ -z "${KUBECONFIG:-}" ]]; then
   dir="${dir:-/tmp/kinformer-sync-e2e}"
   state="$dir/state.json"
-  if bash "$root/e2e/launcher.sh" status --dir "$dir" >/dev/null 2>&1 && grep -qF -- "$cache_arg" "$state"; then
-    log "reusing the launcher's kube-apiserver in $dir (left running)"
-  else
-    log "starting the e2e launcher's kube-apiserver in $dir (EndpointSlice watch cache on)"
-    bash "$root/e2e/launcher.sh" up --dir "$dir" "--apiserver-arg=$cache_arg" >/dev/null
-    started_server=1
-  fi
-  export KUBECONFIG="$dir/kubeconfig"
+  launcher_ensure --same-args "$dir" "--apiserver-arg=$cache_arg"  # the EndpointSlice watch cache on
 elif [[ -f "$(dirname "$KUBECONFIG")/state.json" ]]; then
   state="$(dirname "$KUBECONFIG")/state.json"
 fi
-server="$(awk '$1 == "server:" { print $2; exit }' "$KUBECONFIG")"
-if ! [[ "$server" =~ ^https?://(127\.[0-9.]+|localhost|\[::1\])(:[0-9]+)?/?$ ]]; then
-  echo "sync.sh: server '$server' in $KUBECONFIG is not a loopback address; refusing" >&2
-  exit 2
-fi
+require_loopback
 api_pid="${KUBE_APISERVER_PID:-}" etcd_pid=""
 if [[ -n "$state" && -f "$state" ]]; then
-  api_pid="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["apiserver"]["pid"])' "$state")"
-  etcd_pid="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["etcd"]["pid"])' "$state")"
+  api_pid="$(json_get "$state" apiserver pid)"
+  etcd_pid="$(json_get "$state" etcd pid)"
 fi
 [[ -n "$api_pid" && -r "/proc/$api_pid/stat" ]] || { log "no kube-apiserver pid: API-server CPU is n/a"; api_pid=""; }
 log "server $server (kube-apiserver pid ${api_pid:-?}, etcd pid ${etcd_pid:-?})"
 clk_tck="$(getconf CLK_TCK)"
-ticks() {  # utime+stime of pid $1 (field 14 + 15 of /proc/PID/stat); 0 when unknown
-  if [[ -n "$1" && -r "/proc/$1/stat" ]]; then awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; else echo 0; fi
-}
 
 totals="$work/totals.json"
 load() {  # pods: loads, writes the cluster-wide totals to $totals
@@ -234,7 +190,7 @@ load() {  # pods: loads, writes the cluster-wide totals to $totals
   timeout 1800 "$loader" sync-load -pods "$1" -secrets "$secrets" -slices "$slices" -namespaces "$namespaces" >"$totals"
   cat "$totals" >&2
 }
-total() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2] + "_total"])' "$totals" "$1"; }
+total() { json_get "$totals" "$1_total"; }
 
 idle_rate=0
 measure_idle() {
@@ -265,7 +221,7 @@ run_one() {  # side encoding mode resources namespace kind round
     [[ -n "$ns" ]] && cmd+=(-namespace "$ns")
   fi
   local load1 a0 e0 w0 a1 e1 w1 rc=0
-  load1="$(cut -d' ' -f1 /proc/loadavg)"
+  load1="$(loadavg1)"
   a0="$(ticks "$api_pid")" e0="$(ticks "$etcd_pid")" w0="$(date +%s%N)"
   timeout --kill-after=10 400 "${cmd[@]}" >"$work/res.json" 2>"$work/err" || rc=$?
   a1="$(ticks "$api_pid")" e1="$(ticks "$etcd_pid")" w1="$(date +%s%N)"
@@ -389,12 +345,12 @@ elapsed=$(($(date +%s) - t_start))
 make_table
 [[ -z "$plot" ]] || make_plot
 
-# --- the fan-out benchmark (issue 9), on the same server -------------------------------------
+# --- the fan-out benchmark, on the same server -------------------------------------
 if [[ -z "$plot" && $fanout == 1 ]]; then
   fanout_out="${out%.md}-fanout.md"
   if ((${#fanout_args[@]} == 0 && fanout_quick == 1)); then fanout_args=(--quick); fi
   log "fan-out benchmark: tools/bench/fanout.sh ${fanout_args[*]} --cleanup"
-  if bash "$root/tools/bench/fanout.sh" "${fanout_args[@]}" --cleanup --out "$fanout_out" >&2; then
+  if bash "$bench_lib_dir/fanout.sh" "${fanout_args[@]}" --cleanup --out "$fanout_out" >&2; then
     {
       printf '\n## Fan-out (tools/bench/fanout.sh %s, on the server that holds the sync objects above)\n\n' "${fanout_args[*]}"
       cat "$fanout_out"

@@ -1,6 +1,6 @@
 // kinformer_sync_bench: time to sync, memory and bytes of Pod, Secret and EndpointSlice informers
-// on a real API server (issue 12). Built on kinformer's public API only. Its client-go peer,
-// tools/bench/clientgo-sync, measures the same things the same way; tools/bench/sync.sh runs
+// on a real API server. Built on kinformer's public API only. Its client-go peer,
+// tools/bench/cmd/clientgo-sync, measures the same things the same way; tools/bench/sync.sh runs
 // both, interleaved, and prints the table (see docs/BENCHMARKS.md, "Sync side by side").
 //
 // One run of this program:
@@ -21,17 +21,12 @@
 // No transform: kinformer's decoders never keep metadata.managedFields (the client-go peer
 // strips them in its transform), and the public API offers no other stripping transform.
 
-#include <linux/tcp.h>  // struct tcp_info with tcpi_bytes_received (glibc's lacks it)
 #include <malloc.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -44,6 +39,7 @@
 
 #include <prometheus/registry.h>
 
+#include "bench_util.h"
 #include "kinformer/client/cluster_config.h"
 #include "kinformer/client/endpoint_slice.h"
 #include "kinformer/client/pod.h"
@@ -54,6 +50,9 @@
 namespace {
 
 using namespace std::chrono_literals;
+using kinformer::bench::rchar;
+using kinformer::bench::tcp_bytes_received;
+using kinformer::bench::TcpBytes;
 using SteadyClock = std::chrono::steady_clock;
 
 struct Options {
@@ -140,50 +139,6 @@ Options parse(int argc, char** argv) {
   }
   if (o.settle_ms < 0 || o.settle_ms > 60000) usage("--settle-ms must be in [0, 60000]");
   return o;
-}
-
-// A numeric field of a /proc/self file of "Name: value" lines (status: kB; io: bytes); 0 when
-// absent.
-std::uint64_t proc_field(const char* file, std::string_view field) {
-  std::ifstream in(file);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.size() > field.size() && line.compare(0, field.size(), field) == 0 &&
-        line[field.size()] == ':') {
-      return std::stoull(line.substr(field.size() + 1));
-    }
-  }
-  return 0;
-}
-std::uint64_t status_kb(std::string_view field) { return proc_field("/proc/self/status", field); }
-std::uint64_t rchar() { return proc_field("/proc/self/io", "rchar"); }
-
-struct TcpBytes {
-  std::uint64_t bytes = 0;
-  int sockets = 0;
-};
-
-// tcpi_bytes_received summed over the process's open TCP sockets.
-TcpBytes tcp_bytes_received() {
-  TcpBytes out;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
-    std::error_code lec;
-    auto target = std::filesystem::read_symlink(e.path(), lec);
-    if (lec || target.native().rfind("socket:", 0) != 0) continue;
-    int fd = 0;
-    try {
-      fd = std::stoi(e.path().filename().native());
-    } catch (const std::logic_error&) {
-      continue;
-    }
-    tcp_info info{};
-    socklen_t len = sizeof(info);
-    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) != 0) continue;  // not TCP
-    out.bytes += info.tcpi_bytes_received;
-    ++out.sockets;
-  }
-  return out;
 }
 
 // Sum of the samples of counter family `name` whose label `label` is `value` ("" = any).
@@ -275,7 +230,7 @@ int main(int argc, char** argv) {
   }
 
   malloc_trim(0);
-  const std::uint64_t baseline_kb = status_kb("VmRSS");
+  const std::uint64_t baseline_kb = kinformer::bench::proc_status("VmRSS");
   const std::uint64_t rchar0 = rchar();
   const auto t0 = SteadyClock::now();
   factory.start();
@@ -300,14 +255,14 @@ int main(int argc, char** argv) {
   }
   const double sync_s =
       synced ? std::chrono::duration<double>(SteadyClock::now() - t0).count() : -1.0;
-  const std::uint64_t peak_kb = status_kb("VmHWM");
+  const std::uint64_t peak_kb = kinformer::bench::proc_status("VmHWM");
   const std::uint64_t rchar_delta = rchar() - rchar0;
   const TcpBytes tcp = tcp_bytes_received();
 
   std::this_thread::sleep_for(std::chrono::milliseconds(opt.settle_ms / 2));
   malloc_trim(0);
   std::this_thread::sleep_for(std::chrono::milliseconds(opt.settle_ms / 2));
-  const std::uint64_t steady_kb = status_kb("VmRSS");
+  const std::uint64_t steady_kb = kinformer::bench::proc_status("VmRSS");
 
   const auto families = factory.registry().Collect();
   const double lists = counter_sum(families, "kinformer_requests_total", "verb", "list");

@@ -1,34 +1,25 @@
 """The table of tools/bench/sync.sh: medians of its JSON lines, kinformer/client-go ratios and
-issue 12's targets, printed and written to OUT (markdown).
+the targets, printed and written to OUT (markdown).
 
 usage: sync_table.py RAW.jsonl OUT.md ROUNDS ELAPSED_S COMMIT [plot] [PLOT_ROUNDS]
 """
 
-import datetime
 import json
-import os
 import statistics
 import sys
+
+from benchlib import NAN, fmt as f, ratio, run_context
 
 raw, out, rounds, elapsed, commit = sys.argv[1:6]
 plot = len(sys.argv) > 6 and sys.argv[6] == "plot"
 plot_rounds = sys.argv[7] if len(sys.argv) > 7 else "1"
 rows = [json.loads(line) for line in open(raw) if line.strip()]
 ALL = "pods,secrets,endpointslices"
-NAN = float("nan")
 
 
 def med(values):
     values = [v for v in values if v == v]
     return statistics.median(values) if values else NAN
-
-
-def ratio(a, b):
-    return a / b if b and a == a and b == b else NAN
-
-
-def f(v, d=0):
-    return "n/a" if v != v else f"{v:,.{d}f}"
 
 
 zero = {}
@@ -91,9 +82,7 @@ P = lines.append
 loads = [r["loadavg1"] for r in rows]
 any_row = next((r for r in rows if r["kind"] != "zero"), rows[0] if rows else {})
 P(f"Sync side by side (issue 12): Pod, Secret and EndpointSlice informers, all namespaces")
-P(f"date {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, commit {commit}, "
-  f"{os.cpu_count()} CPUs, load average (1 min, at each run's start) min {min(loads, default=0):.2f} / "
-  f"median {med(loads) if loads else 0:.2f} / max {max(loads, default=0):.2f}; runs took {int(elapsed)} s; "
+P(f"{run_context(commit, loads)}; runs took {int(elapsed)} s; "
   f"kube-apiserver idle {any_row.get('apiserver_idle_cpu_per_s', NAN):.3f} CPU-s/s (subtracted)")
 kin_gzip = {r.get("gzip") for r in rows if r.get("side") == "kinformer"}
 P("kinformer asks for gzip on lists (RestClientOptions::gzip): " +

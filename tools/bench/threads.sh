@@ -28,10 +28,7 @@
 # synced; also for the baseline build's kinformer_storm_bench when one sits beside --baseline-bin.
 # The namespaces are left in place (the launcher runs no namespace controller to delete them).
 set -euo pipefail
-
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-build="${KINFORMER_BUILD_DIR:-build}"
-case "$build" in /*) ;; *) build="$root/$build" ;; esac
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 baseline_bin="" clusters="1 10 50 200" ns="threads-bench" dir="/tmp/kinformer-threads-e2e"
 sync_wait=180 storm_ns=500 storm_pods=1 out=""
@@ -45,20 +42,20 @@ while [[ $# -gt 0 ]]; do
     --storm-namespaces) storm_ns="$2"; shift 2 ;;
     --storm-pods) storm_pods="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
-    -h|--help) sed -n 2,29p "$0"; exit 0 ;;
-    *) echo "threads.sh: unknown argument $1" >&2; exit 2 ;;
+    -h|--help) print_help ;;
+    *) die "unknown argument $1" ;;
   esac
 done
 for n in $clusters; do
-  [[ "$n" =~ ^[0-9]+$ && "$n" -ge 1 && "$n" -le 1000 ]] || { echo "threads.sh: --clusters: each N in [1, 1000]" >&2; exit 2; }
+  num "--clusters: each N" "$n" 1 1000
 done
-[[ "$sync_wait" =~ ^[0-9]+$ ]] || { echo "threads.sh: --sync-wait SECONDS" >&2; exit 2; }
-[[ "$storm_ns" =~ ^[0-9]+$ && "$storm_ns" -le 2000 ]] || { echo "threads.sh: --storm-namespaces in [0, 2000]" >&2; exit 2; }
+[[ "$sync_wait" =~ ^[0-9]+$ ]] || die "--sync-wait SECONDS"
+num --storm-namespaces "$storm_ns" 0 2000
 
 kwatch="$build/tools/kwatch/kwatch"
-[[ -x "$kwatch" ]] || { echo "threads.sh: $kwatch missing (ninja -C $build kwatch)" >&2; exit 2; }
+[[ -x "$kwatch" ]] || die "$kwatch missing (ninja -C $build kwatch)"
 if [[ -n "$baseline_bin" ]]; then
-  [[ -x "$baseline_bin" ]] || { echo "threads.sh: --baseline-bin $baseline_bin is not executable" >&2; exit 2; }
+  [[ -x "$baseline_bin" ]] || die "--baseline-bin $baseline_bin is not executable"
   baseline_bin="$(cd "$(dirname "$baseline_bin")" && pwd)/$(basename "$baseline_bin")"
 fi
 out="${out:-$build/tools/bench/threads-results.md}"
@@ -67,39 +64,21 @@ raw="${out%.md}.jsonl"
 mkdir -p "$(dirname "$out")"
 rm -rf "$logs"
 mkdir -p "$logs"
-work="$(mktemp -d /tmp/kinformer-threads.XXXXXX)"
-log() { printf '== [%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+work_dir threads
 kubectl=/usr/bin/kubectl
 secret_ns=kinformer-system
 bench_label="kinformer.io/bench=threads"
 
-started_server=0 child=""
-cleanup() {
+child=""
+cleanup() {  # at exit, before the server stops
   if [[ -n "$child" ]] && kill -0 "$child" 2>/dev/null; then kill -KILL "$child" 2>/dev/null || true; fi
-  if [[ -n "${KUBECONFIG:-}" ]]; then
-    "$kubectl" delete secret -n "$secret_ns" -l "$bench_label" --ignore-not-found --wait=true >/dev/null 2>&1 || true
-  fi
-  if [[ $started_server == 1 ]]; then
-    log "stopping the launcher's server"
-    bash "$root/e2e/launcher.sh" down --dir "$dir" >&2 || true
-  fi
-  rm -rf "$work"
+  "$kubectl" delete secret -n "$secret_ns" -l "$bench_label" --ignore-not-found --wait=true >/dev/null 2>&1 || true
 }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 
 # --- server ----------------------------------------------------------------------------------
-if ! bash "$root/e2e/launcher.sh" status --dir "$dir" >/dev/null 2>&1; then
-  log "starting the e2e launcher's kube-apiserver in $dir"
-  bash "$root/e2e/launcher.sh" up --dir "$dir" >/dev/null
-  started_server=1
-fi
-export KUBECONFIG="$dir/kubeconfig"
-server="$(awk '$1 == "server:" { print $2; exit }' "$KUBECONFIG")"
-if ! [[ "$server" =~ ^https?://(127\.[0-9.]+|localhost|\[::1\])(:[0-9]+)?/?$ ]]; then
-  echo "threads.sh: server '$server' in $KUBECONFIG is not a loopback address; refusing" >&2
-  exit 2
-fi
+launcher_ensure "$dir"
+at_exit cleanup
+require_loopback
 log "server $server"
 
 # The remote kubeconfig: the launcher's admin user, everything inline (file paths are refused).
@@ -182,7 +161,6 @@ clusters_seen() {
        in_snap && $1 != "CLUSTER" && $1 !~ /^\(/ && NF > 0 && !($1 in seen) { seen[$1] = 1; n++ }
        END { print (n > last ? n : last) + 0 }' "$1" 2>/dev/null || echo 0
 }
-status_field() { awk -v k="$2:" '$1 == k { print $2; exit }' "/proc/$1/status" 2>/dev/null || true; }
 
 # Waits until Threads of PID is unchanged for 5 s (at most 60 s); prints "threads rss_kb hwm_kb stable".
 settle() {
@@ -214,14 +192,6 @@ thread_names() {
   done | sort | uniq -c | sort -rn || true
 }
 
-stop() {  # PID
-  local pid="$1" i
-  kill -TERM "$pid" 2>/dev/null || true
-  for ((i = 0; i < 200; i++)); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
-  log "pid $pid still running 20 s after SIGTERM; SIGKILL"
-  kill -KILL "$pid" 2>/dev/null || true
-}
-
 : >"$raw"
 run_one() {  # side bin N
   local side="$1" bin="$2" n="$3" o e pid t0 seen=0 synced_s=-1
@@ -242,7 +212,7 @@ run_one() {  # side bin N
   read -r threads rss hwm stable < <(settle "$pid")
   thread_names "$pid" >"$logs/$side-n$n.threads"
   seen="$(clusters_seen "$o")"
-  stop "$pid"
+  stop_pids 20 "$pid"
   "$kubectl" delete secret -n "$secret_ns" -l "$bench_label" --ignore-not-found --wait=true >/dev/null
   local rc=0
   wait "$pid" || rc=$?
@@ -271,31 +241,30 @@ done
 
 # --- one factory, many Pod informers ----------------------------------------------------------
 storm_one() {  # side bin
-  local side="$1" bin="$2" ready="$work/storm-ready" pid t0 waited=0
+  local side="$1" bin="$2" ready="$work/storm-ready" pid t0
   rm -f "$ready"
   t0=$(date +%s%N)
   "$bin" --namespaces "$storm_ns" --prefix threads-storm- --marker none --ready-file "$ready" \
     --times-file "$work/storm-times-never" --sync-timeout 300 --recover-timeout 900 \
     >"$logs/storm-$side.out" 2>"$logs/storm-$side.err" &
   pid=$! child=$pid
-  while [[ ! -e "$ready" ]] && kill -0 "$pid" 2>/dev/null && ((waited < 3300)); do sleep 0.1; waited=$((waited + 1)); done
   local sync_ms=-1 threads=0 rss=0 hwm=0 stable=0
-  if [[ -e "$ready" ]]; then
+  if wait_ready "$ready" "$pid" 330; then
     sync_ms=$(( ($(date +%s%N) - t0) / 1000000 ))
     read -r threads rss hwm stable < <(settle "$pid")
     thread_names "$pid" >"$logs/storm-$side.threads"
   else
     log "  storm $side did not sync"; tail -n 5 "$logs/storm-$side.err" >&2 || true
   fi
-  stop "$pid"
-  wait "$pid" 2>/dev/null || true
+  stop_pids 20 "$pid"
+  reap "$pid"
   child=""
   printf '{"side":"storm-%s","n":%d,"threads":%d,"rss_kb":%d,"hwm_kb":%d,"stable":%d,"all_seen_ms":%d}\n' \
     "$side" "$storm_ns" "$threads" "$rss" "$hwm" "$stable" "$sync_ms" >>"$raw"
   log "  storm $side: $storm_ns informers synced after ${sync_ms} ms, threads $threads, RSS $((rss / 1024)) MiB"
 }
 if ((storm_ns > 0)); then
-  storm_bin="$build/tools/bench/kinformer_storm_bench" loader="$build/tools/bench/clientgo-storm"
+  storm_bin="$bench_dir/kinformer_storm_bench" loader="$bench_dir/clientgo-storm"
   storm_base=""
   [[ -n "$baseline_bin" ]] && storm_base="$(dirname "$(dirname "$baseline_bin")")/bench/kinformer_storm_bench"
   if [[ ! -x "$storm_bin" || ! -x "$loader" ]]; then
@@ -314,11 +283,12 @@ fi
 elapsed=$(($(date +%s) - t_start))
 
 # --- table -----------------------------------------------------------------------------------
-commit="$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+commit="$(commit_short)"
 base_commit=""
 [[ -n "$baseline_bin" ]] && base_commit="$(git -C "$(dirname "$baseline_bin")" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 python3 - "$raw" "$out" "$commit" "$base_commit" "$elapsed" "$ns" "$sync_wait" "$baseline_bin" "$kwatch" <<'PY'
 import json, os, sys, datetime
+from benchlib import utc_now
 raw, out, commit, base_commit, elapsed, ns, sync_wait, baseline_bin, kwatch = sys.argv[1:10]
 def built(path):
     return datetime.datetime.fromtimestamp(os.path.getmtime(path), datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
@@ -343,7 +313,7 @@ def per_cluster(side, n):
 L = []; P = L.append
 P(f"Threads and RSS of `kwatch endpoints svc -n {ns} --port http --watch` with N remote clusters (all the launcher's API server), "
   f"read from /proc/PID/status once the output showed N+1 clusters and Threads was unchanged for 5 s")
-P(f"date {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, now = {kwatch} (built {built(kwatch)} UTC; HEAD {commit})"
+P(f"date {utc_now()} UTC, now = {kwatch} (built {built(kwatch)} UTC; HEAD {commit})"
   + (f", baseline = {baseline_bin} (built {built(baseline_bin)} UTC; its tree at {base_commit})" if baseline_bin else "")
   + f", {cores} CPUs, runs took {elapsed} s; the project's bound: 4 x cores + 8 = {4 * cores + 8} threads")
 P("")

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command (and what .ci/run calls): installs what is missing, builds with
-# warnings as errors, runs the unit tests, the enforced style (tools/scripts/style.sh:
+# warnings as errors, checks the benchmark toolkit (go vet of tools/bench's client-go peers, bash -n
+# of its scripts), runs the unit tests, the enforced style (tools/scripts/style.sh:
 # clang-format and clang-tidy; every mutant must still apply), the mutation check, the sanitizer
 # builds (ASan+UBSan and TSan, each on every unit test), the fuzzers, an out-of-tree
 # find_package(kinformer) consumer, and the e2e suites against a real kube-apiserver (the e2e
@@ -54,6 +55,18 @@ step "configure + build ($build, -Werror)"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_INSTALL_PREFIX="$build/install" >"$log_dir/configure.log"
 ninja -C "$build" -j"$jobs"
+
+step "bench toolkit: the client-go peers (go vet ./... in tools/bench) and the scripts (bash -n)"
+# One test: the benchmarks' Go module vets and builds, and every bench script parses (their runs
+# need minutes each and are not part of this command).
+bench_rc=0
+(cd "$root/tools/bench" && go vet ./...) >"$log_dir/bench-toolkit.log" 2>&1 || bench_rc=$?
+for f in "$root"/tools/bench/*.sh; do bash -n "$f" >>"$log_dir/bench-toolkit.log" 2>&1 || bench_rc=$?; done
+if [ "$bench_rc" -eq 0 ]; then
+  passed=$((passed + 1)); echo "bench toolkit: ok" >&2
+else
+  failed=$((failed + 1)); failures+=(bench-toolkit); tail -30 "$log_dir/bench-toolkit.log" >&2
+fi
 
 step "unit tests"
 run_ctest unit "$build" -L unit -j"$jobs"

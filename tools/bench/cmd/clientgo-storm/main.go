@@ -1,4 +1,4 @@
-// clientgo-storm: the reconnect-storm benchmark's client-go side (issue 10), and its loader.
+// clientgo-storm: the reconnect-storm benchmark's client-go side, and its loader.
 //
 //	clientgo-storm run  -marker V -ready-file F -times-file F [-namespaces 50] [-prefix storm-]
 //	    One clientset (default rest config from the kubeconfig, protobuf for built-in types),
@@ -22,11 +22,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
-	"net"
-	"net/http"
-	"net/url"
 	"os"
 	"sort"
 	"strings"
@@ -40,46 +38,21 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
+
+	"kinformer.dev/bench/internal/cli"
+	"kinformer.dev/bench/internal/kube"
+	"kinformer.dev/bench/internal/par"
+	"kinformer.dev/bench/internal/stats"
 )
 
 const markerAnnotation = "bench.kinformer.dev/storm-marker"
 
-func die(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "clientgo-storm: "+format+"\n", args...)
-	os.Exit(2)
-}
+var die = cli.Die
 
-func config(kubeconfig string) *rest.Config {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		die("%v", err)
-	}
-	// As the other peers: protobuf for built-in types, as client-go's generated clients ask for.
-	cfg.ContentType = "application/vnd.kubernetes.protobuf"
-	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-	return cfg
-}
-
-func loopbackOnly(cfg *rest.Config) {
-	u, err := url.Parse(cfg.Host)
-	if err != nil {
-		die("server %q: %v", cfg.Host, err)
-	}
-	if ip := net.ParseIP(u.Hostname()); u.Hostname() != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		die("server %s is not on a loopback address; refusing to write to it", cfg.Host)
-	}
-}
-
+// adminClient: the loader's clientset (kube.WriterClient: loopback only, no rate limit).
 func adminClient(kubeconfig string) *kubernetes.Clientset {
-	cfg := config(kubeconfig)
-	loopbackOnly(cfg)
-	cfg.QPS = -1 // the loader is not the measured client
-	cfg.Timeout = 30 * time.Second
-	cfg.UserAgent = "clientgo-storm-loader"
-	cs, err := kubernetes.NewForConfig(cfg)
+	cs, err := kube.WriterClient(kubeconfig, "clientgo-storm-loader")
 	if err != nil {
 		die("%v", err)
 	}
@@ -90,7 +63,7 @@ func nsName(prefix string, i int) string { return fmt.Sprintf("%s%d", prefix, i)
 
 func load(args []string) {
 	fs := flag.NewFlagSet("load", flag.ExitOnError)
-	kubeconfig := fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file")
+	kubeconfig := cli.Kubeconfig(fs)
 	prefix := fs.String("prefix", "storm-", "namespace prefix")
 	n := fs.Int("namespaces", 50, "namespaces")
 	pods := fs.Int("pods", 3, "Pods per namespace")
@@ -98,44 +71,33 @@ func load(args []string) {
 	cs := adminClient(*kubeconfig)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	var wg sync.WaitGroup
-	var failed atomic.Int64
-	sem := make(chan struct{}, 16)
-	for i := 0; i < *n; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			ns := nsName(*prefix, i)
-			_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	// One namespace and its Pods per call, 16 at a time.
+	failed := par.Each(*n, 16, func(i int) error {
+		ns := nsName(*prefix, i)
+		if err := kube.EnsureNamespace(ctx, cs, ns); err != nil {
+			return fmt.Errorf("load: namespace %s: %v", ns, err)
+		}
+		var errs []error
+		for p := 0; p < *pods; p++ {
+			pod := &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pod-%d", p), Namespace: ns, Labels: map[string]string{"app": "storm"}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}}},
+			}
+			_, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
 			if err != nil && !apierrors.IsAlreadyExists(err) {
-				fmt.Fprintf(os.Stderr, "clientgo-storm load: namespace %s: %v\n", ns, err)
-				failed.Add(1)
-				return
+				errs = append(errs, fmt.Errorf("load: pod %s/%s: %v", ns, pod.Name, err))
 			}
-			for p := 0; p < *pods; p++ {
-				pod := &corev1.Pod{
-					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pod-%d", p), Namespace: ns, Labels: map[string]string{"app": "storm"}},
-					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}}},
-				}
-				_, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
-				if err != nil && !apierrors.IsAlreadyExists(err) {
-					fmt.Fprintf(os.Stderr, "clientgo-storm load: pod %s/%s: %v\n", ns, pod.Name, err)
-					failed.Add(1)
-				}
-			}
-		}(i)
-	}
-	wg.Wait()
-	if failed.Load() > 0 {
+		}
+		return errors.Join(errs...)
+	})
+	if failed > 0 {
 		os.Exit(1)
 	}
 }
 
 func mark(args []string) {
 	fs := flag.NewFlagSet("mark", flag.ExitOnError)
-	kubeconfig := fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file")
+	kubeconfig := cli.Kubeconfig(fs)
 	prefix := fs.String("prefix", "storm-", "namespace prefix")
 	n := fs.Int("namespaces", 50, "namespaces")
 	value := fs.String("value", "", "marker value")
@@ -179,41 +141,6 @@ func mark(args []string) {
 	}
 }
 
-type request struct {
-	ns   int64
-	kind string // list, watch, watchlist
-	ok   bool
-}
-
-type countingTransport struct {
-	next http.RoundTripper
-	mu   sync.Mutex
-	log  []request
-}
-
-func (t *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	q := r.URL.Query()
-	kind := "list"
-	if w := q.Get("watch"); w == "1" || w == "true" {
-		kind = "watch"
-		if q.Get("sendInitialEvents") == "true" {
-			kind = "watchlist"
-		}
-	}
-	resp, err := t.next.RoundTrip(r)
-	ok := err == nil && resp.StatusCode < 400
-	t.mu.Lock()
-	t.log = append(t.log, request{time.Now().UnixNano(), kind, ok})
-	t.mu.Unlock()
-	return resp, err
-}
-
-func (t *countingTransport) entries() []request {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return append([]request(nil), t.log...)
-}
-
 func readTimes(path string) (int64, int64, bool) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -226,22 +153,9 @@ func readTimes(path string) (int64, int64, bool) {
 	return begin, ready, true
 }
 
-func quantile(v []float64, q float64) float64 {
-	if len(v) == 0 {
-		return -1
-	}
-	s := append([]float64(nil), v...)
-	sort.Float64s(s)
-	i := int(q*float64(len(s)-1) + 0.5)
-	if i >= len(s) {
-		i = len(s) - 1
-	}
-	return s[i]
-}
-
 func run(args []string) {
 	fs := flag.NewFlagSet("run", flag.ExitOnError)
-	kubeconfig := fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file")
+	kubeconfig := cli.Kubeconfig(fs)
 	prefix := fs.String("prefix", "storm-", "namespace prefix")
 	n := fs.Int("namespaces", 50, "namespaces, one Pod informer each")
 	marker := fs.String("marker", "", "marker value to wait for")
@@ -336,15 +250,15 @@ func run(args []string) {
 	counts := map[string]int{}
 	failed := 0
 	perSecond := map[int64]int{}
-	for _, e := range counter.entries() {
-		if begin == 0 || e.ns < begin || e.ns > until {
+	for _, e := range counter.Requests() {
+		if begin == 0 || e.UnixNS < begin || e.UnixNS > until {
 			continue
 		}
-		counts[e.kind]++
-		if !e.ok {
+		counts[e.Kind]++
+		if !e.OK {
 			failed++
 		}
-		perSecond[(e.ns-begin)/1e9]++
+		perSecond[(e.UnixNS-begin)/1e9]++
 	}
 	peak := 0
 	var secs []int64
@@ -361,7 +275,7 @@ func run(args []string) {
 	}
 	out, _ := json.Marshal(map[string]any{
 		"side": "client-go", "watch_list": true, "informers": *n, "sync_s": syncS,
-		"recovered": len(recover), "recover_p50_s": quantile(recover, 0.5), "recover_max_s": quantile(recover, 1.0),
+		"recovered": len(recover), "recover_p50_s": stats.Quantile(recover, 0.5), "recover_max_s": stats.Quantile(recover, 1.0),
 		"downtime_s": float64(ready-begin) / 1e9, "lists": counts["list"], "watches": counts["watch"],
 		"watch_lists": counts["watchlist"], "failed_requests": failed, "peak_requests_per_s": peak,
 		"budget_denials": 0, "per_second": ps,
@@ -374,14 +288,13 @@ func run(args []string) {
 
 // countingClientset: a clientset with client-go's defaults (protobuf for built-in types) whose
 // requests are counted.
-func countingClientset(kubeconfig, userAgent string) (*kubernetes.Clientset, *countingTransport) {
-	cfg := config(kubeconfig)
+func countingClientset(kubeconfig, userAgent string) (*kubernetes.Clientset, *kube.Counter) {
+	cfg, err := kube.Config(kubeconfig, kube.Protobuf)
+	if err != nil {
+		die("%v", err)
+	}
 	cfg.UserAgent = userAgent
-	counter := &countingTransport{}
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		counter.next = rt
-		return counter
-	})
+	counter := kube.Wrap(cfg)
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		die("%v", err)
@@ -390,6 +303,7 @@ func countingClientset(kubeconfig, userAgent string) (*kubernetes.Clientset, *co
 }
 
 func main() {
+	cli.Name, cli.ExitCode = "clientgo-storm", 2
 	if len(os.Args) < 2 {
 		die("usage: clientgo-storm run|load|mark|silent-proxy|watch-pods|create-pod|delete-pod [flags]")
 	}

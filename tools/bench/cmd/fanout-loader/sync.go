@@ -1,4 +1,4 @@
-// The objects of the side-by-side sync benchmark (tools/bench/sync.sh, issue 12):
+// The objects of the side-by-side sync benchmark (tools/bench/sync.sh):
 //
 //	fanout-loader sync-load -pods N -secrets N -slices N [-namespaces 4] [-workers 32]
 //
@@ -30,6 +30,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+
+	"kinformer.dev/bench/internal/kube"
 )
 
 const syncEmptyNamespace = "sync-empty"
@@ -191,8 +193,7 @@ func syncLoad(cs *kubernetes.Clientset, pods, secrets, slices, namespaces, worke
 		if i < namespaces {
 			name = syncNamespace(i, namespaces)
 		}
-		_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := kube.EnsureNamespace(ctx, cs, name); err != nil {
 			die("create namespace %s: %v", name, err)
 		}
 	}

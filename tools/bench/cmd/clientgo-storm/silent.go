@@ -40,6 +40,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
+
+	"kinformer.dev/bench/internal/cli"
+	"kinformer.dev/bench/internal/kube"
 )
 
 // ---------------------------------------------------------------------------------------------
@@ -187,7 +190,7 @@ func silentProxyCmd(args []string) {
 
 func watchPods(args []string) {
 	fs := flag.NewFlagSet("watch-pods", flag.ExitOnError)
-	kubeconfig := fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file")
+	kubeconfig := cli.Kubeconfig(fs)
 	namespace := fs.String("namespace", "", "namespace of the Pod informer")
 	readyFile := fs.String("ready-file", "", "written once synced")
 	syncTimeout := fs.Float64("sync-timeout", 120, "seconds")
@@ -234,12 +237,12 @@ func watchPods(args []string) {
 	s := <-sigs
 	counts := map[string]int{}
 	failed := 0
-	for _, e := range counter.entries() {
-		if e.ns < syncedAt {
+	for _, e := range counter.Requests() {
+		if e.UnixNS < syncedAt {
 			continue
 		}
-		counts[e.kind]++
-		if !e.ok {
+		counts[e.Kind]++
+		if !e.OK {
 			failed++
 		}
 	}
@@ -249,12 +252,7 @@ func watchPods(args []string) {
 	})
 	fmt.Fprintf(os.Stderr, "watch-pods: requests after sync %s\n", b)
 	close(stop)
-	done := make(chan struct{})
-	go func() { f.Shutdown(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-	}
+	kube.Shutdown(f, 5*time.Second)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -262,7 +260,7 @@ func watchPods(args []string) {
 
 func createPod(args []string) {
 	fs := flag.NewFlagSet("create-pod", flag.ExitOnError)
-	kubeconfig := fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file")
+	kubeconfig := cli.Kubeconfig(fs)
 	namespace := fs.String("namespace", "", "namespace (made to exist)")
 	name := fs.String("name", "", "Pod to create (none: only the namespace)")
 	_ = fs.Parse(args)
@@ -272,8 +270,7 @@ func createPod(args []string) {
 	cs := adminClient(*kubeconfig)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: *namespace}}, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := kube.EnsureNamespace(ctx, cs, *namespace); err != nil {
 		die("create-pod: namespace %s: %v", *namespace, err)
 	}
 	if *name == "" {
@@ -292,7 +289,7 @@ func createPod(args []string) {
 
 func deletePod(args []string) {
 	fs := flag.NewFlagSet("delete-pod", flag.ExitOnError)
-	kubeconfig := fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file")
+	kubeconfig := cli.Kubeconfig(fs)
 	namespace := fs.String("namespace", "", "namespace")
 	name := fs.String("name", "", "Pod")
 	_ = fs.Parse(args)

@@ -1,5 +1,5 @@
 // clientgo-sync: the client-go peer of kinformer_sync_bench (tools/bench/sync_bench.cc) for the
-// side-by-side sync benchmark (tools/bench/sync.sh, issue 12).
+// side-by-side sync benchmark (tools/bench/sync.sh).
 //
 // One run: a SharedInformerFactory (client-go v0.36.3) with Pod, Secret and EndpointSlice
 // informers (all namespaces unless -namespace), a transform that strips managedFields, one
@@ -26,103 +26,24 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
-	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	clientfeatures "k8s.io/client-go/features"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
+
+	"kinformer.dev/bench/internal/cli"
+	"kinformer.dev/bench/internal/kube"
+	"kinformer.dev/bench/internal/procfs"
 )
-
-// procStatus: a numeric field of /proc/self/status ("VmHWM", "VmRSS" in kB); 0 when absent.
-func procStatus(field string) int {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, field+":") {
-			n, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(line[len(field)+1:]), " kB"))
-			return n
-		}
-	}
-	return 0
-}
-
-// tcpBytesReceived sums tcpi_bytes_received over the process's open TCP sockets.
-func tcpBytesReceived() (bytes uint64, sockets int) {
-	dir := "/proc/self/fd"
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return 0, 0
-	}
-	for _, e := range entries {
-		target, err := os.Readlink(filepath.Join(dir, e.Name()))
-		if err != nil || !strings.HasPrefix(target, "socket:") {
-			continue
-		}
-		fd, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		info, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
-		if err != nil {
-			continue // not a TCP socket
-		}
-		bytes += info.Bytes_received
-		sockets++
-	}
-	return bytes, sockets
-}
-
-// countingRT counts requests and response body bytes.
-type countingRT struct {
-	next                   http.RoundTripper
-	bodyBytes              *atomic.Int64
-	lists, watches, others *atomic.Int64
-}
-
-type countingBody struct {
-	io.ReadCloser
-	n *atomic.Int64
-}
-
-func (b countingBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	b.n.Add(int64(n))
-	return n, err
-}
-
-func (c countingRT) RoundTrip(req *http.Request) (*http.Response, error) {
-	q := req.URL.Query()
-	switch {
-	case q.Get("watch") == "true" || q.Get("watch") == "1":
-		c.watches.Add(1)
-	case req.Method == http.MethodGet && strings.HasSuffix(strings.TrimSuffix(req.URL.Path, "/"), "s"):
-		c.lists.Add(1)
-	default:
-		c.others.Add(1)
-	}
-	resp, err := c.next.RoundTrip(req)
-	if err == nil && resp.Body != nil {
-		resp.Body = countingBody{resp.Body, c.bodyBytes}
-	}
-	return resp, err
-}
 
 type tracked struct {
 	name     string
@@ -132,13 +53,11 @@ type tracked struct {
 	syncedNS atomic.Int64 // time since start when synced and counted; 0 = not yet
 }
 
-func die(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "clientgo-sync: "+format+"\n", args...)
-	os.Exit(2)
-}
+var die = cli.Die
 
 func main() {
-	kubeconfig := flag.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file")
+	cli.Name, cli.ExitCode = "clientgo-sync", 2
+	kubeconfig := cli.Kubeconfig(nil)
 	encoding := flag.String("encoding", "protobuf", "protobuf or json")
 	listMode := flag.String("list-mode", "watchlist", "watchlist or list (the WatchListClient gate)")
 	resources := flag.String("resources", "pods,secrets,endpointslices", "informers to run")
@@ -164,34 +83,18 @@ func main() {
 			*listMode, watchListGate, os.Getenv("KUBE_FEATURE_WatchListClient"))
 	}
 
-	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	cfg, err := kube.Config(*kubeconfig, kube.Encoding(*encoding))
 	if err != nil {
 		die("%v", err)
 	}
-	if *encoding == "protobuf" {
-		cfg.ContentType = "application/vnd.kubernetes.protobuf"
-		cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-	} else {
-		cfg.ContentType = "application/json"
-		cfg.AcceptContentTypes = "application/json"
-	}
 	cfg.UserAgent = "clientgo-sync-bench/0.36"
-	var bodyBytes, lists, watches, others atomic.Int64
-	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
-		return countingRT{next: rt, bodyBytes: &bodyBytes, lists: &lists, watches: &watches, others: &others}
-	}
+	counter := kube.Wrap(cfg)
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		die("%v", err)
 	}
 
-	strip := func(obj interface{}) (interface{}, error) {
-		if m, err := meta.Accessor(obj); err == nil {
-			m.SetManagedFields(nil)
-		}
-		return obj, nil
-	}
-	opts := []informers.SharedInformerOption{informers.WithTransform(strip)}
+	opts := []informers.SharedInformerOption{informers.WithTransform(kube.StripManagedFields)}
 	if *namespace != "" {
 		opts = append(opts, informers.WithNamespace(*namespace))
 	}
@@ -220,7 +123,7 @@ func main() {
 
 	runtime.GC()
 	debug.FreeOSMemory()
-	baselineKB := procStatus("VmRSS")
+	baselineKB := procfs.Status("VmRSS")
 	ctx, cancel := context.WithCancel(context.Background())
 	t0 := time.Now()
 	factory.Start(ctx.Done())
@@ -248,16 +151,16 @@ func main() {
 	if !synced {
 		syncS = -1
 	}
-	peakKB := procStatus("VmHWM")
-	tcpBytes, tcpSockets := tcpBytesReceived()
-	body := bodyBytes.Load()
+	peakKB := procfs.Status("VmHWM")
+	tcpBytes, tcpSockets := procfs.TCPBytesReceived()
+	body := counter.BodyBytes()
 
 	settle := time.Duration(*settleMS) * time.Millisecond
 	time.Sleep(settle / 2)
 	runtime.GC()
 	debug.FreeOSMemory()
 	time.Sleep(settle / 2)
-	steadyKB := procStatus("VmRSS")
+	steadyKB := procfs.Status("VmRSS")
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 
@@ -281,15 +184,21 @@ func main() {
 	}
 
 	cancel()
-	done := make(chan struct{})
-	var once sync.Once
-	go func() { factory.Shutdown(); once.Do(func() { close(done) }) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
+	if !kube.Shutdown(factory, 10*time.Second) {
 		fmt.Fprintln(os.Stderr, "clientgo-sync: factory.Shutdown did not return within 10 s")
 	}
 
+	var lists, watches, others int
+	for _, r := range counter.Requests() {
+		switch {
+		case r.Kind != "list":
+			watches++
+		case r.Collection:
+			lists++
+		default:
+			others++
+		}
+	}
 	total := int64(0)
 	for _, t := range all {
 		total += t.want
@@ -301,7 +210,7 @@ func main() {
 		"baseline_rss_kb": baselineKB, "peak_rss_kb": peakKB, "steady_rss_kb": steadyKB,
 		"heap_alloc_steady_bytes": ms.HeapAlloc,
 		"tcp_bytes_received":      tcpBytes, "tcp_sockets": tcpSockets, "body_bytes": body,
-		"list_requests": lists.Load(), "watch_requests": watches.Load(), "other_requests": others.Load(),
+		"list_requests": lists, "watch_requests": watches, "other_requests": others,
 		"secret_data_bytes": secretData, "go": runtime.Version(), "gomaxprocs": runtime.GOMAXPROCS(0),
 	}
 	b, _ := json.Marshal(out)

@@ -25,20 +25,20 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"math/bits"
 	"os"
 	"strconv"
-	"strings"
-	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
+
+	"kinformer.dev/bench/internal/cli"
+	"kinformer.dev/bench/internal/kube"
+	"kinformer.dev/bench/internal/procfs"
+	"kinformer.dev/bench/internal/stats"
 )
 
 const (
@@ -50,97 +50,16 @@ var processStart = time.Now()
 
 func monoNS() int64 { return time.Since(processStart).Nanoseconds() }
 
-// histogram: the same log-linear bucketing as the C++ side (32 sub-buckets per power of two).
-const histSub = 5
-const histBuckets = (64 - histSub + 1) << histSub
-
-type histogram struct {
-	counts [histBuckets]uint64
-	total  uint64
-}
-
-func histIndex(v uint64) int {
-	if v < 1<<histSub {
-		return int(v)
-	}
-	msb := 63 - bits.LeadingZeros64(v)
-	shift := msb - histSub
-	return ((shift + 1) << histSub) + int((v>>uint(shift))&(1<<histSub-1))
-}
-
-func histUpper(i int) int64 {
-	if i < 1<<histSub {
-		return int64(i)
-	}
-	shift := (i >> histSub) - 1
-	mant := uint64(1<<histSub) | uint64(i&(1<<histSub-1))
-	return int64(((mant + 1) << uint(shift)) - 1)
-}
-
-func (h *histogram) add(v int64) {
-	if v < 0 {
-		v = 0
-	}
-	h.counts[histIndex(uint64(v))]++
-	h.total++
-}
-
-func (h *histogram) merge(o *histogram) {
-	for i := range h.counts {
-		h.counts[i] += o.counts[i]
-	}
-	h.total += o.total
-}
-
-func (h *histogram) quantile(q float64) int64 {
-	if h.total == 0 {
-		return 0
-	}
-	rank := uint64(q*float64(h.total-1)) + 1
-	var seen uint64
-	for i, c := range h.counts {
-		seen += c
-		if seen >= rank {
-			return histUpper(i)
-		}
-	}
-	return histUpper(histBuckets - 1)
-}
-
 // counter: one handler's counts; atomics so that main can read them while the handler's
 // goroutine writes them. Histograms are read only after shutdown.
 type counter struct {
 	adds, updates, deletes atomic.Uint64
 	stuck, blockedOnce     bool
-	latency, endToEnd      histogram
+	latency, endToEnd      stats.Histogram
 	_                      [64]byte
 }
 
 func (c *counter) total() uint64 { return c.adds.Load() + c.updates.Load() + c.deletes.Load() }
-
-// procStatus: a numeric field of /proc/self/status ("Threads", "VmHWM" in kB); 0 when absent.
-func procStatus(field string) int {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, field+":") {
-			n, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(line[len(field)+1:]), " kB"))
-			return n
-		}
-	}
-	return 0
-}
-
-func threadCount() int { return procStatus("Threads") }
-
-func cpuSeconds() float64 {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	tv := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)*1e-6 }
-	return tv(ru.Utime) + tv(ru.Stime)
-}
 
 func annotationNS(p *corev1.Pod, key string) (int64, bool) {
 	v, ok := p.Annotations[key]
@@ -151,10 +70,11 @@ func annotationNS(p *corev1.Pod, key string) (int64, bool) {
 	return n, err == nil
 }
 
-func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+var seconds = cli.Seconds
 
 func main() {
-	kubeconfig := flag.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file")
+	cli.Name, cli.ExitCode = "clientgo-fanout", 2
+	kubeconfig := cli.Kubeconfig(nil)
 	namespace := flag.String("namespace", "fanout-bench", "namespace of the Pods")
 	pods := flag.Int("pods", 5000, "Pods expected in the namespace")
 	handlers := flag.Int("handlers", 1, "counting handlers")
@@ -169,26 +89,20 @@ func main() {
 	rateAsked := flag.Float64("rate", 5000, "-source synthetic: events per second")
 	flag.Parse()
 	if (*source != "server" && *source != "synthetic") || !(*rateAsked > 0 && *rateAsked <= 1e6) {
-		fmt.Fprintln(os.Stderr, "clientgo-fanout: bad -source/-rate")
-		os.Exit(2)
+		cli.Die("bad -source/-rate")
 	}
 	if *handlers < 1 || *handlers > 100000 || (*stuck != 0 && *handlers < 2) || *window <= 0 || *window > 600 {
-		fmt.Fprintln(os.Stderr, "clientgo-fanout: bad -handlers/-stuck/-window-seconds")
-		os.Exit(2)
+		cli.Die("bad -handlers/-stuck/-window-seconds")
 	}
 
-	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	cfg, err := kube.Config(*kubeconfig, kube.Protobuf)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "clientgo-fanout:", err)
-		os.Exit(2)
+		cli.Die("%v", err)
 	}
-	cfg.ContentType = "application/vnd.kubernetes.protobuf"
-	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	cfg.UserAgent = "clientgo-fanout-bench/0.36"
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "clientgo-fanout:", err)
-		os.Exit(2)
+		cli.Die("%v", err)
 	}
 
 	transform := func(obj interface{}) (interface{}, error) {
@@ -259,10 +173,10 @@ func main() {
 					return
 				}
 				if recv, ok := annotationNS(p, recvAnnotation); ok {
-					c.latency.add(monoNS() - recv)
+					c.latency.Add(monoNS() - recv)
 				}
 				if sent, ok := annotationNS(p, sentAnnotation); ok {
-					c.endToEnd.add(time.Now().UnixNano() - sent)
+					c.endToEnd.Add(time.Now().UnixNano() - sent)
 				}
 			},
 			DeleteFunc: func(interface{}) {
@@ -277,7 +191,7 @@ func main() {
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
-	threadsMax := threadCount()
+	threadsMax := procfs.Threads()
 	t0 := monoNS()
 	factory.Start(ctx.Done())
 	syncDeadline := time.Now().Add(seconds(*syncTimeout))
@@ -288,16 +202,16 @@ func main() {
 			break
 		}
 		time.Sleep(5 * time.Millisecond)
-		threadsMax = max(threadsMax, threadCount())
+		threadsMax = max(threadsMax, procfs.Threads())
 	}
 	syncS := -1.0
 	if synced {
 		syncS = float64(syncDone.Load()-t0) * 1e-9
 	}
-	threadsSynced := threadCount()
+	threadsSynced := procfs.Threads()
 	threadsMax = max(threadsMax, threadsSynced)
 	storeSize := len(inf.GetStore().ListKeys())
-	peakRSSSyncMB := procStatus("VmHWM") / 1024
+	peakRSSSyncMB := procfs.Status("VmHWM") / 1024
 	if *readyFile != "" {
 		_ = os.WriteFile(*readyFile, []byte("ready\n"), 0o644)
 	}
@@ -331,18 +245,18 @@ func main() {
 			if synthetic != nil {
 				e0 = synthetic.emitted.Load()
 			}
-			cpu0 := cpuSeconds()
+			cpu0 := procfs.CPUSeconds()
 			w0 := time.Now()
 			wEnd := w0.Add(seconds(*window))
 			for time.Now().Before(wEnd) {
 				time.Sleep(50 * time.Millisecond)
-				threadsMax = max(threadsMax, threadCount())
+				threadsMax = max(threadsMax, procfs.Threads())
 			}
 			n1 := sum()
 			if synthetic != nil {
 				sourceEvents = synthetic.emitted.Load() - e0
 			}
-			cpuWindowS = cpuSeconds() - cpu0
+			cpuWindowS = procfs.CPUSeconds() - cpu0
 			windowS = time.Since(w0).Seconds()
 			recording.Store(false)
 			delivered = n1 - n0
@@ -351,27 +265,22 @@ func main() {
 	if synthetic != nil {
 		synthetic.finish()
 	}
-	threadsEnd := threadCount()
+	threadsEnd := procfs.Threads()
 	threadsMax = max(threadsMax, threadsEnd)
 
 	close(release)
 	cancel()
-	done := make(chan struct{})
-	var once sync.Once
-	go func() { factory.Shutdown(); once.Do(func() { close(done) }) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
+	if !kube.Shutdown(factory, 10*time.Second) {
 		fmt.Fprintln(os.Stderr, "clientgo-fanout: factory.Shutdown did not return within 10 s")
 	}
 
-	var latency, endToEnd histogram
+	var latency, endToEnd stats.Histogram
 	for _, c := range counters {
 		if c.stuck {
 			continue
 		}
-		latency.merge(&c.latency)
-		endToEnd.merge(&c.endToEnd)
+		latency.Merge(&c.latency)
+		endToEnd.Merge(&c.endToEnd)
 	}
 	rate := func(n float64) float64 {
 		if windowS <= 0 {
@@ -394,12 +303,12 @@ func main() {
 		"events_seen": eventsSeen, "window_s": windowS, "delivered": delivered,
 		"delivered_per_s": rate(float64(delivered)), "events_per_s_per_handler": rate(float64(delivered)) / float64(countedHandlers),
 		"cpu_window_s": cpuWindowS, "cpu_us_per_notification": cpuPer,
-		"latency_samples": latency.total,
-		"latency_p50_us":  float64(latency.quantile(0.50)) / 1e3,
-		"latency_p99_us":  float64(latency.quantile(0.99)) / 1e3,
-		"latency_max_us":  float64(latency.quantile(1.0)) / 1e3,
-		"e2e_p50_us":      float64(endToEnd.quantile(0.50)) / 1e3,
-		"e2e_p99_us":      float64(endToEnd.quantile(0.99)) / 1e3,
+		"latency_samples": latency.Total,
+		"latency_p50_us":  float64(latency.Quantile(0.50)) / 1e3,
+		"latency_p99_us":  float64(latency.Quantile(0.99)) / 1e3,
+		"latency_max_us":  float64(latency.Quantile(1.0)) / 1e3,
+		"e2e_p50_us":      float64(endToEnd.Quantile(0.50)) / 1e3,
+		"e2e_p99_us":      float64(endToEnd.Quantile(0.99)) / 1e3,
 		"source":          *source,
 	}
 	if synthetic != nil {

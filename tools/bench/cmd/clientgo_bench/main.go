@@ -1,7 +1,7 @@
 // clientgo_bench: the client-go peer of kinformer_bench. It decodes the same watch-stream bytes
 // (written by `kinformer_bench --write-stream=... --write-memory-stream=...`) through client-go's
 // own watch decoding path and stores the Pods in a client-go Indexer, so that the two libraries
-// can be compared on one machine in one run (see ../compare.sh).
+// can be compared on one machine in one run (see tools/bench/compare.sh).
 //
 // Decoding path, as rest.Request.Watch builds it for a typed clientset
 // (k8s.io/client-go/rest/request.go, newStreamWatcher):
@@ -20,23 +20,24 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
-	"fmt"
 	"io"
 	"os"
 	"runtime"
 	"runtime/pprof"
-	"sort"
-	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	restclientwatch "k8s.io/client-go/rest/watch"
 	"k8s.io/client-go/tools/cache"
+
+	"kinformer.dev/bench/internal/cli"
+	"kinformer.dev/bench/internal/kube"
+	"kinformer.dev/bench/internal/procfs"
+	"kinformer.dev/bench/internal/stats"
 )
 
 // chunkReader hands out at most n bytes per Read, like HTTP chunks that do not align with events
@@ -90,12 +91,7 @@ func next(d *restclientwatch.Decoder) *corev1.Pod {
 
 // stripManagedFields is the transform client-go users install with SetTransform to drop
 // managedFields before objects are cached (kinformer's codecs never keep them).
-func stripManagedFields(obj interface{}) (interface{}, error) {
-	if a, err := meta.Accessor(obj); err == nil {
-		a.SetManagedFields(nil)
-	}
-	return obj, nil
-}
+var stripManagedFields = kube.StripManagedFields
 
 func newIndexer() cache.Indexer {
 	return cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
@@ -114,13 +110,8 @@ func store(idx cache.Indexer, pod *corev1.Pod) {
 	}
 }
 
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		fail("getrusage: %v", err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
+// cpuTime: the process's CPU time (procfs.CPUTime: user + system, all threads).
+var cpuTime = procfs.CPUTime
 
 type pass struct{ wall, cpu time.Duration }
 
@@ -135,23 +126,6 @@ type rate struct {
 	EventsPerSecWallBest float64 `json:"events_per_sec_wall_best"`
 	BytesPerSecCPU       float64 `json:"bytes_per_sec_cpu_median"`
 	BytesPerSecWall      float64 `json:"bytes_per_sec_wall_median"`
-}
-
-func median(d []time.Duration) time.Duration {
-	s := append([]time.Duration(nil), d...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
-func minimum(d []time.Duration) time.Duration {
-	m := d[0]
-	for _, v := range d[1:] {
-		m = min(m, v)
-	}
-	return m
 }
 
 // measure runs one untimed warm-up pass, then `passes` timed ones. CPU time is the process's
@@ -175,9 +149,9 @@ func measure(name string, events, nbytes, passes int, run func() int) rate {
 	per := func(n int, d time.Duration) float64 { return float64(n) / d.Seconds() }
 	return rate{
 		Metric: name, Events: events, Bytes: nbytes, Passes: passes,
-		EventsPerSecCPU: per(events, median(cpus)), EventsPerSecCPUBest: per(events, minimum(cpus)),
-		EventsPerSecWall: per(events, median(walls)), EventsPerSecWallBest: per(events, minimum(walls)),
-		BytesPerSecCPU: per(nbytes, median(cpus)), BytesPerSecWall: per(nbytes, median(walls)),
+		EventsPerSecCPU: per(events, stats.Median(cpus)), EventsPerSecCPUBest: per(events, stats.Min(cpus)),
+		EventsPerSecWall: per(events, stats.Median(walls)), EventsPerSecWallBest: per(events, stats.Min(walls)),
+		BytesPerSecCPU: per(nbytes, stats.Median(cpus)), BytesPerSecWall: per(nbytes, stats.Median(walls)),
 	}
 }
 
@@ -232,12 +206,10 @@ func memoryPerPod(stream []byte, chunk int, inIndexer bool) memory {
 	return memory{Metric: name, Pods: n, BytesPerPod: float64(int64(after)-int64(before)) / float64(n)}
 }
 
-func fail(format string, args ...interface{}) {
-	fmt.Fprintf(os.Stderr, "clientgo_bench: "+format+"\n", args...)
-	os.Exit(1)
-}
+var fail = cli.Die
 
 func main() {
+	cli.Name, cli.ExitCode = "clientgo_bench", 1
 	streamPath := flag.String("stream", "", "watch stream (NDJSON) from kinformer_bench --write-stream")
 	memoryPath := flag.String("memory-stream", "", "distinct-Pod stream from kinformer_bench --write-memory-stream")
 	passes := flag.Int("passes", 7, "timed passes per throughput metric (after one warm-up pass)")

@@ -19,8 +19,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"net"
-	"net/url"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -32,32 +30,18 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
+
+	"kinformer.dev/bench/internal/cli"
+	"kinformer.dev/bench/internal/kube"
+	"kinformer.dev/bench/internal/par"
 )
 
-func die(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "fanout-loader: "+format+"\n", args...)
-	os.Exit(1)
-}
+var die = cli.Die
 
+// client: the loader's clientset (kube.WriterClient: loopback only, no rate limit: the loader is
+// the load).
 func client(kubeconfig string) *kubernetes.Clientset {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		die("%v", err)
-	}
-	u, err := url.Parse(cfg.Host)
-	if err != nil {
-		die("server %q: %v", cfg.Host, err)
-	}
-	if ip := net.ParseIP(u.Hostname()); u.Hostname() != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		die("server %s is not on a loopback address; refusing to load or patch it", cfg.Host)
-	}
-	cfg.ContentType = "application/vnd.kubernetes.protobuf"
-	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-	cfg.QPS = -1 // no client-side rate limit: the loader is the load
-	cfg.UserAgent = "fanout-loader"
-	cfg.Timeout = 30 * time.Second
-	cs, err := kubernetes.NewForConfig(cfg)
+	cs, err := kube.WriterClient(kubeconfig, "fanout-loader")
 	if err != nil {
 		die("%v", err)
 	}
@@ -108,35 +92,12 @@ func newPod(ns string, i int) *corev1.Pod {
 }
 
 // run calls fn(i) for i in [0, n) on `workers` goroutines; returns the number of errors.
-func run(n, workers int, fn func(i int) error) int64 {
-	var next, errs atomic.Int64
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				if err := fn(i); err != nil {
-					if errs.Add(1) <= 5 {
-						fmt.Fprintf(os.Stderr, "fanout-loader: %v\n", err)
-					}
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return errs.Load()
-}
+var run = par.Each
 
 func load(cs *kubernetes.Clientset, ns string, pods, workers int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := kube.EnsureNamespace(ctx, cs, ns); err != nil {
 		die("create namespace %s: %v", ns, err)
 	}
 	want := map[string]bool{}
@@ -259,11 +220,12 @@ func patch(cs *kubernetes.Clientset, ns string, pods, workers int, rate float64,
 }
 
 func main() {
+	cli.Name, cli.ExitCode = "fanout-loader", 1
 	if len(os.Args) < 2 || (os.Args[1] != "load" && os.Args[1] != "patch" && os.Args[1] != "sync-load") {
 		die("usage: fanout-loader load|sync-load|patch [flags]")
 	}
 	fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
-	kubeconfig := fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file")
+	kubeconfig := cli.Kubeconfig(fs)
 	ns := fs.String("namespace", "fanout-bench", "namespace")
 	pods := fs.Int("pods", 5000, "Pods")
 	workers := fs.Int("workers", 0, "concurrent requests (default: load 32, patch 64)")
