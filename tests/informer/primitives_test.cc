@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "detail/blocking_pool.h"
 #include "fakes.h"
 #include "kinformer/informer/backoff.h"
 #include "kinformer/informer/reconnect_budget.h"
@@ -138,6 +139,38 @@ TEST(ReconnectBudgetTest, HotLoopOfManyFailingInformersIsBoundedByBurstPlusRate)
   }
   EXPECT_GE(static_cast<double>(attempts.size()), burst + rate * kHorizon - kInformers);
   EXPECT_LE(static_cast<double>(attempts.size()), burst + rate * kHorizon + 1);
+}
+
+// The blocking pool runs every job, a thread per job in flight (jobs that block one another all
+// run), reuses an idle thread, and lets idle threads go.
+TEST(BlockingPoolTest, AThreadPerJobInFlightReusedThenLetGo) {
+  auto& pool = informer::detail::BlockingPool::instance();
+  pool.trim();
+  constexpr int kJobs = 6;
+  std::latch all_in(kJobs);
+  std::latch release(1);
+  std::latch done(kJobs);
+  for (int i = 0; i < kJobs; ++i) {
+    pool.submit([&] {
+      all_in.count_down();
+      release.wait();  // every job waits for all the others to have started: none is queued
+      done.count_down();
+    });
+  }
+  all_in.wait();
+  EXPECT_GE(pool.busy(), static_cast<std::size_t>(kJobs));
+  release.count_down();
+  done.wait();
+  ASSERT_TRUE(testing::eventually([&] { return pool.busy() == 0; }));
+  const std::size_t idle = pool.threads();
+  EXPECT_GE(idle, static_cast<std::size_t>(kJobs));
+  std::latch ran(1);
+  pool.submit([&] { ran.count_down(); });
+  ran.wait();
+  ASSERT_TRUE(testing::eventually([&] { return pool.busy() == 0; }));
+  EXPECT_EQ(pool.threads(), idle) << "an idle thread took the job";
+  pool.trim();
+  EXPECT_EQ(pool.threads(), 0u);
 }
 
 }  // namespace

@@ -156,10 +156,10 @@ class InformerFactory {
   [[nodiscard]] bool has_synced() const;
   /// Calls `fn` each time one of the factory's informers (also one created later) completes its
   /// initial sync (the list is in the store and was handed to the handlers): a signal to look at
-  /// has_synced() again, instead of polling it. `fn` runs on that informer's reflector thread,
-  /// outside the factory's and the informer's locks, and must not block (an exception is caught
-  /// and logged); it stays registered for the factory's life (capture weakly what may go
-  /// first).
+  /// has_synced() again, instead of polling it. `fn` runs where that informer's reflector runs (a
+  /// runtime thread, or a blocking-pool thread after a LIST), outside the factory's and the
+  /// informer's locks, and must not block (an exception is caught and logged); it stays registered
+  /// for the factory's life (capture weakly what may go first).
   void on_informer_synced(std::function<void()> fn);
   /// The latest failure of an informer that has not synced, else of any informer; nullopt when
   /// none has one.
@@ -169,7 +169,7 @@ class InformerFactory {
   /// The stalest view among the informers (stalest()); resyncing with no contact when there is
   /// none.
   [[nodiscard]] Freshness freshness() const;
-  /// Stops every informer: cancels every watch, joins every reflector thread, stops every
+  /// Stops every informer: cancels every watch, waits for every reflector loop to end, stops every
   /// handler, then the handler pool. Bounded by the longest in-flight LIST (the client's request
   /// deadline) plus handler_stop_timeout per informer with a stuck handler, plus
   /// handler_stop_timeout for the pool. Idempotent.

@@ -63,7 +63,8 @@ struct InformerConfig {
   client::IoRuntimePtr runtime;
   /// The factory's logger; the informer names itself (informer="...") on its lines.
   client::Logger log;
-  /// Called once, on the reflector's loop (a runtime thread) and outside the informer's locks, when
+  /// Called once, where the reflector runs (a runtime thread, or a blocking-pool thread after a
+  /// LIST) and outside the informer's locks, when
   /// the initial list is in the store and was handed to the handlers (has_synced() is true). Must
   /// not block; an exception is caught and logged.
   std::function<void()> on_synced;
@@ -72,12 +73,12 @@ struct InformerConfig {
 /// A type-erased informer (objects are client::ObjectPtr). Owned by InformerFactory; users get a
 /// reference that stays valid until the factory is destroyed.
 ///
-/// Data flow: the reflector thread updates the store first, then records each change once (its
-/// key computed once) and hands the batch to every handler's bounded, coalescing queue, outside
-/// the distribution lock; each handler is a serial strand on the factory's HandlerExecutor (a
-/// bounded pool: threads are O(pool), not O(handlers)), woken once per batch (a list's chunk, a
-/// part of a batch of watch events: kMaxHandOff). Handlers never
-/// delay the reflector or each other (the pool compensates for a blocked worker).
+/// Data flow: the reflector (one thread at a time) updates the store first, then records each
+/// change once (its key computed once) and hands the batch to every handler's bounded, coalescing
+/// queue, outside the distribution lock; each handler is a serial strand on the factory's
+/// HandlerExecutor (a bounded pool: threads are O(pool), not O(handlers)), woken once per batch (a
+/// list's chunk, a part of a batch of watch events: kMaxHandOff). Handlers never delay the
+/// reflector or each other (the pool compensates for a blocked worker).
 ///
 /// Thread-safety: thread-safe; every public method may be called from any thread, including from
 /// inside a handler callback.
@@ -174,7 +175,7 @@ class SharedInformer : public std::enable_shared_from_this<SharedInformer>, priv
   // fanout_mu_ held.
   void fan_out(const ListenerList& to, std::span<const detail::Delta> batch, bool barrier);
 
-  // ReflectorSink (reflector thread).
+  // ReflectorSink (the reflector's loop).
   void on_replace(std::vector<client::ObjectPtr> items,
                   const std::string& resource_version) override;
   void on_event(client::EventType type, client::ObjectPtr object) override;
@@ -209,8 +210,8 @@ class SharedInformer : public std::enable_shared_from_this<SharedInformer>, priv
   // between a change and its notification (it would absorb the add or the update).
   std::mutex fanout_mu_;
   std::vector<HandlerExecutor::Strand*> wake_;  // guarded by fanout_mu_: fan_out's scratch
-  // apply_events' scratch, reflector thread only (kept between parts for their capacity; emptied
-  // after each, so that they hold no object).
+  // apply_events' scratch, the reflector's loop only (kept between parts for their capacity;
+  // emptied after each, so that they hold no object).
   std::vector<std::string> event_keys_;
   std::vector<detail::Delta> event_batch_;
   std::shared_ptr<const ListenerList> listeners_ =
