@@ -218,7 +218,11 @@ class ElectorState {
         return false;
       }
       if (auto s = lock_->create(desired); !s) {
-        log_.warn("failed to create the lease", {{"error", s.error().to_string()}});
+        if (is_conflict(s.error())) {
+          log_.info("another candidate created the lease first");
+        } else {
+          log_.warn("failed to create the lease", {{"error", s.error().to_string()}});
+        }
         return false;
       }
       observe(desired);
