@@ -14,8 +14,10 @@
 #include "fake_apiserver.h"
 #include "fake_leases.h"
 #include "kinformer/client/error.h"
+#include "kinformer/controller/controller.h"
 #include "log_capture.h"
 #include "step_clock.h"
+#include "test_env.h"
 
 namespace kinformer::testing {
 namespace {
@@ -381,6 +383,61 @@ TEST(LeaderElectorTest, StopWithoutReleaseLeavesTheLeaseToExpire) {
   }
   ASSERT_TRUE(b.clock->step());  // 16 s
   EXPECT_TRUE(b.elector->is_leader());
+}
+
+TEST(LeaderElectorTest, AControllerRunsOnlyWhileLeadingAndAgainInTheNextTerm) {
+  FakeApiServer server;
+  FakeLeases leases(server);
+  Env env;
+  env.fake->add_list({make_object("ns", "a", "1")}, "10");
+  env.fake->add_watch();
+  auto& inf = env.factory->informer(test_type());
+  env.factory->start();
+  std::atomic<int> reconciles{0};
+  std::atomic<bool> running{false};
+  std::atomic<bool> running_when_stopped{true};
+  auto clock = std::make_shared<StepClock>();
+  LeaderElectionOptions o;
+  o.lease_namespace = kNs;
+  o.lease_name = kName;
+  o.identity = "a";
+  o.client = make_client(server);
+  o.clock = clock;
+  o.random = [] { return 0.0; };
+  o.log = [](const client::LogRecord&) {};
+  o.callbacks.on_started_leading = [&](std::stop_token stop) {
+    controller::ControllerOptions co;
+    co.name = "term";
+    co.reconcile = [&](const std::string&) -> client::Status {
+      ++reconciles;
+      return client::Ok{};
+    };
+    co.clock = std::make_shared<ManualClock>(500ms);
+    co.log = [](const client::LogRecord&) {};
+    controller::Controller c(std::move(co));
+    c.watch(inf);
+    running = true;
+    c.run(stop);
+    running = false;
+  };
+  o.callbacks.on_stopped_leading = [&] { running_when_stopped = running.load(); };
+  LeaderElector a(std::move(o));
+  a.start();
+  ASSERT_TRUE(clock->wait_sleeping());
+  ASSERT_TRUE(eventually([&] { return reconciles.load() == 1; }));
+  leases.set_fault([](const Request&) -> std::optional<Reply> {
+    return Reply::api_status(500, "InternalError", "etcd is down");
+  });
+  for (int i = 0; i < 10 && a.is_leader(); ++i) ASSERT_TRUE(clock->step());
+  ASSERT_FALSE(a.is_leader());
+  EXPECT_FALSE(running_when_stopped.load());  // the controller had drained and returned
+  EXPECT_EQ(inf.handler_count(), 0u);
+  leases.set_fault(nullptr);
+  ASSERT_TRUE(clock->step());
+  ASSERT_TRUE(a.is_leader());
+  ASSERT_TRUE(eventually([&] { return reconciles.load() == 2; }));  // a new term reconciles all
+  a.stop();
+  EXPECT_FALSE(running.load());
 }
 
 TEST(LeaderElectorTest, StopWhileCampaigningCallsNoLeadershipCallback) {
