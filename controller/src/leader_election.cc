@@ -71,10 +71,19 @@ class ElectorState {
     std::lock_guard lock(lifecycle_mu_);
     if (started_) throw std::logic_error("LeaderElector::start: called twice");
     started_ = true;
-    thread_ = std::jthread([this](const std::stop_token& stop) { run(stop); });
+    thread_ = std::jthread([this](const std::stop_token& stop) {
+      elector_thread_ = std::this_thread::get_id();
+      run(stop);
+      elector_thread_ = std::thread::id();
+    });
   }
 
   void stop() {
+    const auto self = std::this_thread::get_id();
+    if (self == elector_thread_.load() || self == work_thread_.load()) {
+      // Joining would wait for this very callback to return.
+      throw std::logic_error("LeaderElector::stop: called from a callback");
+    }
     std::lock_guard lock(lifecycle_mu_);
     if (thread_.joinable()) {
       thread_.request_stop();
@@ -134,6 +143,7 @@ class ElectorState {
     std::jthread work;
     if (callbacks_.on_started_leading) {
       work = std::jthread([this](const std::stop_token& work_stop) {
+        work_thread_ = std::this_thread::get_id();
         try {
           callbacks_.on_started_leading(work_stop);
         } catch (const std::exception& e) {
@@ -179,6 +189,7 @@ class ElectorState {
     if (work.joinable()) {
       work.request_stop();
       work.join();
+      work_thread_ = std::thread::id();
     }
     call("on_stopped_leading", [&] {
       if (callbacks_.on_stopped_leading) callbacks_.on_stopped_leading();
@@ -329,6 +340,9 @@ class ElectorState {
   std::string reported_;
 
   std::atomic<bool> leading_{false};
+  // The threads that run callbacks, so that stop() from one of them fails instead of hanging.
+  std::atomic<std::thread::id> elector_thread_{};
+  std::atomic<std::thread::id> work_thread_{};
 
   std::mutex lifecycle_mu_;
   bool started_ = false;  // guarded by lifecycle_mu_

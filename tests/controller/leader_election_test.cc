@@ -453,6 +453,42 @@ TEST(LeaderElectorTest, StopWhileCampaigningCallsNoLeadershipCallback) {
   EXPECT_THROW(b.elector->start(), std::logic_error);
 }
 
+TEST(LeaderElectorTest, StopFromACallbackThrowsInsteadOfWaitingForItself) {
+  FakeApiServer server;
+  FakeLeases leases(server);
+  auto clock = std::make_shared<StepClock>();
+  std::unique_ptr<LeaderElector> elector;
+  std::atomic<int> from_new_leader{0};
+  std::atomic<int> from_work{0};
+  LeaderElectionOptions o;
+  o.lease_namespace = kNs;
+  o.lease_name = kName;
+  o.identity = "a";
+  o.client = make_client(server);
+  o.clock = clock;
+  o.log = [](const client::LogRecord&) {};
+  o.callbacks.on_new_leader = [&](const std::string&) {
+    try {
+      elector->stop();
+    } catch (const std::logic_error&) {
+      ++from_new_leader;
+    }
+  };
+  o.callbacks.on_started_leading = [&](const std::stop_token&) {
+    try {
+      elector->stop();
+    } catch (const std::logic_error&) {
+      ++from_work;
+    }
+  };
+  elector = std::make_unique<LeaderElector>(std::move(o));
+  elector->start();
+  ASSERT_TRUE(clock->wait_sleeping());
+  ASSERT_TRUE(eventually([&] { return from_work.load() == 1; }));
+  EXPECT_EQ(from_new_leader.load(), 1);
+  elector->stop();
+}
+
 TEST(LeaderElectorTest, AcquireWaitsAreJitteredUpToOnePointTwoRetryPeriods) {
   FakeApiServer server;
   FakeLeases leases(server);

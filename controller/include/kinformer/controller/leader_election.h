@@ -95,7 +95,7 @@ struct LeaderElectionOptions {
 /// Threads: one of its own from start() to stop() (all reads and writes, on_new_leader and
 /// on_stopped_leading run on it), plus the work's thread while leading.
 /// Thread-safety: thread-safe; no concurrent call causes a data race. stop() (and the
-/// destructor) must not be called from a callback.
+/// destructor) must not be called from a callback: stop() throws std::logic_error there.
 class LeaderElector {
  public:
   /// Throws client::ConfigError naming the field: an empty lease_namespace, lease_name or
@@ -112,7 +112,8 @@ class LeaderElector {
   void start();
   /// Stops campaigning: a leader steps down (its work stopped, on_stopped_leading called) and,
   /// with release_on_stop, releases the Lease; the elector's thread is joined. Waits for a
-  /// request in flight (at most the client's request_timeout). Idempotent.
+  /// request in flight (at most the client's request_timeout). Idempotent. Throws
+  /// std::logic_error when called from a callback (it would wait for itself).
   void stop();
 
   /// True while this elector leads: from just before on_started_leading is started until just
