@@ -356,7 +356,14 @@ LeaderElector::LeaderElector(LeaderElectionOptions options) : identity_(options.
   state_ = std::make_unique<detail::ElectorState>(std::move(options));
 }
 
-LeaderElector::~LeaderElector() { stop(); }
+LeaderElector::~LeaderElector() {
+  try {
+    stop();
+  } catch (...) {
+    // Destroyed from one of its own callbacks: no thread could ever join the one running it.
+    std::terminate();
+  }
+}
 
 void LeaderElector::start() { state_->start(); }
 void LeaderElector::stop() { state_->stop(); }

@@ -102,7 +102,7 @@ class LeaderElector {
   /// identity; neither client nor lock; durations not positive, lease_duration not whole
   /// seconds, renew_deadline not below lease_duration, or not above 1.2 x retry_period.
   explicit LeaderElector(LeaderElectionOptions options);
-  /// Calls stop().
+  /// Calls stop(); from a callback (where stop() throws) it terminates the process.
   ~LeaderElector();
   LeaderElector(const LeaderElector&) = delete;
   LeaderElector& operator=(const LeaderElector&) = delete;
