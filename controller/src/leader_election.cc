@@ -10,6 +10,7 @@
 
 #include "kinformer/client/error.h"
 #include "kinformer/controller/lease_lock.h"
+#include "leader_election_metrics.h"
 
 namespace kinformer::controller {
 namespace detail {
@@ -65,7 +66,8 @@ class ElectorState {
         wall_clock_(o.wall_clock ? std::move(o.wall_clock) : system_wall_clock),
         random_(o.random ? std::move(o.random) : informer::default_random()),
         log_(std::move(o.log), "leader-election",
-             {{"lease", o.lease_namespace + "/" + o.lease_name}, {"identity", identity_}}) {}
+             {{"lease", o.lease_namespace + "/" + o.lease_name}, {"identity", identity_}}),
+        metrics_(std::move(o.registry), o.lease_name) {}
 
   void start() {
     std::lock_guard lock(lifecycle_mu_);
@@ -139,6 +141,7 @@ class ElectorState {
   // down (the work stopped and returned, on_stopped_leading called).
   StepDown lead(const std::stop_token& stop, TimePoint acquired_at) {
     leading_ = true;
+    metrics_.leading(true);
     log_.info("started leading");
     std::jthread work;
     if (callbacks_.on_started_leading) {
@@ -175,6 +178,7 @@ class ElectorState {
       }
     }
     leading_ = false;
+    metrics_.leading(false);
     switch (why) {
       case StepDown::stopped:
         log_.info("stopping: stepping down");
@@ -249,6 +253,7 @@ class ElectorState {
     if (observed_holder_is_me()) {
       desired.acquire_time = observed_.acquire_time;
       desired.leader_transitions = observed_.leader_transitions;
+      metrics_.slowpath();
     } else {
       desired.leader_transitions = observed_.leader_transitions + 1;
     }
@@ -330,6 +335,7 @@ class ElectorState {
   const std::function<MicroTime()> wall_clock_;
   const informer::RandomSource random_;
   const client::Logger log_;
+  LeaderElectionMetrics metrics_;
 
   mutable std::mutex mu_;
   // Written by the elector's thread only (it reads it without mu_); guarded by mu_ for leader().

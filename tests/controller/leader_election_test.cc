@@ -16,6 +16,7 @@
 #include "kinformer/client/error.h"
 #include "kinformer/controller/controller.h"
 #include "log_capture.h"
+#include "metric_value.h"
 #include "step_clock.h"
 #include "test_env.h"
 
@@ -487,6 +488,42 @@ TEST(LeaderElectorTest, StopFromACallbackThrowsInsteadOfWaitingForItself) {
   ASSERT_TRUE(eventually([&] { return from_work.load() == 1; }));
   EXPECT_EQ(from_new_leader.load(), 1);
   elector->stop();
+}
+
+TEST(LeaderElectorTest, MetricsSayWhetherItLeadsAndCountRenewalsThatReadTheLease) {
+  FakeApiServer server;
+  FakeLeases leases(server);
+  auto registry = std::make_shared<prometheus::Registry>();
+  auto clock = std::make_shared<StepClock>();
+  auto options = [&](const std::string& id) {
+    LeaderElectionOptions o;
+    o.lease_namespace = kNs;
+    o.lease_name = kName;
+    o.identity = id;
+    o.client = make_client(server);
+    o.clock = clock;
+    o.random = [] { return 0.0; };
+    o.log = [](const client::LogRecord&) {};
+    o.registry = registry;
+    return o;
+  };
+  const std::map<std::string, std::string> name{{"name", kName}};
+  LeaderElector a(options("a"));
+  EXPECT_EQ(metric(*registry, "leader_election_master_status", name), 0);
+  // One series, one owner: a second elector of the lease on the registry is refused.
+  EXPECT_THROW(LeaderElector(options("b")), client::ConfigError);
+  a.start();
+  ASSERT_TRUE(clock->wait_sleeping());
+  EXPECT_EQ(metric(*registry, "leader_election_master_status", name), 1);
+  ASSERT_TRUE(clock->step());  // renewed without reading
+  EXPECT_EQ(metric(*registry, "leader_election_slowpath_total", name), 0);
+  // Another write (still naming a): the renewal conflicts, reads the Lease, and renews.
+  leases.put(kNs, kName, held_spec("a", wall_text(0s), 0));
+  ASSERT_TRUE(clock->step());
+  EXPECT_TRUE(a.is_leader());
+  EXPECT_EQ(metric(*registry, "leader_election_slowpath_total", name), 1);
+  a.stop();
+  EXPECT_EQ(metric(*registry, "leader_election_master_status", name), 0);
 }
 
 TEST(LeaderElectorTest, AcquireWaitsAreJitteredUpToOnePointTwoRetryPeriods) {

@@ -13,6 +13,10 @@
 #include "kinformer/controller/resource_lock.h"
 #include "kinformer/informer/clock.h"
 
+namespace prometheus {
+class Registry;
+}  // namespace prometheus
+
 namespace kinformer::controller {
 
 namespace detail {
@@ -73,6 +77,10 @@ struct LeaderElectionOptions {
   informer::RandomSource random;
   /// Where log lines go (component "leader-election", field lease=namespace/name). Null: stderr.
   client::LogSink log;
+  /// Null: no metrics. Otherwise client-go's leader_election_master_status (1 while leading)
+  /// and leader_election_slowpath_total (renewals that had to read the Lease first), labelled
+  /// name=<lease_name>; one elector per lease name and registry.
+  std::shared_ptr<prometheus::Registry> registry;
 };
 
 /// Competes for a Lease with client-go's rules:
@@ -100,7 +108,8 @@ class LeaderElector {
  public:
   /// Throws client::ConfigError naming the field: an empty lease_namespace, lease_name or
   /// identity; neither client nor lock; durations not positive, lease_duration not whole
-  /// seconds, renew_deadline not below lease_duration, or not above 1.2 x retry_period.
+  /// seconds, renew_deadline not below lease_duration, or not above 1.2 x retry_period; a
+  /// registry where an elector of the same lease name has metrics already.
   explicit LeaderElector(LeaderElectionOptions options);
   /// Calls stop(); from a callback (where stop() throws) it terminates the process.
   ~LeaderElector();
