@@ -150,7 +150,9 @@ TEST(ControllerTest, WorkersStartOnlyOnceEveryCacheSynced) {
   ASSERT_TRUE(eventually([&] { return polls.load() >= 5; }));
   EXPECT_FALSE(c.workers_started());
   EXPECT_EQ(r.total(), 0u);
-  EXPECT_EQ(c.queue().len(), 2u);  // "early" and ns/a wait
+  // "early" and ns/a (once the handler has had the initial list) wait for the workers.
+  EXPECT_TRUE(eventually([&] { return c.queue().len() == 2u; }));
+  EXPECT_EQ(r.total(), 0u);
   other_synced = true;
   ASSERT_TRUE(eventually([&] { return r.calls("early") == 1 && r.calls("ns/a") == 1; }));
   EXPECT_TRUE(c.workers_started());
