@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -14,9 +15,11 @@
 #include <vector>
 
 #include "e2e_env.h"
+#include "kinformer/controller/lease_lock.h"
 
-#if !defined(CERT_DISTRIBUTOR_PATH) || !defined(ENDPOINT_PUBLISHER_PATH)
-#error "CERT_DISTRIBUTOR_PATH and ENDPOINT_PUBLISHER_PATH must be defined (the examples' binaries)"
+#if !defined(CERT_DISTRIBUTOR_PATH) || !defined(ENDPOINT_PUBLISHER_PATH) || \
+    !defined(LEADER_RECONCILER_PATH)
+#error "CERT_DISTRIBUTOR_PATH, ENDPOINT_PUBLISHER_PATH and LEADER_RECONCILER_PATH must be defined"
 #endif
 
 namespace kinformer::e2e {
@@ -53,6 +56,18 @@ class Program {
     std::remove((base_ + ".err").c_str());
   }
   std::string out() const { return slurp(base_ + ".out"); }
+  // The output's lines.
+  std::vector<std::string> lines() const {
+    std::vector<std::string> result;
+    std::istringstream in(out());
+    for (std::string line; std::getline(in, line);) result.push_back(line);
+    return result;
+  }
+  bool printed(const std::string& line) const {
+    const auto all = lines();
+    return std::find(all.begin(), all.end(), line) != all.end();
+  }
+  void signal(int sig) const { ::kill(pid_, sig); }
   std::string err() const { return slurp(base_ + ".err"); }
   // The exit status once the program has exited within `timeout`; -1 if it is still running.
   int wait(std::chrono::milliseconds timeout = 60s) {
@@ -123,6 +138,57 @@ TEST_F(ExamplesE2E, EndpointPublisherPrintsTheSetAndItsEmptinessAfterTheSliceGoe
   ASSERT_TRUE(client_.delete_(endpoint_slices(), ns, "web-abc"));
   ASSERT_EQ(run.wait(), 0) << run.out() << run.err();
   EXPECT_NE(run.out().find(ns + "/web:\n  (no endpoints)\n"), std::string::npos) << run.out();
+}
+
+TEST_F(ExamplesE2E, LeaderReconcilerReconcilesOnlyWhileLeadingAndHandsOverOnSigterm) {
+  const std::string ns = create_namespace(client_, "examples-leader");
+  const auto configmaps = client::dynamic_resource({"", "v1", "configmaps", "ConfigMap", true});
+  ASSERT_TRUE(client_.create(
+      configmaps,
+      *object(
+          ns, "settings",
+          R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"settings","namespace":")" +
+              ns + R"("},"data":{"k":"v"}})")));
+  const std::string reconciled = "reconcile " + ns + "/settings";
+  const std::vector<std::string> fast = {"--namespace", ns, "--lease-seconds", "3", "--identity"};
+  auto args = [&](const std::string& id) {
+    auto a = fast;
+    a.push_back(id);
+    return a;
+  };
+
+  Program a(LEADER_RECONCILER_PATH, args("a"));
+  ASSERT_TRUE(eventually([&] { return a.printed(reconciled); })) << a.out() << a.err();
+  EXPECT_TRUE(a.printed("leading"));
+  Program b(LEADER_RECONCILER_PATH, args("b"));
+  ASSERT_TRUE(eventually([&] { return b.printed("new leader a"); })) << b.out() << b.err();
+  // While a leads and renews, b waits: it neither leads nor reconciles.
+  std::optional<controller::MicroTime> renewed;
+  int renewals = 0;
+  ASSERT_TRUE(eventually([&] {
+    auto lease = client_.get(controller::lease_resource(), ns, "leader-reconciler");
+    if (!lease) return false;
+    auto record = controller::lease_record_from_json(
+        std::static_pointer_cast<const client::DynamicObject>(*lease)->json);
+    if (!record || record->holder_identity != "a") return false;
+    if (record->renew_time != renewed) {
+      renewed = record->renew_time;
+      ++renewals;
+    }
+    return renewals >= 3;
+  }));
+  EXPECT_FALSE(b.printed("leading")) << b.out();
+  EXPECT_FALSE(b.printed(reconciled)) << b.out();
+
+  a.signal(SIGTERM);
+  EXPECT_EQ(a.wait(), 0) << a.err();
+  EXPECT_EQ(a.lines().back(), "stopped leading");
+  ASSERT_TRUE(eventually([&] { return b.printed(reconciled); })) << b.out() << b.err();
+  EXPECT_TRUE(b.printed("new leader b"));
+  ASSERT_TRUE(client_.delete_(configmaps, ns, "settings"));
+  ASSERT_TRUE(eventually([&] { return b.printed(reconciled + " (deleted)"); })) << b.out();
+  b.signal(SIGTERM);
+  EXPECT_EQ(b.wait(), 0) << b.err();
 }
 
 }  // namespace

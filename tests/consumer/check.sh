@@ -32,7 +32,8 @@ cmake -S "$here/../../examples" -B "$build/examples-standalone" -G Ninja -DCMAKE
   -DCMAKE_CXX_FLAGS="-Wall -Wextra -Wno-missing-field-initializers -Werror"
 ninja -C "$build/examples-standalone"
 # Without a cluster they fail, saying what they tried (and nothing secret).
-for p in "cert_distributor --namespace x" "endpoint_publisher --namespace x --service y"; do
+for p in "cert_distributor --namespace x" "endpoint_publisher --namespace x --service y" \
+  "leader_reconciler --namespace x"; do
   # shellcheck disable=SC2086  # program and arguments are words
   set -- $p
   if env -u KUBECONFIG -u KUBERNETES_SERVICE_HOST HOME=/nonexistent "$build/examples-standalone/$1" "${@:2}" \

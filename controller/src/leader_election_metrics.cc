@@ -1,0 +1,98 @@
+#include "leader_election_metrics.h"
+
+#include <map>
+#include <mutex>
+#include <set>
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
+
+#include "kinformer/client/error.h"
+
+namespace kinformer::controller::detail {
+
+// client-go's leader election metrics (k8s.io/client-go/tools/leaderelection/metrics.go), names
+// and help alike, so dashboards and alerts made for client-go controllers work unchanged.
+struct LeaderElectionMetricFamilies {
+  explicit LeaderElectionMetricFamilies(std::shared_ptr<prometheus::Registry> r)
+      : registry(std::move(r)),
+        master(prometheus::BuildGauge()
+                   .Name("leader_election_master_status")
+                   .Help("Gauge of if the reporting system is master of the relevant lease, 0 "
+                         "indicates backup, 1 indicates master. 'name' is the string used to "
+                         "identify the lease. Please make sure to group by name.")
+                   .Register(*registry)),
+        slowpath(prometheus::BuildCounter()
+                     .Name("leader_election_slowpath_total")
+                     .Help("Total number of slow path exercised in renewing leader leases. "
+                           "'name' is the string used to identify the lease. Please make sure "
+                           "to group by name.")
+                     .Register(*registry)) {}
+
+  std::shared_ptr<prometheus::Registry> registry;
+  prometheus::Family<prometheus::Gauge>& master;
+  prometheus::Family<prometheus::Counter>& slowpath;
+  std::set<std::string> names;  // guarded by families_mu(): the electors that have series here
+};
+
+namespace {
+
+// Guards the map below and every LeaderElectionMetricFamilies::names.
+std::mutex& families_mu() {
+  static std::mutex mu;
+  return mu;
+}
+
+// The families of each registry, while some elector uses them (they keep the registry alive, so
+// an address is never reused while its entry is live).
+std::map<prometheus::Registry*, std::weak_ptr<LeaderElectionMetricFamilies>>&
+families_by_registry() {
+  static std::map<prometheus::Registry*, std::weak_ptr<LeaderElectionMetricFamilies>> map;
+  return map;
+}
+
+}  // namespace
+
+LeaderElectionMetrics::LeaderElectionMetrics(std::shared_ptr<prometheus::Registry> registry,
+                                             std::string name)
+    : name_(std::move(name)) {
+  if (!registry) return;
+  std::lock_guard lock(families_mu());
+  auto& weak = families_by_registry()[registry.get()];
+  families_ = weak.lock();
+  if (!families_) {
+    families_ = std::make_shared<LeaderElectionMetricFamilies>(std::move(registry));
+    weak = families_;
+  }
+  if (!families_->names.insert(name_).second) {
+    throw client::ConfigError("LeaderElectionOptions: an elector of the lease \"" + name_ +
+                              "\" already has metrics in this registry (registry)");
+  }
+  const std::map<std::string, std::string> labels{{"name", name_}};
+  master_ = &families_->master.Add(labels);
+  slowpath_ = &families_->slowpath.Add(labels);
+  master_->Set(0);
+}
+
+LeaderElectionMetrics::~LeaderElectionMetrics() {
+  if (!families_) return;
+  std::lock_guard lock(families_mu());
+  families_->master.Remove(master_);
+  families_->slowpath.Remove(slowpath_);
+  families_->names.erase(name_);
+  auto& map = families_by_registry();
+  auto it = map.find(families_->registry.get());
+  if (families_.use_count() == 1 && it != map.end()) map.erase(it);
+}
+
+void LeaderElectionMetrics::leading(bool on) {
+  if (families_) master_->Set(on ? 1 : 0);
+}
+
+void LeaderElectionMetrics::slowpath() {
+  if (families_) slowpath_->Increment();
+}
+
+}  // namespace kinformer::controller::detail
