@@ -49,8 +49,12 @@ template <class F>
 awaitable<std::invoke_result_t<F&>> on_pool(F fn) {
   using R = std::invoke_result_t<F&>;
   auto initiate = [](auto handler, F job) {
+    // The result is handed back once the pool counts the thread idle again (BlockingPool::submit):
+    // the caller's next blocking call then reuses it.
+    auto result = std::make_shared<std::optional<R>>();
     BlockingPool::instance().submit(
-        [job = std::move(job), resume = resumer(std::move(handler))]() mutable { resume(job()); });
+        [job = std::move(job), result]() mutable { result->emplace(job()); },
+        [result, resume = resumer(std::move(handler))]() mutable { resume(std::move(**result)); });
   };
   R result = co_await asio::async_initiate<const asio::use_awaitable_t<>&, void(R)>(
       initiate, asio::use_awaitable, std::move(fn));
