@@ -16,7 +16,7 @@ namespace kinformer::informer::detail {
 
 class BlockingPool {
  public:
-  static constexpr std::chrono::seconds kIdle{10};
+  static constexpr std::chrono::seconds kIdle{2};
 
   /// The process's pool (never destroyed: its threads may outlive static destruction).
   static BlockingPool& instance();
