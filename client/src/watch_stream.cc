@@ -95,7 +95,7 @@ constexpr std::size_t kMinChunk = std::size_t{4} * 1024;
 constexpr std::size_t kMaxChunk = std::size_t{64} * 1024;
 constexpr auto kMaxSignalDelay = std::chrono::milliseconds(2);
 
-// Io thread. The events were queued under mu, so notifying without it loses no wake-up.
+// Io thread. Takes mu to hand a notify_when_ready() request its wake-up.
 void signal_reader(WatchState& st) {
   if (st.unsignalled == 0) return;
   st.unsignalled = 0;
@@ -212,7 +212,7 @@ awaitable<void> stream_body(std::shared_ptr<WatchState> st, Stream& stream,
     }
     events.clear();
     // The decoder copied what it keeps: the buffer may change size now.
-    const std::size_t next_size = chunk_full                               ? chunk_size * 2
+    const std::size_t next_size = chunk_full                              ? chunk_size * 2
                                   : !more_waiting && got < chunk_size / 8 ? kMinChunk
                                                                           : chunk_size;
     if (next_size != chunk_size && next_size <= kMaxChunk) {

@@ -24,7 +24,9 @@ void BlockingPool::submit(std::function<void()> job, std::function<void()> then)
   } catch (...) {
     lock.lock();
     --threads_;
-    throw;  // the job stays queued for a thread that frees up
+    if (threads_ > 0) return;  // queued: a thread that frees up takes it
+    jobs_.pop_back();          // no thread to run it: the caller is told
+    throw;
   }
 }
 
@@ -74,6 +76,7 @@ void BlockingPool::trim() {
   trim_ += leaving;
   cv_.notify_all();
   gone_cv_.wait(lock, [&] { return threads_ <= target || !jobs_.empty(); });
+  trim_ = 0;  // a thread that took a job instead stays, and later ones wait kIdle again
 }
 
 }  // namespace kinformer::informer::detail
