@@ -419,6 +419,8 @@ TEST(ClusterRegistryTest,
   ASSERT_TRUE(f.registry->start());
   ASSERT_TRUE(f.registry->wait_for_sync(10s));
   ASSERT_TRUE(f.local.wait_watch_requests(kSecrets, 1));
+  // The first client's watch is open too: its last request comes before the rotation below.
+  ASSERT_TRUE(west.wait_watch_requests(kPods, 1));
   auto first = f.registry->cluster("west");
   ASSERT_TRUE(first);
 
