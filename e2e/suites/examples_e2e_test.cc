@@ -264,6 +264,8 @@ TEST_F(LeaseControllerE2E, OneOfTwoLeadsAndStampsAndTheOtherTakesOverWhenItIsKil
   ASSERT_TRUE(eventually([&] { return stamped_by(ns, "labelled") == l; }))
       << stamped_by(ns, "labelled") << leader.err();
   EXPECT_FALSE(printed_at(other, "leading " + o)) << other.out();
+  EXPECT_EQ(other.err().find("lease_controller: stamped"), std::string::npos)
+      << other.err();  // a follower
 
   const double killed_at = wall_now();
   leader.signal(SIGKILL);
@@ -306,6 +308,8 @@ TEST_F(LeaseControllerE2E, SigtermWithReleaseOnExitHandsOverAtTheOthersNextTry) 
   create_configmap(ns, "first", kStamp);
   ASSERT_TRUE(eventually([&] { return stamped_by(ns, "first") == l; })) << leader.err();
 
+  EXPECT_EQ(other.err().find("lease_controller: stamped"), std::string::npos)
+      << other.err();  // a follower
   const double stopped_at = wall_now();
   leader.signal(SIGTERM);
   EXPECT_EQ(leader.wait(), 0) << leader.err();
