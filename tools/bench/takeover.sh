@@ -61,11 +61,15 @@ alive=()
 generation=0
 events="$logs/runs.txt"
 : >"$events"
+# SIGTERM, then SIGKILL 20 s later: a SIGTERM that reaches a replica before it blocked the signal
+# for sigwait() (between fork and exec, bash's own trap takes it) would be lost.
 stop_all() {
-  local id
-  for id in "${alive[@]}"; do kill -TERM "${pid_of[$id]}" 2>/dev/null || true; done
-  for id in "${alive[@]}"; do wait "${pid_of[$id]}" 2>/dev/null || true; done
+  local id pids=()
+  for id in "${alive[@]}"; do pids+=("${pid_of[$id]}"); done
   alive=()
+  ((${#pids[@]} > 0)) || return 0
+  stop_pids 20 "${pids[@]}"
+  reap "${pids[@]}"
 }
 at_exit stop_all
 
@@ -139,7 +143,7 @@ for ((run = 1; run <= runs; run++)); do
   wait_for 90 other_leads "$current" || fail "run $run: no takeover within 90 s (see $logs)"
   echo "$run $kind $current $at $rc" >>"$events"
   log "run $run: $kind $current (exit $rc); $(leader) leads"
-  start_replica
+  ((run < runs)) && start_replica
 done
 stop_all
 
