@@ -200,7 +200,7 @@ int main(int argc, char** argv) {
         .release_on_stop = flags->release_on_exit,
         .callbacks = {
             .on_started_leading =
-                [&](std::stop_token stop) {
+                [&](const std::stop_token& stop) {
                   say("leading " + flags->identity);
                   // A controller per term: its handler's initial adds queue every labelled
                   // ConfigMap again.

@@ -34,8 +34,9 @@ using namespace kinformer;
 namespace {
 
 int flag(int argc, char** argv, std::string_view name, int fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
+  for (int i = 1; i + 1 < argc; ++i) {
     if (name == argv[i]) return std::atoi(argv[i + 1]);
+  }
   return fallback;
 }
 
@@ -49,6 +50,7 @@ double round_keys_per_second(const std::vector<std::string>& keys, int workers) 
   std::chrono::steady_clock::time_point end;
   bool finished = false;
   std::vector<std::jthread> threads;
+  threads.reserve(static_cast<std::size_t>(workers));
   for (int i = 0; i < workers; ++i) {
     threads.emplace_back([&] {
       while (auto key = queue.get()) {
@@ -110,6 +112,7 @@ int main(int argc, char** argv) {
   }
 
   std::vector<double> rates;
+  rates.reserve(static_cast<std::size_t>(rounds));
   for (int r = 0; r < rounds; ++r) rates.push_back(round_keys_per_second(keys, workers));
 
   std::printf("{\"side\":\"kinformer\",\"keys\":%d,\"workers\":%d,\"rounds\":[", n, workers);
