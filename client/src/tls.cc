@@ -45,6 +45,9 @@ Result<std::shared_ptr<ssl::context>> TlsContexts::make_context(
     const Credentials& credentials) const {
   auto c = std::make_shared<ssl::context>(ssl::context::tls_client);
   SSL_CTX_set_min_proto_version(c->native_handle(), TLS1_2_VERSION);
+  // OpenSSL frees a connection's record buffers while it has nothing to read or write (a quiet
+  // watch, most of the time); Asio's TLS stream keeps buffers of its own.
+  SSL_CTX_set_mode(c->native_handle(), SSL_MODE_RELEASE_BUFFERS);
   SSL_CTX_set_default_passwd_cb(c->native_handle(), refuse_passphrase);
   error_code ec;
   if (settings_.insecure_skip_tls_verify) {

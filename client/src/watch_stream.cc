@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <limits>
+#include <memory>
 #include <string_view>
 #include <vector>
 
@@ -89,9 +90,12 @@ std::string header_value(const HttpResponse& r, std::string_view name) {
 // queued events whether signalled or not. A server that flushes every event (kube-apiserver's
 // initial events do) otherwise costs the reader one sleep and one wake-up per event.
 constexpr std::size_t kMaxUnsignalled = 256;
+// The bounds of a watch's read buffer (stream_body).
+constexpr std::size_t kMinChunk = std::size_t{4} * 1024;
+constexpr std::size_t kMaxChunk = std::size_t{64} * 1024;
 constexpr auto kMaxSignalDelay = std::chrono::milliseconds(2);
 
-// Io thread. The events were queued under mu, so notifying without it loses no wake-up.
+// Io thread. Takes mu to hand a notify_when_ready() request its wake-up.
 void signal_reader(WatchState& st) {
   if (st.unsignalled == 0) return;
   st.unsignalled = 0;
@@ -141,7 +145,11 @@ awaitable<void> stream_body(std::shared_ptr<WatchState> st, Stream& stream,
   pb::WatchBodyDecoder decoder(std::move(codec),
                                std::string_view(content_type.data(), content_type.size()),
                                max_event_bytes);
-  std::vector<char> chunk(std::size_t{64} * 1024);
+  // The read buffer doubles while reads fill it (a burst, e.g. a WatchList's initial events), up
+  // to kMaxChunk, and drops back to kMinChunk after a read that found little and left nothing
+  // waiting: a quiet watch holds the small one.
+  std::size_t chunk_size = kMinChunk;
+  auto chunk = std::make_unique_for_overwrite<char[]>(chunk_size);
   std::vector<WatchEvent> events;
   std::optional<Error> failure;
   // One chunk header or piece of body per read (as async_read_header left it): an eager parser
@@ -153,8 +161,8 @@ awaitable<void> stream_body(std::shared_ptr<WatchState> st, Stream& stream,
       if (auto s = decoder.finish(); !s) failure = s.error();
       break;
     }
-    parser.get().body().data = chunk.data();
-    parser.get().body().size = chunk.size();
+    parser.get().body().data = chunk.get();
+    parser.get().body().size = chunk_size;
     // Read-idle deadline, re-armed for every read (never while paused for flow control), at its
     // value now (set_idle_timeout() may have changed it).
     idle_timeout = std::chrono::milliseconds(st->idle_timeout_ms.load(std::memory_order_relaxed));
@@ -167,10 +175,10 @@ awaitable<void> stream_body(std::shared_ptr<WatchState> st, Stream& stream,
     // need_buffer: the parser stopped because `chunk` is full, with more of the body at hand.
     const bool chunk_full = ec == http::error::need_buffer;
     if (chunk_full) ec = {};
-    std::size_t got = chunk.size() - parser.get().body().size;
+    std::size_t got = chunk_size - parser.get().body().size;
     Status fed = Ok{};
     std::uint64_t complete_before = decoder.complete_bytes();
-    if (got > 0) fed = decoder.feed(std::string_view(chunk.data(), got), events);
+    if (got > 0) fed = decoder.feed(std::string_view(chunk.get(), got), events);
     // The lines completed by this read, shared out among its events (the last takes the rest).
     auto batch_bytes = static_cast<std::size_t>(decoder.complete_bytes() - complete_before);
     st->unsignalled += events.size();
@@ -203,6 +211,14 @@ awaitable<void> stream_body(std::shared_ptr<WatchState> st, Stream& stream,
       signal_reader(*st);
     }
     events.clear();
+    // The decoder copied what it keeps: the buffer may change size now.
+    const std::size_t next_size = chunk_full                              ? chunk_size * 2
+                                  : !more_waiting && got < chunk_size / 8 ? kMinChunk
+                                                                          : chunk_size;
+    if (next_size != chunk_size && next_size <= kMaxChunk) {
+      chunk_size = next_size;
+      chunk = std::make_unique_for_overwrite<char[]>(chunk_size);
+    }
     if (cancelled) {
       failure = Error::make(Errc::cancelled, "watch cancelled");
       break;

@@ -10,9 +10,9 @@ BlockingPool& BlockingPool::instance() {
   return *pool;
 }
 
-void BlockingPool::submit(std::function<void()> job) {
+void BlockingPool::submit(std::function<void()> job, std::function<void()> then) {
   std::unique_lock lock(mu_);
-  jobs_.push_back(std::move(job));
+  jobs_.push_back({std::move(job), std::move(then)});
   if (idle_ > jobs_.size() - 1) {  // an idle thread that no queued job has claimed yet
     cv_.notify_one();
     return;
@@ -24,27 +24,37 @@ void BlockingPool::submit(std::function<void()> job) {
   } catch (...) {
     lock.lock();
     --threads_;
-    throw;  // the job stays queued for a thread that frees up
+    if (threads_ > 0) return;  // queued: a thread that frees up takes it
+    jobs_.pop_back();          // no thread to run it: the caller is told
+    throw;
   }
 }
 
 void BlockingPool::work() {
   std::unique_lock lock(mu_);
+  ++idle_;
   for (;;) {
-    ++idle_;
     cv_.wait_for(lock, kIdle, [&] { return !jobs_.empty() || trim_ > 0; });
-    --idle_;
     if (jobs_.empty()) {  // idle for kIdle, or asked to leave by trim()
       if (trim_ > 0) --trim_;
       break;
     }
-    auto job = std::move(jobs_.front());
+    --idle_;
+    Job job = std::move(jobs_.front());
     jobs_.pop_front();
     lock.unlock();
-    job();
-    job = nullptr;  // what it holds goes before this thread waits again
+    job.work();
+    job.work = nullptr;  // what it holds goes before `then` runs
     lock.lock();
+    ++idle_;
+    if (job.then) {
+      lock.unlock();
+      job.then();
+      job.then = nullptr;
+      lock.lock();
+    }
   }
+  --idle_;
   --threads_;
   gone_cv_.notify_all();
 }
@@ -66,6 +76,7 @@ void BlockingPool::trim() {
   trim_ += leaving;
   cv_.notify_all();
   gone_cv_.wait(lock, [&] { return threads_ <= target || !jobs_.empty(); });
+  trim_ = 0;  // a thread that took a job instead stays, and later ones wait kIdle again
 }
 
 }  // namespace kinformer::informer::detail

@@ -14,7 +14,6 @@
 #include <utility>
 
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/strand.hpp>
 
@@ -92,11 +91,12 @@ class InitialEventsWatch {
   static detail::awaitable<void> watchdog(std::shared_ptr<InitialEventsWatch> self, ClockPtr clock,
                                           Duration idle, Duration deadline) {
     const auto start = clock->now();
+    const std::stop_token disarmed = self->stop_.get_token();
     for (;;) {
       Duration wait = idle > Duration::zero() ? idle : Duration::max();
       if (deadline > Duration::zero()) wait = std::min(wait, deadline - (clock->now() - start));
       if (wait > Duration::zero()) {
-        const bool slept = co_await detail::sleep_for(clock, wait, self->stop_.get_token());
+        const bool slept = co_await detail::sleep_for(clock, wait, disarmed);
         if (!slept) co_return;  // disarmed
       }
       const bool past_deadline = deadline > Duration::zero() && clock->now() - start >= deadline;
@@ -148,10 +148,12 @@ class NullReflectorMetrics final : public ReflectorMetrics {
 
 struct Reflector::Loop {
   static detail::awaitable<void> run(Reflector& r, std::stop_token stop);
-  static detail::awaitable<WatchOutcome> watch(Reflector& r, client::ListOptions opts, Phase phase,
-                                               std::stop_token stop);
+  // (Arguments by reference to the caller's named values: no temporary spans a co_await, which
+  // GCC 12 mishandles.)
+  static detail::awaitable<WatchOutcome> watch(Reflector& r, const client::ListOptions& opts,
+                                               Phase phase, const std::stop_token& stop);
   // Waits as `next` says; false when stopped.
-  static detail::awaitable<bool> wait(Reflector& r, Next next, std::stop_token stop);
+  static detail::awaitable<bool> wait(Reflector& r, const Next& next, const std::stop_token& stop);
 };
 
 ReflectorMetrics& ReflectorMetrics::null() {
@@ -417,9 +419,9 @@ client::Status Reflector::list_and_replace(std::stop_token stop) {
 }
 
 detail::awaitable<Reflector::WatchOutcome> Reflector::Loop::watch(Reflector& r,
-                                                                  client::ListOptions opts,
+                                                                  const client::ListOptions& opts,
                                                                   Phase phase,
-                                                                  std::stop_token stop) {
+                                                                  const std::stop_token& stop) {
   WatchOutcome out;
   out.phase = phase;
   auto fail = [&](client::Error e) {
@@ -471,7 +473,11 @@ detail::awaitable<Reflector::WatchOutcome> Reflector::Loop::watch(Reflector& r,
                    InitialEventsWatch::watchdog(timer, r.options_.clock,
                                                 r.options_.watch_list_initial_events_timeout,
                                                 r.options_.watch_list_initial_events_deadline),
-                   asio::detached);
+                   [](const std::exception_ptr& e) {
+                     // As the loop's: what it does not handle ends the process (a watchdog that
+                     // vanished would leave a sync without its limits).
+                     if (e) std::rethrow_exception(e);
+                   });
   }
   bool delivered = false;
   bool bookmark_in_stream = false;
@@ -675,7 +681,8 @@ Reflector::Next Reflector::after_watch(WatchOutcome out) {
   return {Step::watch, Wait::backoff, std::move(e)};
 }
 
-detail::awaitable<bool> Reflector::Loop::wait(Reflector& r, Next next, std::stop_token stop) {
+detail::awaitable<bool> Reflector::Loop::wait(Reflector& r, const Next& next,
+                                              const std::stop_token& stop) {
   r.report_stale(false);
   if (next.wait == Wait::none) co_return !stop.stop_requested();
   Clock::Duration wait = r.wait_for(next);
@@ -717,7 +724,7 @@ detail::awaitable<void> Reflector::Loop::run(Reflector& r, std::stop_token stop)
       const Phase phase = next.step == Step::sync ? Phase::initial_events : Phase::steady;
       client::ListOptions opts =
           phase == Phase::initial_events ? r.watch_list_options() : r.rewatch_options();
-      WatchOutcome out = co_await watch(r, std::move(opts), phase, stop);
+      WatchOutcome out = co_await watch(r, opts, phase, stop);
       next = r.after_watch(std::move(out));
     }
   }

@@ -3,15 +3,43 @@
 #include <algorithm>
 #include <atomic>
 #include <charconv>
+#include <functional>
+#include <stdexcept>
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/strand.hpp>
+
+#include "detail/await.h"
 #include "detail/unix_time.h"
+#include "io_runtime_impl.h"
 #include "listener.h"
 #include "observed_lister_watcher.h"
+
+// GCC 12 takes Asio's coroutine frame allocator for a mismatched new/delete when it inlines a
+// frame's destruction: a false positive (GCC bug 109224).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
 
 namespace kinformer::informer {
 namespace {
 
+namespace asio = boost::asio;
+
 std::atomic<std::uint64_t> g_next_handler_id{1};
+
+// The informer whose reflector this thread is delivering to (its sink), else null: stop() from
+// there would wait for itself.
+thread_local const SharedInformer* tl_delivering = nullptr;
+struct Delivering {
+  explicit Delivering(const SharedInformer* informer) : previous(tl_delivering) {
+    tl_delivering = informer;
+  }
+  ~Delivering() { tl_delivering = previous; }
+  Delivering(const Delivering&) = delete;
+  Delivering& operator=(const Delivering&) = delete;
+  const SharedInformer* previous;
+};
 
 // Where reflectors run unless their informer is given a runtime: one per process, made with the
 // first informer that starts and never stopped (informers of any lifetime, in any static order,
@@ -55,6 +83,9 @@ SharedInformer::SharedInformer(InformerKey key, client::ResourceType type,
                                            config_.reflector);
 }
 
+// stop() throws only when the informer is destroyed from its own reflector, a wait for itself:
+// terminating then is right.
+// NOLINTNEXTLINE(bugprone-exception-escape)
 SharedInformer::~SharedInformer() { stop(); }
 
 Registration SharedInformer::add_handler(ResourceEventHandlerPtr handler, HandlerOptions options) {
@@ -211,26 +242,64 @@ void SharedInformer::start() {
     started_ = true;
   }
   if (!runtime_) runtime_ = config_.runtime ? config_.runtime : shared_runtime();
+  const bool resync = config_.resync.count() > 0;
+  // Nothing of this informer is touched once loop_mu_ is released: stop() may go on.
+  auto ended = [this] {
+    std::lock_guard lock(loop_mu_);
+    --loops_running_;
+    loop_cv_.notify_all();
+  };
   {
     std::lock_guard lock(loop_mu_);
-    loop_running_ = true;
+    ++loops_running_;
   }
-  reflector_->start(*runtime_, reflector_stop_.get_token(), [this] {
-    // Nothing of this informer is touched once loop_mu_ is released: stop() may go on.
-    std::lock_guard lock(loop_mu_);
-    loop_running_ = false;
-    loop_cv_.notify_all();
-  });
-  if (config_.resync.count() > 0) {
-    resync_thread_ = std::jthread([this](const std::stop_token& stop) { resync_loop(stop); });
+  try {
+    reflector_->start(*runtime_, reflector_stop_.get_token(), ended);
+  } catch (...) {
+    ended();  // not started: stop() must not wait for it
+    throw;
+  }
+  if (resync) {
+    {
+      std::lock_guard lock(loop_mu_);
+      ++loops_running_;
+    }
+    struct Undo {  // the resync loop was not spawned: stop() must not wait for it
+      std::function<void()> ended;
+      bool armed = true;
+      ~Undo() {
+        if (armed) ended();
+      }
+    } undo{ended};
+    asio::co_spawn(
+        asio::make_strand(runtime_->impl().ioc),
+        [this, stop = reflector_stop_.get_token()]() -> detail::awaitable<void> {
+          const ClockPtr& clock = config_.reflector.clock;
+          const Clock::Duration period = config_.resync;
+          for (;;) {
+            const bool slept = co_await detail::sleep_for(clock, period, stop);
+            if (!slept) co_return;
+            resync_once();
+          }
+        },
+        [ended](const std::exception_ptr& e) {
+          if (e) std::rethrow_exception(e);  // as on a thread of its own: the process ends
+          ended();
+        });
+    undo.armed = false;
   }
 }
 
 void SharedInformer::stop() {
+  if (tl_delivering == this) {
+    throw std::logic_error("SharedInformer " + key_.to_string() +
+                           ": stop() from its own reflector (a transform or on_synced) would "
+                           "wait for itself");
+  }
   ListenerList listeners;
   {
-    // Every caller (also a second, concurrent one) returns only after the reflector and resync
-    // threads are joined. Handlers are waited for outside thread_mu_: a handler that itself
+    // Every caller (also a second, concurrent one) returns only after the reflector's and the
+    // resync loops ended. Handlers are waited for outside thread_mu_: a handler that itself
     // calls stop() (e.g. through InformerFactory::shutdown()) must not wait for a stop() that is
     // waiting for that handler.
     std::lock_guard tl(thread_mu_);
@@ -245,11 +314,7 @@ void SharedInformer::stop() {
       reflector_stop_.request_stop();
       {
         std::unique_lock lock(loop_mu_);
-        loop_cv_.wait(lock, [this] { return !loop_running_; });
-      }
-      if (resync_thread_.joinable()) {
-        resync_thread_.request_stop();
-        resync_thread_.join();
+        loop_cv_.wait(lock, [this] { return loops_running_ == 0; });
       }
       {
         std::lock_guard lock(dist_mu_);
@@ -279,6 +344,7 @@ void SharedInformer::touch_sync_time() {
 }
 
 void SharedInformer::on_replace(std::vector<client::ObjectPtr> items, const std::string& rv) {
+  Delivering delivering(this);
   using K = detail::Notification::Kind;
   if (config_.transform) {
     for (auto& o : items) o = apply_transform(std::move(o));
@@ -332,6 +398,7 @@ void SharedInformer::on_event(client::EventType type, client::ObjectPtr object) 
 }
 
 void SharedInformer::on_events(std::span<client::WatchEvent> events) {
+  Delivering delivering(this);
   // In parts of at most kMaxHandOff notifications (events x handlers): the first event of a part
   // waits for the part's hand-off to every handler, so a long batch (a stream catching up) must
   // not add its whole length to that wait. With one handler a part is the whole batch; with
@@ -405,22 +472,19 @@ void SharedInformer::on_resource_version(const std::string& rv) {
   resource_version_advanced();
 }
 
-void SharedInformer::resync_loop(const std::stop_token& stop) {
+void SharedInformer::resync_once() {
   using K = detail::Notification::Kind;
-  Clock& clock = *config_.reflector.clock;
-  while (clock.sleep_for(config_.resync, stop)) {
-    // Under fanout_mu_ and dist_mu_: a resync must not come between a change the reflector
-    // stored and its notification, nor hand out a state older than a stored change.
-    std::lock_guard fanout(fanout_mu_);
-    std::lock_guard lock(dist_mu_);
-    if (!synced_) continue;
-    std::vector<detail::Delta> batch;
-    batch.reserve(store_->size());
-    store_->for_each([&](const client::ObjectPtr& o) {
-      batch.push_back(detail::make_delta(K::update, o, o, false));
-    });
-    fan_out(*listeners_, batch, false);
-  }
+  // Under fanout_mu_ and dist_mu_: a resync must not come between a change the reflector
+  // stored and its notification, nor hand out a state older than a stored change.
+  std::lock_guard fanout(fanout_mu_);
+  std::lock_guard lock(dist_mu_);
+  if (!synced_) return;
+  std::vector<detail::Delta> batch;
+  batch.reserve(store_->size());
+  store_->for_each([&](const client::ObjectPtr& o) {
+    batch.push_back(detail::make_delta(K::update, o, o, false));
+  });
+  fan_out(*listeners_, batch, false);
 }
 
 }  // namespace kinformer::informer

@@ -153,7 +153,12 @@ void ClusterRegistry::Impl::start_threads() {
   // The signals hold the registry weakly: a factory may outlive it.
   std::weak_ptr<Impl> weak = weak_from_this();
   settings_.on_synced = [weak] {
-    if (auto self = weak.lock()) self->poke();
+    auto self = weak.lock();
+    if (!self) return;
+    self->poke();
+    // This runs on an informer's reflector: if the registry went meanwhile, this is its last
+    // owner, and destroying it here would stop that informer from its own reflector.
+    if (self.use_count() == 1) std::thread([last = std::move(self)] {}).detach();
   };
   local_factory_->on_informer_synced(settings_.on_synced);  // has_synced() reads it
   worker_ = std::thread([this] { run(); });

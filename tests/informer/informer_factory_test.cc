@@ -1,8 +1,11 @@
 // InformerFactory: one informer per key, one watch per informer, shutdown.
 #include "kinformer/informer/informer_factory.h"
 
+#include <atomic>
 #include <future>
 #include <optional>
+#include <stdexcept>
+#include <string>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -216,6 +219,30 @@ TEST(InformerFactoryTest, ConcurrentShutdownReturnsOnlyAfterTheInformersStopped)
   EXPECT_TRUE(stopping);
   EXPECT_FALSE(list_active_at_return)
       << "a second shutdown() returned while a reflector was still running";
+}
+
+// A reflector's own callbacks (transforms, sync listeners) run on its loop: an informer stopped
+// from there would wait for itself. stop() says so instead, the informer goes on, and the
+// factory's shutdown (from the test's thread) stops it. Mutant informer-stop-from-own-reflector.
+TEST(InformerFactoryTest, StopFromItsOwnReflectorIsRefusedNotAHang) {
+  testing::Env env;
+  env.fake->add_list({make_object("ns", "a", "1")}, "10");
+  auto w = env.fake->add_watch();
+  auto& inf = env.factory->informer(testing::test_type());
+  std::atomic<bool> refused{false};
+  env.factory->on_informer_synced([&] {
+    try {
+      inf.stop();
+    } catch (const std::logic_error& e) {
+      refused = std::string(e.what()).find("would wait for itself") != std::string::npos;
+    }
+  });
+  env.factory->start();
+  ASSERT_TRUE(testing::eventually([&] { return refused.load(); }));
+  w->push(testing::event(client::EventType::added, make_object("ns", "b", "11")));
+  EXPECT_TRUE(testing::eventually([&] { return inf.store().size() == 2; })) << "still running";
+  auto gone = std::async(std::launch::async, [&] { env.factory->shutdown(); });
+  EXPECT_EQ(gone.wait_for(testing::kDeadline), std::future_status::ready);
 }
 
 }  // namespace

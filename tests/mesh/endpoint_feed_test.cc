@@ -182,7 +182,11 @@ TEST(EndpointFeedTest, EachClusterPartSaysHowFreshItsFeedIsNow) {
   ASSERT_NE(part->freshness, nullptr);
   ASSERT_TRUE(
       testing::eventually([&] { return part->freshness->get().state == Freshness::State::fresh; }));
-  c1.clock->advance(80s);  // nothing from either server past the 75 s idle deadline
+  // Both watches open (opening one is contact), then nothing from either server past the 75 s
+  // idle deadline.
+  ASSERT_TRUE(slice_watch->wait_reader_blocked());
+  ASSERT_TRUE(pod_watch->wait_reader_blocked());
+  c1.clock->advance(80s);
   Freshness f = part->freshness->get();
   EXPECT_EQ(f.state, Freshness::State::stale);
   EXPECT_GE(f.age, 80s);

@@ -205,7 +205,7 @@ def counts(mode):
     return sorted({r["handlers"] for r in rows if r["stuck"] == 0 and r["mode"] == mode})
 lines = []
 P = lines.append
-P(f"Fan-out benchmark (issue 9): one Pod informer, {int(pods):,} Pods, "
+P(f"Fan-out benchmark: one Pod informer, {int(pods):,} Pods, "
   + (f"medians of {rounds} interleaved rounds" if rows else "no side-by-side runs")
   + (f" (stuck-phases: {max(r['round'] for r in phase_rows)} rounds)" if phase_rows else ""))
 P(f"{run_context(commit, loads)}, "
@@ -309,7 +309,7 @@ if phase_rows:
         P(f"Paired by round (stuck run's change minus its control's): median {med(paired)*100:+.1f}%, "
           f"quartiles {q[0]*100:+.1f}% / {q[2]*100:+.1f}% over {len(paired)} rounds")
 P("")
-P("Issue 9 targets")
+P("Targets")
 def target(name, ok, detail):
     P(f"- {'MET   ' if ok else 'MISSED'} {name}: {detail}")
 for mode in modes:

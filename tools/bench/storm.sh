@@ -131,7 +131,7 @@ def f(v, d=2):
 loads = [r["loadavg1"] for r in rows]
 L = []
 P = L.append
-P(f"Reconnect storm (issue 10): {namespaces} Pod informers (one per namespace, {pods} Pods each), kube-apiserver restarted once per run; medians of {rounds} interleaved rounds")
+P(f"Reconnect storm: {namespaces} Pod informers (one per namespace, {pods} Pods each), kube-apiserver restarted once per run; medians of {rounds} interleaved rounds")
 P(f"{run_context(commit, loads)}, runs took {elapsed} s"
   + (", kinformer with LIST syncs (--kinformer-list)" if kin_list == "1" else ", kinformer defaults (WatchList)"))
 P("")

@@ -81,7 +81,7 @@ lines = []
 P = lines.append
 loads = [r["loadavg1"] for r in rows]
 any_row = next((r for r in rows if r["kind"] != "zero"), rows[0] if rows else {})
-P(f"Sync side by side (issue 12): Pod, Secret and EndpointSlice informers, all namespaces")
+P(f"Sync side by side: Pod, Secret and EndpointSlice informers, all namespaces")
 P(f"{run_context(commit, loads)}; runs took {int(elapsed)} s; "
   f"kube-apiserver idle {any_row.get('apiserver_idle_cpu_per_s', NAN):.3f} CPU-s/s (subtracted)")
 kin_gzip = {r.get("gzip") for r in rows if r.get("side") == "kinformer"}
@@ -184,7 +184,7 @@ if single:
                 P(f"| secrets beyond their data ({f(data)} B each) | {label} | {n:,} | {f(k2)} | {f(c2)} | {f(ratio(k2, c2), 2)}x | <= 0.3x |")
 
 P("")
-P("Issue 12 targets (kinformer protobuf against client-go protobuf)")
+P("Targets (kinformer protobuf against client-go protobuf)")
 
 
 def target(name, ok, detail):

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <stop_token>
@@ -44,17 +45,36 @@ auto resumer(Handler handler) {
   };
 }
 
-/// Runs `fn()` on the blocking pool; the caller resumes with its result on its own executor.
+/// Runs `fn()` on the blocking pool; the caller resumes with its result on its own executor. An
+/// exception thrown by `fn` is rethrown to the caller.
 template <class F>
 awaitable<std::invoke_result_t<F&>> on_pool(F fn) {
   using R = std::invoke_result_t<F&>;
   auto initiate = [](auto handler, F job) {
+    // The result is handed back once the pool counts the thread idle again (BlockingPool::submit):
+    // the caller's next blocking call then reuses it.
+    struct Outcome {
+      std::exception_ptr error;
+      std::optional<R> value;
+    };
+    auto outcome = std::make_shared<Outcome>();
     BlockingPool::instance().submit(
-        [job = std::move(job), resume = resumer(std::move(handler))]() mutable { resume(job()); });
+        [job = std::move(job), outcome]() mutable {
+          try {
+            outcome->value.emplace(job());
+          } catch (...) {
+            outcome->error = std::current_exception();
+          }
+        },
+        [outcome, resume = resumer(std::move(handler))]() mutable {
+          resume(outcome->error, std::move(outcome->value));
+        });
   };
-  R result = co_await asio::async_initiate<const asio::use_awaitable_t<>&, void(R)>(
-      initiate, asio::use_awaitable, std::move(fn));
-  co_return result;
+  std::optional<R> result =
+      co_await asio::async_initiate<const asio::use_awaitable_t<>&,
+                                    void(std::exception_ptr, std::optional<R>)>(
+          initiate, asio::use_awaitable, std::move(fn));
+  co_return std::move(*result);
 }
 
 /// The stream's next event. A stream that can say when it is ready (the client's) is waited for
@@ -75,13 +95,14 @@ inline awaitable<client::Result<std::optional<client::WatchEvent>>> next_event(
 }
 
 /// Waits `duration` on `clock`; false when `stop` was requested. The system clock waits on a
-/// timer of the caller's executor; an injected one (tests) in its sleep_for on the pool.
-inline awaitable<bool> sleep_for(ClockPtr clock, Clock::Duration duration, std::stop_token stop) {
+/// timer of the caller's executor; an injected one (tests) in its sleep_for on the pool. `clock`
+/// and `stop` must outlive the wait (the caller's: references, so that no temporary spans the
+/// co_await, which GCC 12 mishandles).
+inline awaitable<bool> sleep_for(const ClockPtr& clock, Clock::Duration duration,
+                                 const std::stop_token& stop) {
   if (stop.stop_requested()) co_return false;
   if (clock.get() != system_clock().get()) {
-    auto sleep = [clock = std::move(clock), duration, stop] {
-      return clock->sleep_for(duration, stop);
-    };
+    auto sleep = [&clock, duration, &stop] { return clock->sleep_for(duration, stop); };
     const bool slept = co_await on_pool(sleep);
     co_return slept;
   }

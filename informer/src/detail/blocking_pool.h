@@ -16,13 +16,15 @@ namespace kinformer::informer::detail {
 
 class BlockingPool {
  public:
-  static constexpr std::chrono::seconds kIdle{10};
+  static constexpr std::chrono::seconds kIdle{2};
 
   /// The process's pool (never destroyed: its threads may outlive static destruction).
   static BlockingPool& instance();
 
-  /// Runs `job` on a pool thread: an idle one, else a new one. `job` must not throw.
-  void submit(std::function<void()> job);
+  /// Runs `job` on a pool thread (an idle one, else a new one), then `then` on the same thread,
+  /// which by then counts as idle: a job that `then` leads to (a caller resumed by it submits
+  /// its next call) finds this thread instead of making another. Neither may throw.
+  void submit(std::function<void()> job, std::function<void()> then = {});
   /// Threads alive now (busy or idle).
   [[nodiscard]] std::size_t threads() const;
   /// Threads running a job now.
@@ -37,7 +39,11 @@ class BlockingPool {
   mutable std::mutex mu_;
   std::condition_variable cv_;       // a job, or trim
   std::condition_variable gone_cv_;  // a thread left
-  std::deque<std::function<void()>> jobs_;
+  struct Job {
+    std::function<void()> work;
+    std::function<void()> then;
+  };
+  std::deque<Job> jobs_;
   std::size_t threads_ = 0;
   std::size_t idle_ = 0;
   std::size_t trim_ = 0;  // idle threads asked to leave

@@ -96,11 +96,11 @@ struct FactoryOptions {
   /// shutdown() stops this factory's handlers but not the pool; it must outlive the factory's
   /// shutdown. Null: the factory's own pool.
   HandlerExecutorPtr shared_executor;
-  /// Where the informers' reflectors run (their list/watch loops; see Reflector): a runtime's
-  /// threads, which a watching reflector does not hold. Null: the process's shared one (as many
-  /// threads as IoRuntime::default_threads(), started with the first informer). A client's own
-  /// runtime (RestClientOptions::runtime) may be given: the reflectors' blocking calls never run
-  /// on it.
+  /// Where the informers' reflectors run (their list/watch loops, store updates, transforms and
+  /// on_informer_synced callbacks; see Reflector): a runtime's threads, which a watching
+  /// reflector does not hold. Null: the process's shared one (as many threads as
+  /// IoRuntime::default_threads(), started with the first informer). Better not a client's
+  /// runtime: store updates would then delay its network I/O, and a transform could not call it.
   client::IoRuntimePtr runtime;
   /// Every log line of this factory's informers, reflectors, handlers and pool goes here (one
   /// record: level, component, message, key/value fields; see client/log.h). Null: logfmt lines

@@ -172,14 +172,14 @@ struct Freshness {
 /// Threading: the loop is a coroutine. start() runs it on an IoRuntime's threads, which it holds
 /// only while it has work: a watch whose stream can say when it is ready
 /// (WatchStream::notify_when_ready, as the client's can) and the waits on the system clock take no
-/// thread while they wait. Calls that block (a list, opening a watch, reading a stream that cannot
-/// say, a wait on an injected clock) run on a shared pool of threads that exist while such calls
-/// do. run() is the same loop on the calling thread. The sink is called from one thread at a
-/// time. A stop request cancels the open watch (WatchStream::cancel) and wakes any wait. Only
-/// `stop` ends the loop: a cancellation it did not ask for (the client shut down under a running
-/// informer) is a failure like any other, retried with backoff and logged. An in-flight LIST
-/// request is not interruptible: its bound is the client's request deadline. Accessors are
-/// thread-safe.
+/// thread while they wait. Calls that block (a list with its pages and on_replace, opening a
+/// watch, reading a stream that cannot say, a wait on an injected clock) run on a shared pool of
+/// threads that exist while such calls do. run() drives the same loop from the calling thread
+/// (its blocking calls still go to the pool). The sink is called from one thread at a time. A stop
+/// request cancels the open watch (WatchStream::cancel) and wakes any wait. Only `stop` ends the
+/// loop: a cancellation it did not ask for (the client shut down under a running informer) is a
+/// failure like any other, retried with backoff and logged. An in-flight LIST request is not
+/// interruptible: its bound is the client's request deadline. Accessors are thread-safe.
 class Reflector {
  public:
   /// `lister_watcher` and `sink` must outlive the reflector. Throws client::ConfigError without

@@ -11,7 +11,6 @@
 #include <optional>
 #include <span>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "kinformer/cache/store.h"
@@ -92,6 +91,7 @@ class SharedInformer : public std::enable_shared_from_this<SharedInformer>, priv
 
   SharedInformer(InformerKey key, client::ResourceType type,
                  client::ListerWatcherPtr lister_watcher, InformerConfig config);
+  // NOLINTNEXTLINE(bugprone-exception-escape): see stop(); from its own reflector: terminate
   ~SharedInformer() override;
   SharedInformer(const SharedInformer&) = delete;
   SharedInformer& operator=(const SharedInformer&) = delete;
@@ -156,12 +156,16 @@ class SharedInformer : public std::enable_shared_from_this<SharedInformer>, priv
   [[nodiscard]] std::optional<SyncError> last_error() const;
   [[nodiscard]] InformerMetrics& metrics() const noexcept { return *config_.metrics; }
 
-  /// Starts the reflector (and resync) thread. Idempotent. Called by InformerFactory.
+  /// Starts the reflector's loop (and the resync loop) on the runtime. Idempotent. Called by
+  /// InformerFactory.
   void start();
-  /// Stops and joins the reflector, cancels its watch, stops every handler (waiting up to
-  /// handler_stop_timeout in all for running callbacks; a handler still running then is given
-  /// up on and logged: its worker is the pool's to compensate). Idempotent; the informer cannot
-  /// be restarted. Called by InformerFactory.
+  /// Stops the reflector (cancels its watch) and waits for its loop to end, then stops every
+  /// handler (waiting up to handler_stop_timeout in all for running callbacks; a handler still
+  /// running then is given up on and logged: its worker is the pool's to compensate).
+  /// Idempotent; the informer cannot be restarted. Called by InformerFactory. Throws
+  /// std::logic_error when called from this informer's own reflector (a transform, on_synced):
+  /// it would wait for itself. Transforms and on_synced run on the reflectors' shared runtime:
+  /// stopping other informers from there waits for a free runtime thread; do it from a handler.
   void stop();
 
  private:
@@ -185,7 +189,9 @@ class SharedInformer : public std::enable_shared_from_this<SharedInformer>, priv
   void apply_events(std::span<client::WatchEvent> events);
   void on_resource_version(const std::string& resource_version) override;
   client::ObjectPtr apply_transform(client::ObjectPtr object) const;
-  void resync_loop(const std::stop_token& stop);
+  // One resync: update(o, o) of every cached object to every handler (the resync loop, on the
+  // runtime, every InformerConfig::resync).
+  void resync_once();
   void touch_sync_time();
 
   const InformerKey key_;
@@ -206,7 +212,7 @@ class SharedInformer : public std::enable_shared_from_this<SharedInformer>, priv
   // after dist_mu_ is released, under fanout_mu_, so order is kept.
   mutable std::mutex dist_mu_;
   // fanout_mu_ (taken before dist_mu_) spans a store write and its hand-off to the listeners, for
-  // the reflector and the resync thread alike: a resync can never slip its update(o, o) in
+  // the reflector and the resync loop alike: a resync can never slip its update(o, o) in
   // between a change and its notification (it would absorb the add or the update).
   std::mutex fanout_mu_;
   std::vector<HandlerExecutor::Strand*> wake_;  // guarded by fanout_mu_: fan_out's scratch
@@ -229,12 +235,11 @@ class SharedInformer : public std::enable_shared_from_this<SharedInformer>, priv
 
   std::mutex thread_mu_;             // start/stop
   ListenerList stopping_;            // guarded by thread_mu_: the handlers stop() stopped
-  client::IoRuntimePtr runtime_;     // the reflector's loop runs on its threads
-  std::stop_source reflector_stop_;  // stop() ends the reflector's loop
+  client::IoRuntimePtr runtime_;     // the reflector's and the resync loops run on its threads
+  std::stop_source reflector_stop_;  // stop() ends both loops
   std::mutex loop_mu_;
   std::condition_variable loop_cv_;
-  bool loop_running_ = false;  // guarded by loop_mu_: start() started it, it has not ended
-  std::jthread resync_thread_;
+  int loops_running_ = 0;  // guarded by loop_mu_: started by start(), not ended yet
 };
 
 }  // namespace kinformer::informer
