@@ -149,7 +149,7 @@ stop_all
 
 python3 - "$logs" "$events" "$runs" "$replicas" "$(commit_short)" "$load_start" "$(loadavg1)" \
   >"$out" <<'EOF'
-import glob, os, statistics, sys
+import glob, os, statistics, sys, time
 import benchlib
 
 logs, events, runs, replicas, commit, load_start, load_end = sys.argv[1:8]
@@ -163,7 +163,7 @@ for path in glob.glob(os.path.join(logs, "r*.out")):
         lines[rid].append((float(at), role))
 runs_ = [line.split() for line in open(events)]
 killed = {r[2]: float(r[3]) for r in runs_ if r[1] == "kill"}
-end = max((t for v in lines.values() for t, _ in v), default=0) + 1
+end = time.time()  # a term still open (none once every replica was stopped) ends now
 # Terms: (id, start, end). A replica killed with -9 stops acting at the kill.
 terms = []
 for rid, v in lines.items():
@@ -181,7 +181,11 @@ overlaps = 0
 bad_exit = 0
 for run, kind, former, at, rc in runs_:
     at = float(at)
-    new = min((s, rid) for rid, s, e in terms if rid != former and s >= at)
+    # The next term of another replica: one still open at the stop (it led while the former
+    # leader did: negative, and an overlap below) or one starting after it.
+    new = min(((s, rid) for rid, s, e in terms if rid != former and e > at), default=None)
+    if new is None:
+        raise SystemExit(f"run {run}: no other replica led after {former} stopped")
     takeovers[kind].append(new[0] - at)
     start, rid = new
     term = next(x for x in terms if x[0] == rid and x[1] == start)
