@@ -331,6 +331,38 @@ TEST_F(LeaseControllerE2E, SigtermWithReleaseOnExitHandsOverAtTheOthersNextTry) 
   EXPECT_EQ(other.wait(), 0) << other.err();
 }
 
+// Writes racing the stamps: a stamp whose resourceVersion went stale meanwhile gets a 409, and the
+// key is retried until it lands. How many conflicts happen depends on timing; that every
+// ConfigMap ends up stamped, and by the leader, does not.
+TEST_F(LeaseControllerE2E, ConfigMapsWrittenWhileTheLeaderStampsAreAllStamped) {
+  const std::string ns = create_namespace(client_, "examples-lease");
+  Program a(LEASE_CONTROLLER_PATH, args(ns, "a", false));
+  ASSERT_TRUE(eventually([&] { return printed_at(a, "leading a").has_value(); }))
+      << a.out() << a.err();
+  constexpr int kConfigMaps = 20;
+  for (int i = 0; i < kConfigMaps; ++i) create_configmap(ns, "cm-" + std::to_string(i), kStamp);
+  for (int round = 0; round < 5; ++round) {
+    for (int i = 0; i < kConfigMaps; ++i) {
+      ASSERT_TRUE(client_.patch(configmaps_, ns, "cm-" + std::to_string(i),
+                                client::PatchType::merge,
+                                R"({"data":{"round":")" + std::to_string(round) + R"("}})"));
+    }
+  }
+  for (int i = 0; i < kConfigMaps; ++i) {
+    const std::string name = "cm-" + std::to_string(i);
+    ASSERT_TRUE(eventually([&] { return stamped_by(ns, name) == "a"; }, 60s))
+        << name << ": " << stamped_by(ns, name) << a.err();
+  }
+  std::size_t conflicts = 0;
+  std::istringstream err(a.err());
+  for (std::string line; std::getline(err, line);)
+    conflicts += line.find("reconcile failed") != std::string::npos &&
+                 line.find(" 409") != std::string::npos;
+  std::printf("lease_controller: %zu stamps retried after a 409\n", conflicts);
+  a.signal(SIGTERM);
+  EXPECT_EQ(a.wait(), 0) << a.err();
+}
+
 TEST_F(LeaseControllerE2E, UsageAndConfigurationErrorsExitWith2) {
   const std::vector<std::vector<std::string>> bad = {
       {},
