@@ -3,7 +3,7 @@
 # (kinformer_workqueue_bench) side by side with client-go v0.36's rate-limiting work queue
 # (clientgo-workqueue: cmd/clientgo-workqueue), interleaved; no server.
 #
-#   tools/bench/workqueue.sh                   # 100,000 keys, 8 workers, 5 runs each (~1 min)
+#   tools/bench/workqueue.sh                   # 100,000 keys, 8 workers, 5 runs each (~15 s)
 #   tools/bench/workqueue.sh --runs 3 --keys 10000
 #
 # Options: --runs N (processes per side, default 5), --keys N (default 100000), --workers W
