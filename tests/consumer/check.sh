@@ -33,7 +33,7 @@ cmake -S "$here/../../examples" -B "$build/examples-standalone" -G Ninja -DCMAKE
 ninja -C "$build/examples-standalone"
 # Without a cluster they fail, saying what they tried (and nothing secret).
 for p in "cert_distributor --namespace x" "endpoint_publisher --namespace x --service y" \
-  "leader_reconciler --namespace x"; do
+  "lease_controller --namespace x --lease l --identity i"; do
   # shellcheck disable=SC2086  # program and arguments are words
   set -- $p
   if env -u KUBECONFIG -u KUBERNETES_SERVICE_HOST HOME=/nonexistent "$build/examples-standalone/$1" "${@:2}" \

@@ -75,7 +75,7 @@ build_cxx() {
 }
 
 # build_go_peers: the client-go peers (tools/bench/cmd/*, one Go module) into $bench_dir:
-# clientgo_bench, clientgo-fanout, clientgo-storm, clientgo-sync, fanout-loader.
+# clientgo_bench, clientgo-fanout, clientgo-storm, clientgo-sync, clientgo-workqueue, fanout-loader.
 build_go_peers() {
   mkdir -p "$bench_dir"
   log "building the client-go peers (tools/bench/cmd) into $bench_dir"
