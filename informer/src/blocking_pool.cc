@@ -1,41 +1,60 @@
 #include "detail/blocking_pool.h"
 
+#include <algorithm>
 #include <thread>
 #include <utility>
 
 namespace kinformer::informer::detail {
 
 BlockingPool& BlockingPool::instance() {
-  static auto* pool = new BlockingPool();  // NOLINT(cppcoreguidelines-owning-memory): never freed
+  // NOLINTNEXTLINE(cppcoreguidelines-owning-memory): never freed
+  static auto* pool =
+      new BlockingPool([](std::function<void()> body) { std::thread(std::move(body)).detach(); });
   return *pool;
 }
 
-void BlockingPool::submit(std::function<void()> job, std::function<void()> then) {
+BlockingPool::BlockingPool(Starter start) : start_(std::move(start)) {}
+
+BlockingPool::~BlockingPool() {
   std::unique_lock lock(mu_);
-  jobs_.push_back({std::move(job), std::move(then)});
+  closing_ = true;
+  cv_.notify_all();
+  gone_cv_.wait(lock, [&] { return threads_ == 0; });
+}
+
+bool BlockingPool::submit(std::function<void()> job, std::function<void()> then) {
+  std::unique_lock lock(mu_);
+  const std::uint64_t id = next_id_++;
+  jobs_.push_back({id, std::move(job), std::move(then)});
   if (idle_ > jobs_.size() - 1) {  // an idle thread that no queued job has claimed yet
     cv_.notify_one();
-    return;
+    return true;
   }
   ++threads_;
   lock.unlock();
   try {
-    std::thread([this] { work(); }).detach();
+    start_([this] { work(); });
+    return true;
   } catch (...) {
     lock.lock();
     --threads_;
-    if (threads_ > 0) return;  // queued: a thread that frees up takes it
-    jobs_.pop_back();          // no thread to run it: the caller is told
-    throw;
+    gone_cv_.notify_all();
+    // A running thread takes every queued job before it leaves: this one waits for it. Without
+    // one, nothing would run it: it goes (by identity: others may have queued meanwhile).
+    if (running_ > 0) return true;
+    auto mine = std::find_if(jobs_.begin(), jobs_.end(), [&](const Job& j) { return j.id == id; });
+    if (mine != jobs_.end()) jobs_.erase(mine);
+    return false;
   }
 }
 
 void BlockingPool::work() {
   std::unique_lock lock(mu_);
+  ++running_;
   ++idle_;
   for (;;) {
-    cv_.wait_for(lock, kIdle, [&] { return !jobs_.empty() || trim_ > 0; });
-    if (jobs_.empty()) {  // idle for kIdle, or asked to leave by trim()
+    cv_.wait_for(lock, kIdle, [&] { return !jobs_.empty() || trim_ > 0 || closing_; });
+    if (jobs_.empty()) {  // idle for kIdle, asked to leave by trim(), or the pool goes
       if (trim_ > 0) --trim_;
       break;
     }
@@ -55,6 +74,7 @@ void BlockingPool::work() {
     }
   }
   --idle_;
+  --running_;
   --threads_;
   gone_cv_.notify_all();
 }
@@ -66,7 +86,7 @@ std::size_t BlockingPool::threads() const {
 
 std::size_t BlockingPool::busy() const {
   std::lock_guard lock(mu_);
-  return threads_ - idle_;
+  return running_ - idle_;
 }
 
 void BlockingPool::trim() {

@@ -1,6 +1,11 @@
 #include "kinformer/informer/informer_factory.h"
 
+#include <exception>
+#include <stdexcept>
+
 #include <prometheus/registry.h>
+
+#include "detail/delivering.h"
 
 #include "kinformer/cache/label_selector.h"
 #include "kinformer/client/error.h"
@@ -47,7 +52,16 @@ InformerFactory::InformerFactory(ListerWatcherFactory lister_watchers, FactoryOp
 InformerFactory::InformerFactory(std::shared_ptr<client::RestClient> client, FactoryOptions options)
     : InformerFactory(through(std::move(client)), std::move(options)) {}
 
-InformerFactory::~InformerFactory() { shutdown(); }
+InformerFactory::~InformerFactory() {
+  try {
+    shutdown();
+  } catch (const std::exception& e) {
+    // Destroyed on one of its own reflectors (its last owner dropped in a transform or
+    // on_synced): it cannot wait for that reflector to end, nor leave it running.
+    log_.error("factory destroyed where it cannot shut down", {{"error", e.what()}});
+    std::terminate();
+  }
+}
 
 SharedInformer& InformerFactory::informer(const client::ResourceType& type,
                                           const InformerOptions& options) {
@@ -196,6 +210,16 @@ void InformerFactory::shutdown() {
   std::map<InformerKey, std::shared_ptr<SharedInformer>> all;
   {
     std::lock_guard lock(mu_);
+    // From one of its own reflectors (a transform, on_synced) it would wait for that reflector:
+    // refused before anything is stopped, so the factory is not left half shut down.
+    if (const SharedInformer* own = detail::delivering_informer()) {
+      for (const auto& [key, inf] : informers_) {
+        if (inf.get() == own) {
+          throw std::logic_error("InformerFactory::shutdown() from the reflector of its informer " +
+                                 key.to_string() + " would wait for itself");
+        }
+      }
+    }
     shut_down_ = true;
     all = informers_;  // keep the entries: references handed out stay valid until destruction
   }

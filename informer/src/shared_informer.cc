@@ -10,6 +10,7 @@
 #include <boost/asio/strand.hpp>
 
 #include "detail/await.h"
+#include "detail/delivering.h"
 #include "detail/unix_time.h"
 #include "io_runtime_impl.h"
 #include "listener.h"
@@ -51,6 +52,8 @@ client::IoRuntimePtr shared_runtime() {
 }
 
 }  // namespace
+
+const SharedInformer* detail::delivering_informer() noexcept { return tl_delivering; }
 
 std::string InformerKey::to_string() const {
   std::string s = resource;
@@ -279,7 +282,14 @@ void SharedInformer::start() {
           for (;;) {
             const bool slept = co_await detail::sleep_for(clock, period, stop);
             if (!slept) co_return;
-            resync_once();
+            // A resync hands every object to every handler: on the pool, so that a large store
+            // does not hold up the other reflectors of this runtime thread.
+            auto resync = [this] {
+              resync_once();
+              return true;
+            };
+            const bool resynced = co_await detail::on_pool(resync);
+            static_cast<void>(resynced);
           }
         },
         [ended](const std::exception_ptr& e) {

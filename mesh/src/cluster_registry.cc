@@ -52,7 +52,7 @@ std::string_view to_string(ClusterState state) noexcept {
   return "unknown";
 }
 
-class ClusterRegistry::Impl : public std::enable_shared_from_this<Impl> {
+class ClusterRegistry::Impl {
  public:
   Impl(std::shared_ptr<client::RestClient> local_client,
        std::shared_ptr<informer::InformerFactory> local_factory, ClusterRegistryOptions options);
@@ -104,6 +104,11 @@ class ClusterRegistry::Impl : public std::enable_shared_from_this<Impl> {
   std::deque<RemoteClusterPtr> retry_probes_;  // guarded by mu_: ... after a failed one
   std::deque<RemoteClusterPtr> retiring_;      // guarded by mu_: factories to shut down
   std::thread::id worker_id_;                  // set once before the worker takes work
+  struct Doorbell {
+    std::mutex mu;         // taken before mu_, never while holding it
+    Impl* impl = nullptr;  // guarded by mu; null once shutdown() began
+  };
+  const std::shared_ptr<Doorbell> doorbell_ = std::make_shared<Doorbell>();
   std::mutex shutdown_mu_;
   std::thread worker_;
   std::thread blocking_;
@@ -150,15 +155,13 @@ ClusterRegistry::Impl::Impl(std::shared_ptr<client::RestClient> local_client,
 }
 
 void ClusterRegistry::Impl::start_threads() {
-  // The signals hold the registry weakly: a factory may outlive it.
-  std::weak_ptr<Impl> weak = weak_from_this();
-  settings_.on_synced = [weak] {
-    auto self = weak.lock();
-    if (!self) return;
-    self->poke();
-    // This runs on an informer's reflector: if the registry went meanwhile, this is its last
-    // owner, and destroying it here would stop that informer from its own reflector.
-    if (self.use_count() == 1) std::thread([last = std::move(self)] {}).detach();
+  // The factories' sync signals reach the registry through the doorbell, which never owns it: a
+  // factory may outlive the registry, and the registry must never be destroyed on a reflector
+  // (that would stop the informer from its own reflector).
+  doorbell_->impl = this;
+  settings_.on_synced = [doorbell = doorbell_] {
+    std::lock_guard lock(doorbell->mu);
+    if (doorbell->impl != nullptr) doorbell->impl->poke();
   };
   local_factory_->on_informer_synced(settings_.on_synced);  // has_synced() reads it
   worker_ = std::thread([this] { run(); });
@@ -444,6 +447,10 @@ void ClusterRegistry::Impl::shutdown() {
         "ClusterRegistry::shutdown() called from a ClusterHandler (the registry's own thread)");
   }
   std::lock_guard serial(shutdown_mu_);  // a second caller waits for the first, then returns
+  {
+    std::lock_guard lock(doorbell_->mu);  // signals still to come find no registry
+    doorbell_->impl = nullptr;
+  }
   {
     std::lock_guard lock(mu_);
     if (shut_down_) return;

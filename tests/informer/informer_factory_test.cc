@@ -245,5 +245,33 @@ TEST(InformerFactoryTest, StopFromItsOwnReflectorIsRefusedNotAHang) {
   EXPECT_EQ(gone.wait_for(testing::kDeadline), std::future_status::ready);
 }
 
+// shutdown() from one of the factory's own reflectors would wait for it: refused before any
+// informer is stopped, so the factory keeps running whole and a later shutdown() works.
+TEST(InformerFactoryTest, ShutdownFromItsOwnReflectorIsRefusedAndStopsNothing) {
+  testing::Env env;
+  env.fake->add_list({make_object("ns", "a", "1")}, "10");
+  auto w = env.fake->add_watch();
+  auto& inf = env.factory->informer(testing::test_type());
+  std::atomic<bool> refused{false};
+  env.factory->on_informer_synced([&] {
+    try {
+      env.factory->shutdown();
+    } catch (const std::logic_error& e) {
+      refused = std::string(e.what()).find("InformerFactory::shutdown()") != std::string::npos;
+    }
+  });
+  env.factory->start();
+  ASSERT_TRUE(testing::eventually([&] { return refused.load(); }));
+  w->push(testing::event(client::EventType::added, make_object("ns", "b", "11")));
+  EXPECT_TRUE(testing::eventually([&] { return inf.store().size() == 2; })) << "still running";
+  auto h = std::make_shared<RecordingHandler>();
+  auto reg = inf.add_handler(h);
+  EXPECT_TRUE(h->wait_count(2)) << "handlers still served";
+  EXPECT_NO_THROW((void)env.factory->informer(testing::test_type(), {.namespace_ = "other"}))
+      << "the factory was left shut down";
+  auto gone = std::async(std::launch::async, [&] { env.factory->shutdown(); });
+  EXPECT_EQ(gone.wait_for(testing::kDeadline), std::future_status::ready);
+}
+
 }  // namespace
 }  // namespace kinformer::informer

@@ -251,7 +251,7 @@ struct Fixture {
     registry = std::make_unique<ClusterRegistry>(local_client, local_factory, o);
   }
   ~Fixture() {
-    registry->shutdown();
+    if (registry) registry->shutdown();
     local_factory->shutdown();
   }
   double metric(const std::string& name, const std::string& label = "") {
@@ -328,6 +328,32 @@ TEST(ClusterRegistryTest, RemoteClustersShareOneHandlerPool) {
   ASSERT_TRUE(w && e);
   EXPECT_EQ(w->executor_ptr(), e->executor_ptr());
   EXPECT_NE(w->executor_ptr(), f.local_factory->executor_ptr());
+}
+
+// The local factory outlives the registry: its informers' sync signals, which the registry
+// listened to, still come and must reach nothing (never the registry's freed state, which ASan
+// would report, and never keep it alive to be destroyed on a reflector).
+TEST(ClusterRegistryTest, SyncSignalsAfterTheRegistryWentReachNothing) {
+  Fixture f;
+  f.local.serve(kPods, "PodList");
+  ASSERT_TRUE(f.registry->start());
+  ASSERT_TRUE(f.registry->wait_for_sync(10s));
+  // Informers syncing while the registry goes, and after.
+  // (All-namespace Pod informers told apart by selector: the scripted server serves one path.)
+  std::vector<std::string> selectors;
+  for (int i = 0; i < 8; ++i) selectors.push_back("app=a" + std::to_string(i));
+  std::thread creator([&] {
+    for (const auto& s : selectors)
+      (void)f.local_factory->informer<client::Pod>({.label_selector = s});
+  });
+  f.registry.reset();
+  creator.join();
+  auto late = f.local_factory->informer<client::Pod>({.label_selector = "app=late"});
+  ASSERT_TRUE(testing::eventually([&] { return late.has_synced(); }));
+  for (const auto& s : selectors) {
+    auto pods = f.local_factory->informer<client::Pod>({.label_selector = s});
+    EXPECT_TRUE(testing::eventually([&] { return pods.has_synced(); })) << s;
+  }
 }
 
 TEST(ClusterRegistryTest, SecretKeyBecomesARemoteClusterReachedThroughTheRegistry) {

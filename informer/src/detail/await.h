@@ -45,20 +45,23 @@ auto resumer(Handler handler) {
   };
 }
 
-/// Runs `fn()` on the blocking pool; the caller resumes with its result on its own executor. An
-/// exception thrown by `fn` is rethrown to the caller.
+/// Runs `fn()` on `pool`; the caller resumes with its result on its own executor. An exception
+/// thrown by `fn` is rethrown to the caller. While no pool thread can be started, the call is
+/// tried again after a short wait (10 ms, doubling to 1 s), so the caller never fails for it.
 template <class F>
-awaitable<std::invoke_result_t<F&>> on_pool(F fn) {
+awaitable<std::invoke_result_t<F&>> on_pool(F fn, BlockingPool& pool = BlockingPool::instance()) {
   using R = std::invoke_result_t<F&>;
-  auto initiate = [](auto handler, F job) {
-    // The result is handed back once the pool counts the thread idle again (BlockingPool::submit):
-    // the caller's next blocking call then reuses it.
+  // Completes with no value and no exception when the pool could not take the job.
+  auto initiate = [&pool](auto handler, F job) {
     struct Outcome {
       std::exception_ptr error;
       std::optional<R> value;
     };
     auto outcome = std::make_shared<Outcome>();
-    BlockingPool::instance().submit(
+    auto resume = resumer(std::move(handler));
+    // The result is handed back once the pool counts the thread idle again (BlockingPool::submit):
+    // the caller's next blocking call then reuses it.
+    const bool taken = pool.submit(
         [job = std::move(job), outcome]() mutable {
           try {
             outcome->value.emplace(job());
@@ -66,15 +69,22 @@ awaitable<std::invoke_result_t<F&>> on_pool(F fn) {
             outcome->error = std::current_exception();
           }
         },
-        [outcome, resume = resumer(std::move(handler))]() mutable {
-          resume(outcome->error, std::move(outcome->value));
-        });
+        [outcome, resume]() mutable { resume(outcome->error, std::move(outcome->value)); });
+    if (!taken) resume(std::exception_ptr{}, std::optional<R>{});
   };
-  std::optional<R> result =
-      co_await asio::async_initiate<const asio::use_awaitable_t<>&,
-                                    void(std::exception_ptr, std::optional<R>)>(
-          initiate, asio::use_awaitable, std::move(fn));
-  co_return std::move(*result);
+  auto ex = co_await asio::this_coro::executor;
+  std::chrono::milliseconds retry{10};
+  for (;;) {
+    std::optional<R> result =
+        co_await asio::async_initiate<const asio::use_awaitable_t<>&,
+                                      void(std::exception_ptr, std::optional<R>)>(
+            initiate, asio::use_awaitable, fn);
+    if (result) co_return std::move(*result);
+    asio::steady_timer timer(ex, retry);
+    auto [ec] = co_await timer.async_wait(kAsTuple);
+    static_cast<void>(ec);  // only a destroyed runtime cancels it, and then nothing resumes
+    retry = std::min<std::chrono::milliseconds>(retry * 2, std::chrono::seconds(1));
+  }
 }
 
 /// The stream's next event. A stream that can say when it is ready (the client's) is waited for
