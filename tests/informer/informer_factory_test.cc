@@ -221,55 +221,59 @@ TEST(InformerFactoryTest, ConcurrentShutdownReturnsOnlyAfterTheInformersStopped)
       << "a second shutdown() returned while a reflector was still running";
 }
 
-// A reflector's own callbacks (transforms, sync listeners) run on its loop: an informer stopped
-// from there would wait for itself. stop() says so instead, the informer goes on, and the
-// factory's shutdown (from the test's thread) stops it. Mutant informer-stop-from-own-reflector.
-TEST(InformerFactoryTest, StopFromItsOwnReflectorIsRefusedNotAHang) {
+// A reflector's own callbacks (transforms, sync listeners) run on its loop: a call that would
+// wait for that loop (an informer's stop(), the factory's shutdown()) throws a logic_error
+// instead. Runs `call` from the factory's sync listener on an informer with one object and an
+// open watch; returns once it was refused with a message holding `says`.
+struct RefusedFromOwnReflector {
+  RefusedFromOwnReflector(const std::function<void(testing::Env&, SharedInformer&)>& call,
+                          const std::string& says)
+      : w(scripted(env)), inf(env.factory->informer(testing::test_type())) {
+    env.factory->on_informer_synced([this, call, says] {
+      try {
+        call(env, inf);
+      } catch (const std::logic_error& e) {
+        refused = std::string(e.what()).find(says) != std::string::npos;
+      }
+    });
+    env.factory->start();
+  }
+  static std::shared_ptr<testing::WatchScript> scripted(testing::Env& env) {
+    env.fake->add_list({make_object("ns", "a", "1")}, "10");
+    return env.fake->add_watch();
+  }
   testing::Env env;
-  env.fake->add_list({make_object("ns", "a", "1")}, "10");
-  auto w = env.fake->add_watch();
-  auto& inf = env.factory->informer(testing::test_type());
+  std::shared_ptr<testing::WatchScript> w;
+  SharedInformer& inf;
   std::atomic<bool> refused{false};
-  env.factory->on_informer_synced([&] {
-    try {
-      inf.stop();
-    } catch (const std::logic_error& e) {
-      refused = std::string(e.what()).find("would wait for itself") != std::string::npos;
-    }
-  });
-  env.factory->start();
-  ASSERT_TRUE(testing::eventually([&] { return refused.load(); }));
-  w->push(testing::event(client::EventType::added, make_object("ns", "b", "11")));
-  EXPECT_TRUE(testing::eventually([&] { return inf.store().size() == 2; })) << "still running";
-  auto gone = std::async(std::launch::async, [&] { env.factory->shutdown(); });
+};
+
+// stop() says so, the informer goes on, and the factory's shutdown (from the test's thread) stops
+// it. Mutant informer-stop-from-own-reflector.
+TEST(InformerFactoryTest, StopFromItsOwnReflectorIsRefusedNotAHang) {
+  RefusedFromOwnReflector t([](testing::Env&, SharedInformer& inf) { inf.stop(); },
+                            "would wait for itself");
+  ASSERT_TRUE(testing::eventually([&] { return t.refused.load(); }));
+  t.w->push(testing::event(client::EventType::added, make_object("ns", "b", "11")));
+  EXPECT_TRUE(testing::eventually([&] { return t.inf.store().size() == 2; })) << "still running";
+  auto gone = std::async(std::launch::async, [&] { t.env.factory->shutdown(); });
   EXPECT_EQ(gone.wait_for(testing::kDeadline), std::future_status::ready);
 }
 
-// shutdown() from one of the factory's own reflectors would wait for it: refused before any
-// informer is stopped, so the factory keeps running whole and a later shutdown() works.
+// shutdown() is refused before any informer is stopped: the factory keeps running whole, and a
+// later shutdown() works. Mutant factory-shutdown-from-own-reflector.
 TEST(InformerFactoryTest, ShutdownFromItsOwnReflectorIsRefusedAndStopsNothing) {
-  testing::Env env;
-  env.fake->add_list({make_object("ns", "a", "1")}, "10");
-  auto w = env.fake->add_watch();
-  auto& inf = env.factory->informer(testing::test_type());
-  std::atomic<bool> refused{false};
-  env.factory->on_informer_synced([&] {
-    try {
-      env.factory->shutdown();
-    } catch (const std::logic_error& e) {
-      refused = std::string(e.what()).find("InformerFactory::shutdown()") != std::string::npos;
-    }
-  });
-  env.factory->start();
-  ASSERT_TRUE(testing::eventually([&] { return refused.load(); }));
-  w->push(testing::event(client::EventType::added, make_object("ns", "b", "11")));
-  EXPECT_TRUE(testing::eventually([&] { return inf.store().size() == 2; })) << "still running";
+  RefusedFromOwnReflector t([](testing::Env& env, SharedInformer&) { env.factory->shutdown(); },
+                            "InformerFactory::shutdown()");
+  ASSERT_TRUE(testing::eventually([&] { return t.refused.load(); }));
+  t.w->push(testing::event(client::EventType::added, make_object("ns", "b", "11")));
+  EXPECT_TRUE(testing::eventually([&] { return t.inf.store().size() == 2; })) << "still running";
   auto h = std::make_shared<RecordingHandler>();
-  auto reg = inf.add_handler(h);
+  auto reg = t.inf.add_handler(h);
   EXPECT_TRUE(h->wait_count(2)) << "handlers still served";
-  EXPECT_NO_THROW((void)env.factory->informer(testing::test_type(), {.namespace_ = "other"}))
+  EXPECT_NO_THROW((void)t.env.factory->informer(testing::test_type(), {.namespace_ = "other"}))
       << "the factory was left shut down";
-  auto gone = std::async(std::launch::async, [&] { env.factory->shutdown(); });
+  auto gone = std::async(std::launch::async, [&] { t.env.factory->shutdown(); });
   EXPECT_EQ(gone.wait_for(testing::kDeadline), std::future_status::ready);
 }
 
