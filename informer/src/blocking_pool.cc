@@ -39,11 +39,12 @@ bool BlockingPool::submit(std::function<void()> job, std::function<void()> then)
     lock.lock();
     --threads_;
     gone_cv_.notify_all();
-    // A running thread takes every queued job before it leaves: this one waits for it. Without
-    // one, nothing would run it: it goes (by identity: others may have queued meanwhile).
-    if (running_ > 0) return true;
+    // Another thread may have taken the job meanwhile: then its `then` answers the caller.
+    // Otherwise it goes (by identity: others may have queued meanwhile), and the caller tries
+    // again later rather than wait behind threads that may be blocked for long.
     auto mine = std::find_if(jobs_.begin(), jobs_.end(), [&](const Job& j) { return j.id == id; });
-    if (mine != jobs_.end()) jobs_.erase(mine);
+    if (mine == jobs_.end()) return true;
+    jobs_.erase(mine);
     return false;
   }
 }

@@ -436,7 +436,7 @@ detail::awaitable<Reflector::WatchOutcome> Reflector::Loop::watch(Reflector& r,
   };
   auto start = r.options_.clock->now();
   auto open_watch = [&r, &opts] { return r.lw_.watch(opts); };
-  auto opened = co_await detail::on_pool(open_watch);
+  auto opened = co_await detail::on_pool(open_watch, stop);
   if (!opened) co_return fail(std::move(opened).error());
   client::WatchStreamPtr stream = std::move(opened).value();
   // The server answered; after an idle cut only data counts (a path that passes response
@@ -476,7 +476,7 @@ detail::awaitable<Reflector::WatchOutcome> Reflector::Loop::watch(Reflector& r,
                    [](const std::exception_ptr& e) {
                      // As the loop's: what it does not handle ends the process (a watchdog that
                      // vanished would leave a sync without its limits).
-                     if (e) std::rethrow_exception(e);
+                     if (!detail::ended_by_stop(e)) std::rethrow_exception(e);
                    });
   }
   bool delivered = false;
@@ -499,7 +499,7 @@ detail::awaitable<Reflector::WatchOutcome> Reflector::Loop::watch(Reflector& r,
     if (!pending.empty() && (pending.size() >= kMaxEventBatch || stream->buffered() == 0)) {
       flush();
     }
-    auto next = co_await detail::next_event(*stream);
+    auto next = co_await detail::next_event(*stream, stop);
     if (!next || !next.value().has_value()) {
       flush();  // usually empty: held only while the stream had more buffered (then cancelled)
       bool timer_fired = timer && timer->fired();
@@ -717,7 +717,7 @@ detail::awaitable<void> Reflector::Loop::run(Reflector& r, std::stop_token stop)
     if (!waited) co_return;
     if (next.step == Step::sync) r.resyncing_ = true;
     if (next.step == Step::list || (next.step == Step::sync && !r.options_.use_watch_list)) {
-      client::Status listed = co_await detail::on_pool(list);
+      client::Status listed = co_await detail::on_pool(list, stop);
       next = r.after_list(std::move(listed), stop);
     } else {
       // A sync attempt starts as a WatchList (a refusal falls back to LIST for that attempt).
@@ -736,7 +736,7 @@ void Reflector::run(const std::stop_token& stop) {
   asio::co_spawn(asio::make_strand(ioc), Loop::run(*this, stop),
                  [&failure](const std::exception_ptr& e) { failure = e; });
   ioc.run();
-  if (failure) std::rethrow_exception(failure);
+  if (!detail::ended_by_stop(failure)) std::rethrow_exception(failure);
 }
 
 void Reflector::start(client::IoRuntime& runtime, std::stop_token stop,
@@ -744,7 +744,7 @@ void Reflector::start(client::IoRuntime& runtime, std::stop_token stop,
   asio::co_spawn(asio::make_strand(runtime.impl().ioc), Loop::run(*this, std::move(stop)),
                  [done = std::move(done)](const std::exception_ptr& e) {
                    // As on a thread of its own: what the loop does not handle ends the process.
-                   if (e) std::rethrow_exception(e);
+                   if (!detail::ended_by_stop(e)) std::rethrow_exception(e);
                    if (done) done();
                  });
 }

@@ -282,18 +282,12 @@ void SharedInformer::start() {
           for (;;) {
             const bool slept = co_await detail::sleep_for(clock, period, stop);
             if (!slept) co_return;
-            // A resync hands every object to every handler: on the pool, so that a large store
-            // does not hold up the other reflectors of this runtime thread.
-            auto resync = [this] {
-              resync_once();
-              return true;
-            };
-            const bool resynced = co_await detail::on_pool(resync);
-            static_cast<void>(resynced);
+            resync_once();
           }
         },
         [ended](const std::exception_ptr& e) {
-          if (e) std::rethrow_exception(e);  // as on a thread of its own: the process ends
+          // As on a thread of its own: what the loop does not handle ends the process.
+          if (!detail::ended_by_stop(e)) std::rethrow_exception(e);
           ended();
         });
     undo.armed = false;

@@ -67,6 +67,9 @@ class ClusterRegistry::Impl {
   bool wait_for_sync(std::chrono::milliseconds timeout) const;
   void shutdown();
   void poke();  // a change for the worker (and wait_for_sync()) to look at
+  ~Impl();
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
 
   const std::shared_ptr<client::RestClient> local_client_;
   const std::shared_ptr<informer::InformerFactory> local_factory_;
@@ -152,6 +155,12 @@ ClusterRegistry::Impl::Impl(std::shared_ptr<client::RestClient> local_client,
     settings_.factory.shared_executor = remote_executor_;
   }
   settings_.sync_timeout = options_.sync_timeout;
+}
+
+ClusterRegistry::Impl::~Impl() {
+  // Also when shutdown() never ran (a constructor that threw): signals must not reach freed state.
+  std::lock_guard lock(doorbell_->mu);
+  doorbell_->impl = nullptr;
 }
 
 void ClusterRegistry::Impl::start_threads() {

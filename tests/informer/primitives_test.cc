@@ -7,6 +7,7 @@
 #include <atomic>
 #include <latch>
 #include <stdexcept>
+#include <stop_token>
 #include <system_error>
 #include <thread>
 #include <vector>
@@ -209,33 +210,76 @@ TEST(BlockingPoolTest, AJobNoThreadCanTakeIsHandedBackNotKept) {
   EXPECT_EQ(ran.load(), 0) << "the refused job was kept and ran later";
 }
 
-// Two callers whose thread starts both fail, the second while the first is still starting:
-// each is told, and each removes its own job (neither is left queued with no thread to run it).
-TEST(BlockingPoolTest, TwoFailedStartsEachHandBackTheirOwnJob) {
-  std::latch second_failed(1);
+// Two callers whose thread starts are both in progress; the first fails, the second then
+// succeeds. The first hands back its own job, not the one queued after it: the second's job
+// runs, the first's does not.
+TEST(BlockingPoolTest, AFailedStartHandsBackItsOwnJobNotTheLastQueued) {
+  std::latch first_started(1);
+  std::latch first_may_fail(1);
+  std::latch second_may_start(1);
   std::atomic<int> starts{0};
   detail::BlockingPool pool([&](std::function<void()> body) {
-    const int n = ++starts;
-    if (n <= 2) {
-      if (n == 1) second_failed.wait();  // the first start fails last
+    if (++starts == 1) {
+      first_started.count_down();
+      first_may_fail.wait();
       throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again));
     }
+    second_may_start.wait();
     std::thread(std::move(body)).detach();
   });
   std::atomic<int> first_ran{0};
   std::atomic<int> second_ran{0};
   bool first_taken = true;
+  bool second_taken = false;
   std::thread first([&] { first_taken = pool.submit([&] { ++first_ran; }); });
-  ASSERT_TRUE(testing::eventually([&] { return starts.load() == 1; }));
-  EXPECT_FALSE(pool.submit([&] { ++second_ran; }));
-  second_failed.count_down();
+  first_started.wait();
+  std::thread second([&] { second_taken = pool.submit([&] { ++second_ran; }); });
+  // The second's job is queued (after the first's) before the first's start fails.
+  const bool queued = testing::eventually([&] { return starts.load() == 2; });
+  first_may_fail.count_down();
   first.join();
+  second_may_start.count_down();
+  second.join();
+  ASSERT_TRUE(queued);
   EXPECT_FALSE(first_taken);
-  std::latch done(1);
-  EXPECT_TRUE(pool.submit([&] { done.count_down(); }));
-  done.wait();
+  EXPECT_TRUE(second_taken);
+  EXPECT_TRUE(testing::eventually([&] { return second_ran.load() == 1; }));
   pool.trim();
-  EXPECT_EQ(first_ran.load() + second_ran.load(), 0);
+  EXPECT_EQ(first_ran.load(), 0) << "the refused job ran";
+}
+
+// A job whose own thread failed to start, but which another caller's thread took meanwhile, is
+// not handed back: it ran, and its `then` answers the caller (once).
+TEST(BlockingPoolTest, AJobTakenByAnotherThreadIsNotHandedBack) {
+  std::latch first_started(1);
+  std::latch first_may_fail(1);
+  std::atomic<int> starts{0};
+  detail::BlockingPool pool([&](std::function<void()> body) {
+    if (++starts == 1) {
+      first_started.count_down();
+      first_may_fail.wait();
+      throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again));
+    }
+    std::thread(std::move(body)).detach();
+  });
+  std::atomic<int> first_ran{0};
+  std::atomic<int> first_then{0};
+  bool first_taken = false;
+  std::thread first(
+      [&] { first_taken = pool.submit([&] { ++first_ran; }, [&] { ++first_then; }); });
+  first_started.wait();
+  std::latch second_ran(1);
+  const bool second_taken = pool.submit([&] { second_ran.count_down(); });
+  second_ran.wait();  // the second's thread ran the first's job before it (first in, first out)
+  const bool both_done = testing::eventually([&] { return first_then.load() == 1; });
+  pool.trim();  // and left: no thread is running when the first start fails
+  first_may_fail.count_down();
+  first.join();
+  EXPECT_TRUE(second_taken);
+  EXPECT_TRUE(both_done);
+  EXPECT_TRUE(first_taken) << "a job that ran was reported as refused";
+  EXPECT_EQ(first_ran.load(), 1);
+  EXPECT_EQ(first_then.load(), 1);
 }
 
 // A reflector's blocking call waits while no thread can be started, and runs once one can.
@@ -247,10 +291,11 @@ TEST(BlockingPoolTest, ACallOnThePoolIsRetriedUntilAThreadStarts) {
   int result = 0;
   std::exception_ptr failure;
   auto job = [] { return 42; };
+  const std::stop_token never;
   boost::asio::co_spawn(
       ioc,
       [&]() -> detail::awaitable<void> {
-        const int got = co_await detail::on_pool(job, pool);
+        const int got = co_await detail::on_pool(job, never, pool);
         result = got;
       },
       [&](const std::exception_ptr& e) { failure = e; });
@@ -268,12 +313,37 @@ TEST(BlockingPoolTest, WhatTheCallThrowsReachesTheCaller) {
   boost::asio::io_context ioc;
   std::exception_ptr failure;
   auto job = []() -> int { throw std::runtime_error("list failed"); };
+  const std::stop_token never;
   boost::asio::co_spawn(
-      ioc, [&]() -> detail::awaitable<void> { co_await detail::on_pool(job, pool); },
+      ioc, [&]() -> detail::awaitable<void> { co_await detail::on_pool(job, never, pool); },
       [&](const std::exception_ptr& e) { failure = e; });
   ioc.run();
   ASSERT_TRUE(failure);
   EXPECT_THROW(std::rethrow_exception(failure), std::runtime_error);
+}
+
+// A stop while no thread can be started ends the wait: the caller's loop ends as for a stop.
+TEST(BlockingPoolTest, AStopEndsTheRetriesOfARefusedCall) {
+  std::stop_source stop;
+  std::atomic<int> calls{0};
+  detail::BlockingPool pool([&](std::function<void()>) {
+    if (++calls == 3) stop.request_stop();
+    throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again));
+  });
+  boost::asio::io_context ioc;
+  std::exception_ptr failure;
+  std::atomic<int> ran{0};
+  auto job = [&] { return ++ran; };
+  const std::stop_token token = stop.get_token();
+  boost::asio::co_spawn(
+      ioc, [&]() -> detail::awaitable<void> { co_await detail::on_pool(job, token, pool); },
+      [&](const std::exception_ptr& e) { failure = e; });
+  ioc.run();
+  EXPECT_EQ(calls.load(), 3);
+  EXPECT_EQ(ran.load(), 0);
+  ASSERT_TRUE(failure);
+  EXPECT_TRUE(detail::ended_by_stop(failure));
+  EXPECT_THROW(std::rethrow_exception(failure), detail::PoolStopped);
 }
 
 }  // namespace

@@ -25,7 +25,8 @@
 # RSS per remote cluster = (RSS(N) - RSS(1)) / (N - 1). The order of the two binaries alternates
 # per N. With --storm-namespaces M: kinformer_storm_bench (one InformerFactory, one Pod informer per
 # namespace) against M namespaces of P Pods (loaded by clientgo-storm), its Threads and VmRSS once
-# synced; also for the baseline build's kinformer_storm_bench when one sits beside --baseline-bin.
+# synced; also for the baseline build's kinformer_storm_bench when one sits beside --baseline-bin,
+# and for client-go (`clientgo-storm run`, the same informers with client-go's defaults).
 # The namespaces are left in place (the launcher runs no namespace controller to delete them).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -225,6 +226,34 @@ run_one() {  # side bin N
   log "  $side N=$n: clusters $seen/$((n + 1)) after $( ((synced_s >= 0)) && echo "$((synced_s / 1000)).$(printf %03d $((synced_s % 1000)))s" || echo "never (${sync_wait}s)" ), threads $threads$( ((stable)) || echo " (not stable in 60 s)" ), RSS $((rss / 1024)) MiB, exit $rc, stderr warn $warns error $errors"
 }
 
+# The client-go peer of run_one: `clientgo-storm clusters` (N+1 clusters, each its own clientset
+# with an EndpointSlice and a Pod informer on NS), measured the same way once it wrote its
+# ready file.
+peer_one() {  # N
+  local n="$1" o="$logs/client-go-n$1.out" e="$logs/client-go-n$1.err" ready="$work/peer-ready"
+  local pid t0 synced_s=-1 seen=0
+  rm -f "$ready"
+  t0=$(date +%s%N)
+  "$peer" clusters -clusters "$n" -namespace "$ns" -ready-file "$ready" -sync-timeout "$sync_wait" \
+    >"$o" 2>"$e" &
+  pid=$! child=$pid
+  if wait_ready "$ready" "$pid" "$sync_wait"; then
+    synced_s=$(( ($(date +%s%N) - t0) / 1000000 )) seen=$((n + 1))
+  fi
+  local threads rss hwm stable
+  read -r threads rss hwm stable < <(settle "$pid")
+  thread_names "$pid" >"$logs/client-go-n$n.threads"
+  stop_pids 20 "$pid"
+  local rc=0
+  wait "$pid" || rc=$?
+  child=""
+  printf '{"side":"client-go","n":%d,"threads":%d,"rss_kb":%d,"hwm_kb":%d,"stable":%d,"clusters_seen":%d,"all_seen_ms":%d,"rc":%d,"warn_lines":0,"error_lines":%d}\n' \
+    "$n" "${threads:-0}" "${rss:-0}" "${hwm:-0}" "${stable:-0}" "$seen" "$synced_s" "$rc" "$(wc -l <"$e")" >>"$raw"
+  log "  client-go N=$n: synced $( ((synced_s >= 0)) && echo "after $((synced_s / 1000)).$(printf %03d $((synced_s % 1000)))s" || echo "never (${sync_wait}s)" ), threads $threads, RSS $((rss / 1024)) MiB, exit $rc"
+}
+peer="$bench_dir/clientgo-storm"
+[[ -x "$peer" ]] || log "no client-go peer: $peer missing (tools/bench/storm.sh builds it)"
+
 t_start=$(date +%s)
 i=0
 for n in $clusters; do
@@ -232,21 +261,32 @@ for n in $clusters; do
   if [[ -n "$baseline_bin" ]]; then
     if ((i % 2 == 0)); then sides=(baseline now); else sides=(now baseline); fi
   fi
+  [[ -x "$peer" ]] && sides+=(client-go)
   for side in "${sides[@]}"; do
     log "N=$n: $side"
-    if [[ $side == now ]]; then run_one now "$kwatch" "$n"; else run_one baseline "$baseline_bin" "$n"; fi
+    case $side in
+      now) run_one now "$kwatch" "$n" ;;
+      baseline) run_one baseline "$baseline_bin" "$n" ;;
+      client-go) peer_one "$n" ;;
+    esac
   done
   i=$((i + 1))
 done
 
 # --- one factory, many Pod informers ----------------------------------------------------------
-storm_one() {  # side bin
+storm_one() {  # side bin (a kinformer_storm_bench, or clientgo-storm for the client-go side)
   local side="$1" bin="$2" ready="$work/storm-ready" pid t0
   rm -f "$ready"
   t0=$(date +%s%N)
-  "$bin" --namespaces "$storm_ns" --prefix threads-storm- --marker none --ready-file "$ready" \
-    --times-file "$work/storm-times-never" --sync-timeout 300 --recover-timeout 900 \
-    >"$logs/storm-$side.out" 2>"$logs/storm-$side.err" &
+  if [[ $side == client-go ]]; then
+    "$bin" run -namespaces "$storm_ns" -prefix threads-storm- -marker none -ready-file "$ready" \
+      -times-file "$work/storm-times-never" -sync-timeout 300 -recover-timeout 900 \
+      >"$logs/storm-$side.out" 2>"$logs/storm-$side.err" &
+  else
+    "$bin" --namespaces "$storm_ns" --prefix threads-storm- --marker none --ready-file "$ready" \
+      --times-file "$work/storm-times-never" --sync-timeout 300 --recover-timeout 900 \
+      >"$logs/storm-$side.out" 2>"$logs/storm-$side.err" &
+  fi
   pid=$! child=$pid
   local sync_ms=-1 threads=0 rss=0 hwm=0 stable=0
   if wait_ready "$ready" "$pid" 330; then
@@ -278,6 +318,8 @@ if ((storm_ns > 0)); then
     fi
     log "factory with $storm_ns Pod informers: now"
     storm_one now "$storm_bin"
+    log "$storm_ns Pod informers: client-go (one SharedInformerFactory per namespace, as clientgo-storm runs them)"
+    storm_one client-go "$loader"
   fi
 fi
 elapsed=$(($(date +%s) - t_start))
@@ -295,41 +337,48 @@ def built(path):
 rows = [json.loads(l) for l in open(raw) if l.strip()]
 runs = {(r["side"], r["n"]): r for r in rows}
 ns_list = sorted({r["n"] for r in rows if not r["side"].startswith("storm")})
-sides = ["baseline", "now"] if baseline_bin else ["now"]
+sides = [x for x in ("baseline", "now", "client-go") if any(r["side"] == x for r in rows)]
 cores = os.cpu_count()
 def mib(kb): return kb / 1024.0
 def cell_threads(r):
     if r is None: return "n/a"
     s = str(r["threads"])
-    if r["clusters_seen"] < r["n"] + 1: s += f" ({r['clusters_seen'] - 1}/{r['n']} remotes seen)"
+    if r["clusters_seen"] < r["n"] + 1: s += f" ({max(r['clusters_seen'] - 1, 0)}/{r['n']} remotes seen)"
     if not r["stable"]: s += " (unstable)"
     return s
 def cell_rss(r):
     return f"{mib(r['rss_kb']):.1f}" if r else "n/a"
-def per_cluster(side, n):
+def rss_per_cluster(side, n):
     r, one = runs.get((side, n)), runs.get((side, 1))
-    if n == 1 or r is None or one is None: return "-"
-    return f"{mib(r['rss_kb'] - one['rss_kb']) / (n - 1):.2f}"
+    if n == 1 or r is None or one is None: return None
+    return mib(r["rss_kb"] - one["rss_kb"]) / (n - 1)
+def per_cluster(side, n):
+    v = rss_per_cluster(side, n)
+    return "-" if v is None else f"{v:.2f}"
+def ratio(a, b):
+    return f"{a / b:.2f}x" if a is not None and b not in (None, 0) else "-"
 L = []; P = L.append
 P(f"Threads and RSS of `kwatch endpoints svc -n {ns} --port http --watch` with N remote clusters (all the launcher's API server), "
-  f"read from /proc/PID/status once the output showed N+1 clusters and Threads was unchanged for 5 s")
+  f"read from /proc/PID/status once the output showed N+1 clusters and Threads was unchanged for 5 s"
+  + ("; client-go = `clientgo-storm clusters` (N+1 clientsets, each an EndpointSlice and a Pod informer on the namespace, "
+     "client-go v0.36 defaults), read once synced the same way" if "client-go" in sides else ""))
 P(f"date {utc_now()} UTC, now = {kwatch} (built {built(kwatch)} UTC; HEAD {commit})"
   + (f", baseline = {baseline_bin} (built {built(baseline_bin)} UTC; its tree at {base_commit})" if baseline_bin else "")
   + f", {cores} CPUs, runs took {elapsed} s; the project's bound: 4 x cores + 8 = {4 * cores + 8} threads")
 P("")
-if baseline_bin:
-    P("| N | threads (baseline) | threads (now) | RSS MiB (baseline) | RSS MiB (now) | RSS/cluster MiB (baseline) | RSS/cluster MiB (now) |")
-    P("|---:|---:|---:|---:|---:|---:|---:|")
-    for n in ns_list:
-        b, w = runs.get(("baseline", n)), runs.get(("now", n))
-        P(f"| {n} | {cell_threads(b)} | {cell_threads(w)} | {cell_rss(b)} | {cell_rss(w)} | "
-          f"{per_cluster('baseline', n)} | {per_cluster('now', n)} |")
-else:
-    P("| N | threads | RSS MiB | RSS/cluster MiB |")
-    P("|---:|---:|---:|---:|")
-    for n in ns_list:
-        w = runs.get(("now", n))
-        P(f"| {n} | {cell_threads(w)} | {cell_rss(w)} | {per_cluster('now', n)} |")
+head = ["N"] + [f"threads ({x})" for x in sides] + [f"RSS MiB ({x})" for x in sides] + [f"RSS/cluster MiB ({x})" for x in sides]
+peer_cols = "client-go" in sides
+if peer_cols: head += ["threads now / client-go", "RSS/cluster now / client-go"]
+P("| " + " | ".join(head) + " |")
+P("|" + "---:|" * len(head))
+for n in ns_list:
+    cells = [str(n)] + [cell_threads(runs.get((x, n))) for x in sides] + [cell_rss(runs.get((x, n))) for x in sides] \
+        + [per_cluster(x, n) for x in sides]
+    if peer_cols:
+        w, g = runs.get(("now", n)), runs.get(("client-go", n))
+        cells += [ratio(w["threads"] if w else None, g["threads"] if g else None),
+                  ratio(rss_per_cluster("now", n), rss_per_cluster("client-go", n))]
+    P("| " + " | ".join(cells) + " |")
 P("")
 P("Per run: time until N+1 clusters were shown, peak RSS (VmHWM), exit status after SIGTERM, stderr lines")
 for r in rows:
@@ -340,13 +389,22 @@ for r in rows:
 storm = [r for r in rows if r["side"].startswith("storm")]
 if storm:
     P("")
-    P(f"One InformerFactory with {storm[0]['n']} Pod informers (kinformer_storm_bench, one namespace each), once synced:")
+    P(f"{storm[0]['n']} Pod informers, one namespace each (kinformer_storm_bench: one InformerFactory; "
+      f"clientgo-storm run: client-go v0.36 defaults), once synced; ratio = kinformer / client-go:")
     P("")
     P("| binary | threads | RSS MiB | synced after s |")
     P("|---|---:|---:|---:|")
+    peer = next((r for r in storm if r["side"] == "storm-client-go" and r["all_seen_ms"] >= 0), None)
     for r in storm:
+        if r["all_seen_ms"] < 0:
+            P(f"| {r['side'][6:]} | did not sync | - | - |")
+            continue
         P(f"| {r['side'][6:]} | {r['threads']}{'' if r['stable'] else ' (unstable)'} | {mib(r['rss_kb']):.1f} | "
-          f"{r['all_seen_ms'] / 1000:.1f} |" if r["all_seen_ms"] >= 0 else f"| {r['side'][6:]} | did not sync | - | - |")
+          f"{r['all_seen_ms'] / 1000:.1f} |")
+    now = next((r for r in storm if r["side"] == "storm-now" and r["all_seen_ms"] >= 0), None)
+    if peer and now:
+        P(f"| ratio now / client-go | {now['threads'] / peer['threads']:.2f}x | "
+          f"{now['rss_kb'] / peer['rss_kb']:.2f}x | {now['all_seen_ms'] / max(peer['all_seen_ms'], 1):.2f}x |")
 text = "\n".join(L) + "\n"
 open(out, "w").write(text)
 print(text)

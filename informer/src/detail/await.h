@@ -45,11 +45,52 @@ auto resumer(Handler handler) {
   };
 }
 
+/// Thrown by on_pool when `stop` was requested while no pool thread could be started for the
+/// call: the awaiting loop ends as for a stop (see ended_by_stop()).
+struct PoolStopped : std::exception {
+  [[nodiscard]] const char* what() const noexcept override {
+    return "stopped while no thread could be started for a blocking call";
+  }
+};
+
+/// True if a coroutine ended with nothing (a clean end) or with PoolStopped.
+inline bool ended_by_stop(const std::exception_ptr& e) {
+  if (!e) return true;
+  try {
+    std::rethrow_exception(e);
+  } catch (const PoolStopped&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+/// Waits `duration` on a timer of the caller's executor; false when `stop` was requested.
+inline awaitable<bool> timer_wait(Clock::Duration duration, const std::stop_token& stop) {
+  if (stop.stop_requested()) co_return false;
+  auto ex = co_await asio::this_coro::executor;
+  auto timer = std::make_shared<asio::steady_timer>(ex);
+  // The timer runs on this coroutine's executor: a stop from another thread cancels it there.
+  std::stop_callback on_stop(stop, [timer, ex] { asio::post(ex, [timer] { timer->cancel(); }); });
+  while (duration > Clock::Duration::zero() && !stop.stop_requested()) {
+    // At most a day per wait: steady_timer's time point must not overflow.
+    const Clock::Duration step = std::min<Clock::Duration>(duration, std::chrono::hours(24));
+    timer->expires_after(step);
+    auto [ec] = co_await timer->async_wait(kAsTuple);
+    static_cast<void>(ec);  // cancelled: stop was requested (checked above)
+    duration -= step;
+  }
+  co_return !stop.stop_requested();
+}
+
 /// Runs `fn()` on `pool`; the caller resumes with its result on its own executor. An exception
 /// thrown by `fn` is rethrown to the caller. While no pool thread can be started, the call is
-/// tried again after a short wait (10 ms, doubling to 1 s), so the caller never fails for it.
+/// tried again after a short wait (10 ms, doubling to 1 s), or PoolStopped is thrown once `stop`
+/// is requested. `stop` must outlive the call (the caller's).
 template <class F>
-awaitable<std::invoke_result_t<F&>> on_pool(F fn, BlockingPool& pool = BlockingPool::instance()) {
+awaitable<std::invoke_result_t<F&>> on_pool(F fn, const std::stop_token& stop,
+                                            BlockingPool& pool = BlockingPool::instance()) {
+  static_assert(std::is_copy_constructible_v<F>, "each try hands the pool a copy of fn");
   using R = std::invoke_result_t<F&>;
   // Completes with no value and no exception when the pool could not take the job.
   auto initiate = [&pool](auto handler, F job) {
@@ -72,25 +113,23 @@ awaitable<std::invoke_result_t<F&>> on_pool(F fn, BlockingPool& pool = BlockingP
         [outcome, resume]() mutable { resume(outcome->error, std::move(outcome->value)); });
     if (!taken) resume(std::exception_ptr{}, std::optional<R>{});
   };
-  auto ex = co_await asio::this_coro::executor;
-  std::chrono::milliseconds retry{10};
+  Clock::Duration retry = std::chrono::milliseconds(10);
   for (;;) {
     std::optional<R> result =
         co_await asio::async_initiate<const asio::use_awaitable_t<>&,
                                       void(std::exception_ptr, std::optional<R>)>(
             initiate, asio::use_awaitable, fn);
     if (result) co_return std::move(*result);
-    asio::steady_timer timer(ex, retry);
-    auto [ec] = co_await timer.async_wait(kAsTuple);
-    static_cast<void>(ec);  // only a destroyed runtime cancels it, and then nothing resumes
-    retry = std::min<std::chrono::milliseconds>(retry * 2, std::chrono::seconds(1));
+    const bool waited = co_await timer_wait(retry, stop);
+    if (!waited) throw PoolStopped{};
+    retry = std::min<Clock::Duration>(retry * 2, std::chrono::seconds(1));
   }
 }
 
 /// The stream's next event. A stream that can say when it is ready (the client's) is waited for
 /// without a thread; any other is read on the blocking pool.
 inline awaitable<client::Result<std::optional<client::WatchEvent>>> next_event(
-    client::WatchStream& stream) {
+    client::WatchStream& stream, const std::stop_token& stop) {
   if (stream.buffered() > 0) co_return stream.next();  // received already: does not block
   auto initiate = [&stream](auto handler) {
     auto resume = resumer(std::move(handler));
@@ -100,7 +139,7 @@ inline awaitable<client::Result<std::optional<client::WatchEvent>>> next_event(
       initiate, asio::use_awaitable);
   if (ready) co_return stream.next();  // does not block now
   auto read = [&stream] { return stream.next(); };
-  auto next = co_await on_pool(read);
+  auto next = co_await on_pool(read, stop);
   co_return next;
 }
 
@@ -113,22 +152,11 @@ inline awaitable<bool> sleep_for(const ClockPtr& clock, Clock::Duration duration
   if (stop.stop_requested()) co_return false;
   if (clock.get() != system_clock().get()) {
     auto sleep = [&clock, duration, &stop] { return clock->sleep_for(duration, stop); };
-    const bool slept = co_await on_pool(sleep);
+    const bool slept = co_await on_pool(sleep, stop);
     co_return slept;
   }
-  auto ex = co_await asio::this_coro::executor;
-  auto timer = std::make_shared<asio::steady_timer>(ex);
-  // The timer runs on this coroutine's executor: a stop from another thread cancels it there.
-  std::stop_callback on_stop(stop, [timer, ex] { asio::post(ex, [timer] { timer->cancel(); }); });
-  while (duration > Clock::Duration::zero() && !stop.stop_requested()) {
-    // At most a day per wait: steady_timer's time point must not overflow.
-    const Clock::Duration step = std::min<Clock::Duration>(duration, std::chrono::hours(24));
-    timer->expires_after(step);
-    auto [ec] = co_await timer->async_wait(kAsTuple);
-    static_cast<void>(ec);  // cancelled: stop was requested (checked above)
-    duration -= step;
-  }
-  co_return !stop.stop_requested();
+  const bool waited = co_await timer_wait(duration, stop);
+  co_return waited;
 }
 
 }  // namespace kinformer::informer::detail

@@ -24,7 +24,8 @@ class BlockingPool {
   /// The process's pool (never destroyed: its threads may outlive static destruction).
   static BlockingPool& instance();
 
-  /// A pool of its own (tests): `start` makes its threads. Destruction waits for them to leave.
+  /// A pool of its own (tests): `start` makes its threads. Destruction waits for them to leave,
+  /// so it must not outlive what a running job waits for (a fake stream's next event).
   explicit BlockingPool(Starter start);
   ~BlockingPool();
   BlockingPool(const BlockingPool&) = delete;
@@ -33,8 +34,8 @@ class BlockingPool {
   /// Runs `job` on a pool thread (an idle one, else a new one), then `then` on the same thread,
   /// which by then counts as idle: a job that `then` leads to (a caller resumed by it submits
   /// its next call) finds this thread instead of making another. Neither may throw.
-  /// False, with nothing run or kept, when no thread could be started and none is running to
-  /// take the job later (the caller tries again later).
+  /// False, with nothing run or kept, when no thread could be started for it (the caller tries
+  /// again later).
   [[nodiscard]] bool submit(std::function<void()> job, std::function<void()> then = {});
   /// Threads alive now (busy or idle).
   [[nodiscard]] std::size_t threads() const;

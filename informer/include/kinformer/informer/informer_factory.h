@@ -172,7 +172,9 @@ class InformerFactory {
   /// Stops every informer: cancels every watch, waits for every reflector loop to end, stops every
   /// handler, then the handler pool. Bounded by the longest in-flight LIST (the client's request
   /// deadline) plus handler_stop_timeout per informer with a stuck handler, plus
-  /// handler_stop_timeout for the pool. Idempotent.
+  /// handler_stop_timeout for the pool. Idempotent. From one of its own reflectors (a transform,
+  /// an on_informer_synced callback) it would wait for itself: it throws std::logic_error and
+  /// stops nothing (uncaught in a transform, that ends the process).
   void shutdown();
 
   [[nodiscard]] std::size_t informer_count() const;

@@ -199,7 +199,7 @@ class ClusterRegistry {
 
  private:
   class Impl;
-  std::shared_ptr<Impl> impl_;  // shared with the sync signals the factories hold (weakly)
+  std::shared_ptr<Impl> impl_;
 };
 
 }  // namespace kinformer::mesh

@@ -15,6 +15,9 @@
 //	    Merge-patches pod-0 of every namespace with annotation bench.kinformer.dev/storm-marker=V
 //	    (concurrently; one try per namespace, then retries of the failed ones for up to 30 s).
 //
+//	clientgo-storm clusters -clusters N -namespace NS -ready-file F
+//	    threads.sh's client-go peer of kwatch with N remote clusters (clusters.go).
+//
 // load and mark refuse a server that is not on a loopback address. Every wait is bounded.
 // silent-proxy, watch-pods, create-pod and delete-pod (silent.sh's) are described in silent.go.
 package main
@@ -305,11 +308,13 @@ func countingClientset(kubeconfig, userAgent string) (*kubernetes.Clientset, *ku
 func main() {
 	cli.Name, cli.ExitCode = "clientgo-storm", 2
 	if len(os.Args) < 2 {
-		die("usage: clientgo-storm run|load|mark|silent-proxy|watch-pods|create-pod|delete-pod [flags]")
+		die("usage: clientgo-storm run|clusters|load|mark|silent-proxy|watch-pods|create-pod|delete-pod [flags]")
 	}
 	switch os.Args[1] {
 	case "run":
 		run(os.Args[2:])
+	case "clusters":
+		clusters(os.Args[2:])
 	case "load":
 		load(os.Args[2:])
 	case "mark":
