@@ -17,10 +17,11 @@
 
 namespace kinformer::controller::detail {
 
-/// Watches the Lease `name` in `ns` through `client` (its lister-watcher keeps what it needs) (a
-/// list and watch with fieldSelector metadata.name=NAME) and calls `changed` with its record after
-/// each list and each event (nullopt when it is absent or deleted). A Lease that does not decode is
-/// logged and skipped. Failures are the Reflector's: retried with its backoff, a 410 relists.
+/// Watches the Lease `name` in `ns` (a list and watch through `client`'s lister-watcher, which
+/// keeps what it needs of the client, with fieldSelector metadata.name=NAME) and calls `changed`
+/// with its record after each list and each event (nullopt when it is absent or deleted). A Lease
+/// that does not decode is logged and skipped. Failures are the Reflector's: retried with its
+/// backoff, a 410 relists.
 /// Threads: one of its own, running the reflector's loop (its blocking calls go to the
 /// informers' shared pool); `changed` runs there. Destruction stops the loop and joins it.
 class LeaseWatch final : public RecordWatch, private informer::ReflectorSink {
