@@ -69,7 +69,7 @@ struct LeaderElectionOptions {
   bool watch_lease = true;
   /// On stop(), a leader writes the Lease over with no holder and leaseDurationSeconds 1
   /// (client-go's ReleaseOnCancel), after its work returned, so the next candidate takes over
-  /// at its next try instead of after a whole lease.
+  /// as soon as its watch tells it (else at its next try) instead of after a whole lease.
   bool release_on_stop = false;
 
   LeaderCallbacks callbacks;
