@@ -12,11 +12,13 @@
 // prefixes each with the wall-clock time in seconds ("1700000000.123456 leading ID"), taken before
 // the line is written. Each stamp is logged to stderr.
 //
-// Durations are client-go's: lease 15 s, renew deadline 10 s, retry period 2 s. SIGINT or SIGTERM
-// stops it: a leader stops its workers and, with --release-on-exit, releases the Lease so the next
-// replica leads at its next try instead of after a whole lease. Exit status: 0 after a clean stop,
-// 2 for usage or configuration errors (bad flags, an unusable cluster configuration), 1 otherwise.
-// The cluster comes from ClusterConfig::load_default() (KUBECONFIG, in-cluster, ~/.kube/config).
+// Durations are client-go's: lease 15 s, renew deadline 10 s, retry period 2 s; followers watch the
+// Lease, so a dead leader's lease counts from its last renewal as they saw it come. SIGINT or
+// SIGTERM stops it: a leader stops its workers and, with --release-on-exit, releases the Lease so
+// the next replica leads as soon as it sees the release instead of after a whole lease. Exit
+// status: 0 after a clean stop, 2 for usage or configuration errors (bad flags, an unusable cluster
+// configuration), 1 otherwise. The cluster comes from ClusterConfig::load_default() (KUBECONFIG,
+// in-cluster, ~/.kube/config).
 #include <pthread.h>
 #include <signal.h>
 

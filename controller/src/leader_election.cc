@@ -4,6 +4,7 @@
 #include <atomic>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 #include <utility>
@@ -54,13 +55,15 @@ MicroTime system_wall_clock() {
 class ElectorState {
  public:
   explicit ElectorState(LeaderElectionOptions o)
-      : lock_(o.lock ? std::move(o.lock)
-                     : std::make_unique<LeaseLock>(o.client, o.lease_namespace, o.lease_name)),
+      : lock_(o.lock
+                  ? std::move(o.lock)
+                  : std::make_unique<LeaseLock>(o.client, o.lease_namespace, o.lease_name, o.log)),
         identity_(std::move(o.identity)),
         lease_duration_(o.lease_duration),
         renew_deadline_(o.renew_deadline),
         retry_period_(o.retry_period),
         release_on_stop_(o.release_on_stop),
+        watch_lease_(o.watch_lease),
         callbacks_(std::move(o.callbacks)),
         clock_(o.clock ? std::move(o.clock) : informer::system_clock()),
         wall_clock_(o.wall_clock ? std::move(o.wall_clock) : system_wall_clock),
@@ -103,6 +106,13 @@ class ElectorState {
   enum class StepDown { stopped, renew_deadline, other_holder };
 
   void run(const std::stop_token& stop) {
+    // Destroyed when run() returns: no notice comes after.
+    RecordWatchPtr watch;
+    if (watch_lease_) {
+      watch = lock_->watch(
+          [this](const std::optional<LeaderElectionRecord>& record) { notify(record); });
+    }
+    watching_ = watch != nullptr;
     while (!stop.stop_requested()) {
       TimePoint acquired_at;
       if (!acquire(stop, acquired_at)) return;
@@ -114,10 +124,16 @@ class ElectorState {
     }
   }
 
-  // Tries every jittered retry_period until it holds the lock (true, with the start of the
-  // successful try) or stop is requested (false).
+  // Tries until it holds the lock (true, with the start of the successful try) or stop is
+  // requested (false): every jittered retry_period, and sooner as the notices of the lock's
+  // watch say (wait_for_next_try).
   bool acquire(const std::stop_token& stop, TimePoint& acquired_at) {
     log_.info("campaigning");
+    {
+      // Notices that came while leading may predate what the first try reads.
+      std::lock_guard lock(mu_);
+      notice_.reset();
+    }
     while (!stop.stop_requested()) {
       const TimePoint began = clock_->now();
       const bool ok = try_acquire_or_renew();
@@ -132,9 +148,84 @@ class ElectorState {
               jitter *
               static_cast<double>(
                   std::chrono::duration_cast<std::chrono::nanoseconds>(retry_period_).count())));
-      if (!clock_->sleep_for(wait, stop)) return false;
+      if (!wait_for_next_try(began, clock_->now() + wait, stop)) return false;
     }
     return false;
+  }
+
+  // Waits until the next try is due (true) or stop is requested (false). The try is due at
+  // `retry_at` (the jittered retry), or, when the lock's watch runs, sooner:
+  // - at once when a notice shows the lock released (no holder) or its object gone;
+  // - when the lease observed now expires, unless it had expired by the try that began at
+  //   `last_try` already (that try failed for another reason: a conflict, an error; retrying at
+  //   once would spin).
+  // Notices wake the sleep, and the time is worked out again from what they showed.
+  bool wait_for_next_try(TimePoint last_try, TimePoint retry_at, const std::stop_token& stop) {
+    while (!stop.stop_requested()) {
+      if (take_notice()) return true;
+      TimePoint due = retry_at;
+      if (auto expiry = observed_expiry(); watching_ && expiry && *expiry > last_try) {
+        due = std::min(due, *expiry);
+      }
+      const TimePoint now = clock_->now();
+      if (now >= due) return true;
+      if (!sleep_until_notified(due - now, stop)) return false;
+    }
+    return false;
+  }
+
+  // Sleeps for `d` on the clock, or until a notice comes or stop is requested. False on stop.
+  bool sleep_until_notified(Duration d, const std::stop_token& stop) {
+    std::stop_source wake;
+    {
+      std::lock_guard lock(mu_);
+      if (notice_) return true;
+      wake_ = wake;
+    }
+    {
+      std::stop_callback forward(stop, [&wake] { wake.request_stop(); });
+      clock_->sleep_for(d, wake.get_token());
+    }
+    std::lock_guard lock(mu_);
+    wake_.reset();
+    return !stop.stop_requested();
+  }
+
+  // The lock's watch: keeps the newest record (the time it came is when it was observed) and
+  // wakes a candidate's sleep. The watch's thread.
+  void notify(const std::optional<LeaderElectionRecord>& record) {
+    std::lock_guard lock(mu_);
+    notice_ = Notice{record, clock_->now()};
+    if (wake_) wake_->request_stop();
+  }
+
+  // Observes the record of the newest notice, if any. True when it calls for a try at once: the
+  // object is gone, or a change to no holder (released).
+  bool take_notice() {
+    std::optional<Notice> notice;
+    {
+      std::lock_guard lock(mu_);
+      notice.swap(notice_);
+    }
+    if (!notice) return false;
+    if (!notice->record) {
+      log_.debug("the lease is gone: trying at once");
+      return true;
+    }
+    if (observed_once_ && *notice->record == observed_) return false;
+    observe(*notice->record, notice->at);
+    report_transition();
+    if (!observed_.holder_identity.empty()) return false;
+    log_.debug("the lease was released: trying at once");
+    return true;
+  }
+
+  // When the claim of the holder observed (another candidate) expires on this elector's clock.
+  [[nodiscard]] std::optional<TimePoint> observed_expiry() const {
+    if (!observed_once_ || observed_.holder_identity.empty() || observed_holder_is_me()) {
+      return std::nullopt;
+    }
+    return observed_at_ + std::chrono::seconds(observed_.lease_duration_seconds);
   }
 
   // Leads until stop, a missed renew deadline or another holder; returns why, after stepping
@@ -286,13 +377,16 @@ class ElectorState {
     log_.info("released the lease");
   }
 
-  void observe(const LeaderElectionRecord& record) {
+  // Notes `record` as seen changed at `at` (now by default). The time never moves back: a notice
+  // taken late may carry an earlier time than a read that saw a newer record meanwhile.
+  void observe(const LeaderElectionRecord& record, std::optional<TimePoint> at = std::nullopt) {
     {
       std::lock_guard lock(mu_);
       observed_ = record;
     }
+    observed_at_ = observed_once_ ? std::max(observed_at_, at.value_or(clock_->now()))
+                                  : at.value_or(clock_->now());
     observed_once_ = true;
-    observed_at_ = clock_->now();
   }
 
   // The holder's claim lasts its leaseDurationSeconds from when this elector observed it.
@@ -330,6 +424,7 @@ class ElectorState {
   const Duration renew_deadline_;
   const Duration retry_period_;
   const bool release_on_stop_;
+  const bool watch_lease_;
   const LeaderCallbacks callbacks_;
   const ClockPtr clock_;
   const std::function<MicroTime()> wall_clock_;
@@ -344,6 +439,16 @@ class ElectorState {
   bool observed_once_ = false;
   TimePoint observed_at_{};
   std::string reported_;
+  // The lock's watch runs: without one, the tries are client-go's, every jittered retry_period.
+  bool watching_ = false;
+
+  // What the lock's watch told last (nullopt record: the object is gone), and when, on clock_.
+  struct Notice {
+    std::optional<LeaderElectionRecord> record;
+    TimePoint at;
+  };
+  std::optional<Notice> notice_;          // guarded by mu_
+  std::optional<std::stop_source> wake_;  // guarded by mu_: a candidate's sleep, while it sleeps
 
   std::atomic<bool> leading_{false};
   // The threads that run callbacks, so that stop() from one of them fails instead of hanging.

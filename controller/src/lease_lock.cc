@@ -10,6 +10,7 @@
 
 #include "kinformer/client/error.h"
 #include "kinformer/client/timestamp.h"
+#include "lease_watch.h"
 
 namespace kinformer::controller {
 namespace {
@@ -158,14 +159,23 @@ client::Result<std::string> lease_json_with_record(std::string_view lease_json,
   return write(doc);
 }
 
-LeaseLock::LeaseLock(std::shared_ptr<client::RestClient> client, std::string ns, std::string name)
-    : client_(std::move(client)), namespace_(std::move(ns)), name_(std::move(name)) {
+LeaseLock::LeaseLock(std::shared_ptr<client::RestClient> client, std::string ns, std::string name,
+                     client::LogSink log)
+    : client_(std::move(client)),
+      namespace_(std::move(ns)),
+      name_(std::move(name)),
+      log_(std::move(log)) {
   if (!client_) throw client::ConfigError("LeaseLock: client is null");
   if (namespace_.empty()) throw client::ConfigError("LeaseLock: namespace is empty");
   if (name_.empty()) throw client::ConfigError("LeaseLock: name is empty");
 }
 
 std::string LeaseLock::describe() const { return namespace_ + "/" + name_; }
+
+RecordWatchPtr LeaseLock::watch(RecordChanged changed) {
+  return std::make_unique<detail::LeaseWatch>(*client_, namespace_, name_, log_,
+                                              std::move(changed));
+}
 
 client::Status LeaseLock::keep(client::Result<client::ObjectPtr> written) {
   if (!written) return std::move(written).error();

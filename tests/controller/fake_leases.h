@@ -47,6 +47,12 @@ class FakeLeases {
     store(ns + "/" + name, json);
   }
 
+  /// Deletes a Lease as another client would.
+  void remove(const std::string& ns, const std::string& name) {
+    std::lock_guard lock(mu_);
+    leases_.erase(ns + "/" + name);
+  }
+
   /// The stored Lease's JSON, or nullopt.
   std::optional<std::string> json(const std::string& ns, const std::string& name) const {
     std::lock_guard lock(mu_);

@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,11 +40,77 @@ std::shared_ptr<client::RestClient> make_client(const FakeApiServer& server) {
   return std::make_shared<client::RestClient>(server.cluster_config(), o);
 }
 
-/// One candidate: an elector on its own StepClock, recording what its callbacks saw.
+/// The lock's watch as the test drives it: notify() calls the elector's RecordChanged on the
+/// test's thread, while a watch is open.
+class ScriptedNotices {
+ public:
+  void notify(const std::optional<controller::LeaderElectionRecord>& record) {
+    std::lock_guard l(mu_);
+    if (changed_) changed_(record);
+  }
+  [[nodiscard]] bool watched() const {
+    std::lock_guard l(mu_);
+    return static_cast<bool>(changed_);
+  }
+
+ private:
+  friend class NotifyingLock;
+  mutable std::mutex mu_;
+  controller::RecordChanged changed_;  // guarded by mu_
+};
+
+/// A LeaseLock over the scripted server whose watch is ScriptedNotices; with `can_watch` false,
+/// watch() returns null, as a lock without one does (the elector then polls).
+class NotifyingLock final : public controller::ResourceLock {
+ public:
+  NotifyingLock(const FakeApiServer& server, std::shared_ptr<ScriptedNotices> notices,
+                bool can_watch)
+      : lease_(make_client(server), kNs, kName),
+        notices_(std::move(notices)),
+        can_watch_(can_watch) {}
+
+  client::Result<controller::LeaderElectionRecord> get() override { return lease_.get(); }
+  client::Status create(const controller::LeaderElectionRecord& r) override {
+    return lease_.create(r);
+  }
+  client::Status update(const controller::LeaderElectionRecord& r) override {
+    return lease_.update(r);
+  }
+  [[nodiscard]] std::string describe() const override { return lease_.describe(); }
+  controller::RecordWatchPtr watch(controller::RecordChanged changed) override {
+    if (!can_watch_) return nullptr;
+    class Watch final : public controller::RecordWatch {
+     public:
+      explicit Watch(std::shared_ptr<ScriptedNotices> n) : n_(std::move(n)) {}
+      ~Watch() override {
+        std::lock_guard l(n_->mu_);
+        n_->changed_ = nullptr;
+      }
+      Watch(const Watch&) = delete;
+      Watch& operator=(const Watch&) = delete;
+
+     private:
+      std::shared_ptr<ScriptedNotices> n_;
+    };
+    {
+      std::lock_guard l(notices_->mu_);
+      notices_->changed_ = std::move(changed);
+    }
+    return std::make_unique<Watch>(notices_);
+  }
+
+ private:
+  controller::LeaseLock lease_;
+  std::shared_ptr<ScriptedNotices> notices_;
+  bool can_watch_;
+};
+
+/// One candidate: an elector on its own StepClock, recording what its callbacks saw. Without
+/// `lock`, a LeaseLock and no watch: it learns of changes only at its tries (client-go's way).
 class Candidate {
  public:
   Candidate(const FakeApiServer& server, std::string identity, bool release_on_stop = false,
-            FakeLeases* leases = nullptr)
+            FakeLeases* leases = nullptr, controller::ResourceLockPtr lock = nullptr)
       : leases_(leases) {
     LeaderElectionOptions o;
     o.lease_namespace = kNs;
@@ -51,6 +118,8 @@ class Candidate {
     o.identity = std::move(identity);
     o.client = make_client(server);
     o.release_on_stop = release_on_stop;
+    o.watch_lease = lock != nullptr;
+    o.lock = std::move(lock);
     o.clock = clock;
     o.wall_clock = [c = clock] { return wall(*c); };
     o.random = [] { return 0.0; };
@@ -116,8 +185,11 @@ class Candidate {
   }
   /// The clock's time since it started.
   std::chrono::seconds elapsed() const {
-    return std::chrono::duration_cast<std::chrono::seconds>(clock->now().time_since_epoch() -
-                                                            std::chrono::hours(1000));
+    return std::chrono::duration_cast<std::chrono::seconds>(elapsed_ms());
+  }
+  std::chrono::milliseconds elapsed_ms() const {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(clock->now().time_since_epoch() -
+                                                                 std::chrono::hours(1000));
   }
 
   std::shared_ptr<StepClock> clock = std::make_shared<StepClock>();
@@ -403,6 +475,7 @@ TEST(LeaderElectorTest, AControllerRunsOnlyWhileLeadingAndAgainInTheNextTerm) {
   o.lease_name = kName;
   o.identity = "a";
   o.client = make_client(server);
+  o.watch_lease = false;
   o.clock = clock;
   o.random = [] { return 0.0; };
   o.log = [](const client::LogRecord&) {};
@@ -466,6 +539,7 @@ TEST(LeaderElectorTest, StopFromACallbackThrowsInsteadOfWaitingForItself) {
   o.lease_name = kName;
   o.identity = "a";
   o.client = make_client(server);
+  o.watch_lease = false;
   o.clock = clock;
   o.log = [](const client::LogRecord&) {};
   o.callbacks.on_new_leader = [&](const std::string&) {
@@ -501,6 +575,7 @@ TEST(LeaderElectorTest, MetricsSayWhetherItLeadsAndCountRenewalsThatReadTheLease
     o.lease_name = kName;
     o.identity = id;
     o.client = make_client(server);
+    o.watch_lease = false;
     o.clock = clock;
     o.random = [] { return 0.0; };
     o.log = [](const client::LogRecord&) {};
@@ -536,6 +611,7 @@ TEST(LeaderElectorTest, AcquireWaitsAreJitteredUpToOnePointTwoRetryPeriods) {
   o.lease_name = kName;
   o.identity = "b";
   o.client = make_client(server);
+  o.watch_lease = false;
   o.clock = clock;
   o.random = [] { return 0.5; };
   o.log = [](const client::LogRecord&) {};
@@ -544,6 +620,124 @@ TEST(LeaderElectorTest, AcquireWaitsAreJitteredUpToOnePointTwoRetryPeriods) {
   ASSERT_TRUE(clock->wait_sleeping());
   ASSERT_EQ(clock->waits().size(), 1u);
   EXPECT_EQ(clock->waits()[0], 3200ms);  // 2 s * (1 + 1.2 * 0.5)
+}
+
+// A candidate told of each change by the lock's watch counts the lease duration from the notice
+// and tries when that lease expires; without a watch it polls as client-go does and sees the
+// renewal at its next read.
+class NoticeTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(NoticeTest, ANotifiedRenewalCountsFromTheNoticeAndTheTryIsAtTheObservedExpiry) {
+  const bool watched = GetParam();
+  FakeApiServer server;
+  FakeLeases leases(server);
+  leases.put(kNs, kName, held_spec("other", wall_text(0s)));
+  auto notices = std::make_shared<ScriptedNotices>();
+  Candidate b(server, "b", false, nullptr,
+              std::make_unique<NotifyingLock>(server, notices, watched));
+  b.start();  // its first try sees "other" at 0 s; the next is due at 2 s
+  EXPECT_EQ(notices->watched(), watched);
+  // "other" renews at 1.5 s; the watch tells at once.
+  b.clock->advance(1500ms);
+  leases.put(kNs, kName, held_spec("other", wall_text(1s)));
+  notices->notify(leases.record(kNs, kName));
+  if (watched) {
+    ASSERT_TRUE(b.clock->wait_sleeps(2));  // woken, it sleeps on until its retry at 2 s
+    EXPECT_EQ(b.clock->waits()[1], 500ms);
+  }
+  // Tries at 2, 4, ... 16 s: the lease (15 s from 1.5 s with the notice, else from its read at
+  // 2 s) is valid at each.
+  for (int t = 2; t <= 16; t += 2) {
+    ASSERT_TRUE(b.clock->step());
+    EXPECT_FALSE(b.elector->is_leader()) << "at " << t << " s";
+  }
+  ASSERT_TRUE(b.clock->step());
+  EXPECT_TRUE(b.elector->is_leader());
+  // With the notice: at 16.5 s, when the lease it observed expired, not at the retry (18 s).
+  EXPECT_EQ(b.elapsed_ms(), watched ? 16500ms : 18000ms);
+  EXPECT_EQ(leases.record(kNs, kName)->holder_identity, "b");
+}
+
+INSTANTIATE_TEST_SUITE_P(LockWatch, NoticeTest, ::testing::Values(true, false),
+                         [](const auto& info) {
+                           return info.param ? std::string("Notified") : std::string("Polling");
+                         });
+
+TEST(LeaderElectorTest, ANoticeOfAReleasedLeaseTriesAtOnce) {
+  FakeApiServer server;
+  FakeLeases leases(server);
+  leases.put(kNs, kName, held_spec("other", wall_text(0s)));
+  auto notices = std::make_shared<ScriptedNotices>();
+  Candidate b(server, "b", false, nullptr, std::make_unique<NotifyingLock>(server, notices, true));
+  b.start();  // sees "other"; the next try is due at 2 s
+  b.clock->advance(500ms);
+  leases.put(kNs, kName, R"({"holderIdentity":"","leaseDurationSeconds":1,"leaseTransitions":3})");
+  notices->notify(leases.record(kNs, kName));
+  // No step: the notice itself brings the try, at 0.5 s.
+  ASSERT_TRUE(eventually([&] { return b.elector->is_leader(); }));
+  EXPECT_EQ(b.elapsed_ms(), 500ms);
+  EXPECT_EQ(leases.record(kNs, kName)->holder_identity, "b");
+  EXPECT_EQ(leases.record(kNs, kName)->leader_transitions, 4);
+  EXPECT_EQ(b.new_leaders(), (std::vector<std::string>{"other", "", "b"}));
+}
+
+TEST(LeaderElectorTest, ANoticeOfADeletedLeaseTriesAtOnce) {
+  FakeApiServer server;
+  FakeLeases leases(server);
+  leases.put(kNs, kName, held_spec("other", wall_text(0s)));
+  auto notices = std::make_shared<ScriptedNotices>();
+  Candidate b(server, "b", false, nullptr, std::make_unique<NotifyingLock>(server, notices, true));
+  b.start();
+  b.clock->advance(300ms);
+  leases.remove(kNs, kName);
+  notices->notify(std::nullopt);
+  ASSERT_TRUE(eventually([&] { return b.elector->is_leader(); }));  // it created the Lease
+  EXPECT_EQ(b.elapsed_ms(), 300ms);
+  EXPECT_EQ(leases.record(kNs, kName)->holder_identity, "b");
+}
+
+TEST(LeaderElectorTest, ATryAtTheObservedExpiryThatFailsWaitsARetryPeriod) {
+  FakeApiServer server;
+  FakeLeases leases(server);
+  leases.put(kNs, kName, held_spec("other", wall_text(0s)));
+  auto notices = std::make_shared<ScriptedNotices>();
+  Candidate b(server, "b", false, nullptr, std::make_unique<NotifyingLock>(server, notices, true));
+  b.start();
+  b.clock->advance(1s);
+  leases.put(kNs, kName, held_spec("other", wall_text(1s)));
+  notices->notify(leases.record(kNs, kName));  // expires at 16 s
+  ASSERT_TRUE(b.clock->wait_sleeps(2));
+  for (int t = 2; t <= 14; t += 2) ASSERT_TRUE(b.clock->step());
+  leases.set_fault([](const Request&) -> std::optional<Reply> {
+    return Reply::api_status(500, "InternalError", "etcd is down");
+  });
+  ASSERT_TRUE(b.clock->step());  // 16 s: the try at the expiry fails
+  EXPECT_EQ(b.elapsed_ms(), 16s);
+  EXPECT_FALSE(b.elector->is_leader());
+  // Not again at once: the ordinary jittered retry.
+  EXPECT_EQ(b.clock->waits().back(), 2s);
+  leases.set_fault(nullptr);
+  ASSERT_TRUE(b.clock->step());
+  EXPECT_TRUE(b.elector->is_leader());
+  EXPECT_EQ(b.elapsed_ms(), 18s);
+}
+
+TEST(LeaderElectorTest, ALeaderIgnoresNoticesAndRenewsEveryRetryPeriod) {
+  FakeApiServer server;
+  FakeLeases leases(server);
+  auto notices = std::make_shared<ScriptedNotices>();
+  Candidate a(server, "a", false, nullptr, std::make_unique<NotifyingLock>(server, notices, true));
+  a.start();
+  ASSERT_TRUE(a.elector->is_leader());
+  // Its own renewals told late, out of order with what it wrote: nothing changes.
+  notices->notify(controller::LeaderElectionRecord{.holder_identity = "someone-else",
+                                                   .lease_duration_seconds = 15});
+  for (int i = 1; i <= 3; ++i) {
+    ASSERT_TRUE(a.clock->step());
+    EXPECT_TRUE(a.elector->is_leader());
+  }
+  for (auto w : a.clock->waits()) EXPECT_EQ(w, 2s);
+  EXPECT_EQ(a.new_leaders(), std::vector<std::string>{"a"});
 }
 
 struct BadOption {

@@ -3,8 +3,14 @@
 
 #include <gtest/gtest.h>
 
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
 #include "fake_apiserver.h"
 #include "fake_leases.h"
+#include "fakes.h"
 
 namespace kinformer::testing {
 namespace {
@@ -101,6 +107,61 @@ TEST(LeaseLockTest, CreatesReadsAndUpdatesWithTheResourceVersionItLastSaw) {
   ASSERT_TRUE(lock.get());
   ASSERT_TRUE(lock.update(r));
   EXPECT_EQ(leases.record("ns", "l")->holder_identity, "a");
+}
+
+TEST(LeaseLockTest, AWatchTellsTheRecordAfterItsListAndEachEventUntilDestroyed) {
+  FakeApiServer server;
+  const std::string lease_a =
+      R"({"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"l",)"
+      R"("namespace":"ns","resourceVersion":"5"},"spec":{"holderIdentity":"a",)"
+      R"("leaseDurationSeconds":15,"leaseTransitions":2}})";
+  const std::string lease_b =
+      R"({"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"l",)"
+      R"("namespace":"ns","resourceVersion":"6"},"spec":{"holderIdentity":"b",)"
+      R"("leaseDurationSeconds":15,"leaseTransitions":3}})";
+  auto stream = std::make_shared<ScriptedStream>();
+  std::mutex mu;
+  int watches = 0;
+  std::optional<Request> list;
+  server.on("GET", "/apis/coordination.k8s.io/v1/namespaces/ns/leases", [&](const Request& r) {
+    std::lock_guard l(mu);
+    if (r.param("watch")) {
+      // The first watch is the test's; later ones (after the client hangs up) stay silent.
+      return Reply::streaming(watches++ == 0 ? stream : std::make_shared<ScriptedStream>());
+    }
+    list = r;
+    return Reply::json(R"({"kind":"LeaseList","apiVersion":"coordination.k8s.io/v1",)"
+                       R"("metadata":{"resourceVersion":"5"},"items":[)" +
+                       lease_a + "]}");
+  });
+  client::RestClientOptions o;
+  o.rate_limit.qps = 0;
+  LeaseLock lock(std::make_shared<client::RestClient>(server.cluster_config(), o), "ns", "l",
+                 [](const client::LogRecord&) {});
+  std::vector<std::optional<std::string>> told;  // holders; nullopt: gone
+  auto holders = [&] {
+    std::lock_guard l(mu);
+    return told;
+  };
+  auto watch = lock.watch([&](const std::optional<LeaderElectionRecord>& r) {
+    std::lock_guard l(mu);
+    told.push_back(r ? std::optional<std::string>(r->holder_identity) : std::nullopt);
+  });
+  ASSERT_TRUE(watch);
+  using Told = std::vector<std::optional<std::string>>;
+  ASSERT_TRUE(eventually([&] { return holders() == Told{"a"}; }));
+  {
+    std::lock_guard l(mu);
+    ASSERT_TRUE(list);
+    EXPECT_EQ(list->param("fieldSelector"), "metadata.name=l");
+  }
+  stream->send(watch_event_line("MODIFIED", lease_b));
+  ASSERT_TRUE(eventually([&] { return holders() == Told{"a", "b"}; }));
+  stream->send(watch_event_line("DELETED", lease_b));
+  ASSERT_TRUE(eventually([&] { return holders() == Told{"a", "b", std::nullopt}; }));
+  watch.reset();  // stops and joins: no call after this
+  stream->send(watch_event_line("ADDED", lease_a));
+  EXPECT_EQ(holders().size(), 3u);
 }
 
 TEST(LeaseLockTest, UpdateBeforeAnyReadIsNotFound) {

@@ -47,6 +47,20 @@ class StepClock : public informer::Clock {
     return wait_until(lock, cv_, [&] { return sleeping_; });
   }
 
+  /// Waits until the sleeper sleeps its `count`-th sleep (counted from the first); false on the
+  /// deadline.
+  bool wait_sleeps(std::size_t count) {
+    std::unique_lock lock(mu_);
+    return wait_until(lock, cv_, [&] { return sleeping_ && waits_.size() >= count; });
+  }
+
+  /// Moves the time forward by `d` without ending the current sleep (something else may wake
+  /// the sleeper meanwhile, e.g. a stop token of its own).
+  void advance(Duration d) {
+    std::lock_guard lock(mu_);
+    now_ += d;
+  }
+
   /// Waits until the sleeper sleeps, moves the time to the end of its sleep, wakes it and waits
   /// until it sleeps again. False on the deadline.
   bool step() {

@@ -58,12 +58,18 @@ struct LeaderElectionOptions {
   /// The leader steps down when it has not renewed for this long (counted from the start of its
   /// last successful renewal). Must be below lease_duration, so it stops before others may lead.
   std::chrono::milliseconds renew_deadline = std::chrono::seconds(10);
-  /// The wait between tries: to acquire (with up to 1.2 x jitter) and to renew. renew_deadline
-  /// must exceed 1.2 x retry_period (client-go's rule).
+  /// The wait between tries: to acquire (with up to 1.2 x jitter; a candidate tries sooner when
+  /// the lease it observed expires or is released) and to renew. renew_deadline must exceed
+  /// 1.2 x retry_period (client-go's rule).
   std::chrono::milliseconds retry_period = std::chrono::seconds(2);
+  /// A candidate learns of the lock's changes from its watch (ResourceLock::watch; a LeaseLock
+  /// watches its Lease) as they happen, not only at its tries: the lease duration counts from
+  /// then, it tries when that lease expires, and at once when the Lease is released or deleted.
+  /// False, or a lock without a watch: only the tries' reads (client-go's way).
+  bool watch_lease = true;
   /// On stop(), a leader writes the Lease over with no holder and leaseDurationSeconds 1
   /// (client-go's ReleaseOnCancel), after its work returned, so the next candidate takes over
-  /// at its next try instead of after a whole lease.
+  /// as soon as its watch tells it (else at its next try) instead of after a whole lease.
   bool release_on_stop = false;
 
   LeaderCallbacks callbacks;
@@ -91,7 +97,9 @@ struct LeaderElectionOptions {
 /// - Expiry is judged on this process's monotonic clock only: a holder's claim lasts its
 ///   leaseDurationSeconds from when THIS elector last saw the record change (client-go's
 ///   observedTime), never from the holder's renewTime, so clock skew between replicas cannot
-///   make two leaders.
+///   make two leaders. With watch_lease, a candidate sees each change when its watch delivers
+///   it; the next try is then at the earlier of the jittered retry and the moment the lease it
+///   observed expires, and at once for a Lease seen released or deleted.
 /// - Lead: on_started_leading runs on a thread of its own; every retry_period the leader renews.
 ///   When renewals keep failing until renew_deadline has passed since the last success began, or
 ///   a read shows another holder, it steps down: the work's stop token is requested, the work
@@ -101,7 +109,8 @@ struct LeaderElectionOptions {
 ///   the Lease.
 ///
 /// Threads: one of its own from start() to stop() (all reads and writes, on_new_leader and
-/// on_stopped_leading run on it), plus the work's thread while leading.
+/// on_stopped_leading run on it), plus the work's thread while leading, plus the lock's watch
+/// (a LeaseLock's: one thread) with watch_lease.
 /// Thread-safety: thread-safe; no concurrent call causes a data race. stop() (and the
 /// destructor) must not be called from a callback: stop() throws std::logic_error there.
 class LeaderElector {

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "kinformer/client/dynamic_object.h"
+#include "kinformer/client/log.h"
 #include "kinformer/client/rest_client.h"
 #include "kinformer/controller/resource_lock.h"
 
@@ -18,17 +19,22 @@ const client::ResourceType& lease_resource();
 /// Reads and writes one Lease through a RestClient. An update() changes only the Lease's spec
 /// fields of the record (holderIdentity, leaseDurationSeconds, acquireTime, renewTime,
 /// leaseTransitions) in the Lease as last read or written, so labels, annotations and other spec
-/// fields are kept, and sends it with that resourceVersion.
-/// Thread-safety: not thread-safe (one LeaderElector uses it). Lifetime: shares the client.
+/// fields are kept, and sends it with that resourceVersion. watch() lists and watches the Lease
+/// (fieldSelector metadata.name=NAME) with an informer::Reflector on a thread of its own.
+/// Thread-safety: not thread-safe (one LeaderElector uses it); a watch runs beside the other
+/// calls. Lifetime: shares the client; a watch shares it too.
 class LeaseLock final : public ResourceLock {
  public:
-  /// Throws client::ConfigError when `client` is null or `ns` or `name` is empty.
-  LeaseLock(std::shared_ptr<client::RestClient> client, std::string ns, std::string name);
+  /// Throws client::ConfigError when `client` is null or `ns` or `name` is empty. `log` is where
+  /// a watch logs (component "leader-election", field lease=namespace/name); null: stderr.
+  LeaseLock(std::shared_ptr<client::RestClient> client, std::string ns, std::string name,
+            client::LogSink log = {});
 
   client::Result<LeaderElectionRecord> get() override;
   client::Status create(const LeaderElectionRecord& record) override;
   client::Status update(const LeaderElectionRecord& record) override;
   [[nodiscard]] std::string describe() const override;
+  RecordWatchPtr watch(RecordChanged changed) override;
 
  private:
   client::Status keep(client::Result<client::ObjectPtr> written);
@@ -36,6 +42,7 @@ class LeaseLock final : public ResourceLock {
   const std::shared_ptr<client::RestClient> client_;
   const std::string namespace_;
   const std::string name_;
+  const client::LogSink log_;
   std::shared_ptr<const client::DynamicObject> lease_;  // as last read or written
 };
 

@@ -3,6 +3,7 @@
 // the record it holds.
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -30,6 +31,20 @@ struct LeaderElectionRecord {
   bool operator==(const LeaderElectionRecord&) const = default;
 };
 
+/// What a lock's watch tells: the record as it is now, or nullopt when the object is gone.
+/// Called from the watch's thread, one call at a time; it must be quick and must not call into
+/// the lock.
+using RecordChanged = std::function<void(const std::optional<LeaderElectionRecord>& record)>;
+
+/// A running watch of a lock's record (ResourceLock::watch). Destruction stops it: it returns
+/// after the last call of its RecordChanged, and none follows.
+class RecordWatch {
+ public:
+  virtual ~RecordWatch() = default;
+};
+
+using RecordWatchPtr = std::unique_ptr<RecordWatch>;
+
 /// The object a LeaderElector reads and writes. Writes are guarded by optimistic concurrency: an
 /// update() is based on the object as last read or written by this lock and fails (an Errc::api
 /// error with http_status 409) when another writer changed it since.
@@ -46,6 +61,13 @@ class ResourceLock {
   virtual client::Status update(const LeaderElectionRecord& record) = 0;
   /// "namespace/name", for log lines.
   [[nodiscard]] virtual std::string describe() const = 0;
+  /// Optional: starts telling `changed` the record each time the object changes (and once at
+  /// the start), from a thread of the watch's, resumed with backoff after failures, until the
+  /// returned watch is destroyed (before the lock). It runs beside the lock's other calls, which
+  /// it does not touch. The default returns null: the lock cannot, and a LeaderElector learns of
+  /// changes only when it reads the record at its tries.
+  // NOLINTNEXTLINE(performance-unnecessary-value-param): a sink; implementations keep it
+  virtual RecordWatchPtr watch(RecordChanged /*changed*/) { return nullptr; }
 };
 
 using ResourceLockPtr = std::unique_ptr<ResourceLock>;
