@@ -134,7 +134,7 @@ class LeaderElectionE2E : public ::testing::Test {
   Journal journal_;
 };
 
-TEST_F(LeaderElectionE2E, ExactlyOneLeadsAndAReleaseHandsTheLeaseOverAtTheNextTry) {
+TEST_F(LeaderElectionE2E, ExactlyOneLeadsAndAReleaseHandsTheLeaseOverAtOnce) {
   auto a = elector("a", /*release=*/true);
   auto b = elector("b", /*release=*/true);
   auto [leader, follower] = elect(*a, *b);
