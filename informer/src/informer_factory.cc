@@ -1,5 +1,7 @@
 #include "kinformer/informer/informer_factory.h"
 
+#include <mutex>
+
 #include <prometheus/registry.h>
 
 #include "kinformer/cache/label_selector.h"
@@ -25,7 +27,47 @@ ListerWatcherFactory through(std::shared_ptr<client::RestClient> client) {
 
 }  // namespace
 
-InformerFactory::InformerFactory(ListerWatcherFactory lister_watchers, FactoryOptions options)
+class InformerFactory::Impl {
+ public:
+  Impl(ListerWatcherFactory lister_watchers, FactoryOptions options);
+
+  // The public methods of InformerFactory, which forwards to these.
+  SharedInformer& informer(const client::ResourceType& type, const InformerOptions& options);
+  void start();
+  bool wait_for_cache_sync(std::chrono::milliseconds timeout);
+  [[nodiscard]] bool has_synced() const;
+  void on_informer_synced(std::function<void()> fn);
+  [[nodiscard]] std::optional<SyncError> last_error() const;
+  [[nodiscard]] std::vector<InformerSpec> informer_specs() const;
+  [[nodiscard]] Freshness freshness() const;
+  void shutdown();
+  [[nodiscard]] std::size_t informer_count() const;
+  [[nodiscard]] std::map<InformerKey, std::size_t> handler_counts() const;
+
+  ListerWatcherFactory lister_watchers_;
+  FactoryOptions options_;
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::shared_ptr<Metrics> metrics_;
+  ReconnectBudgetPtr budget_;
+  HandlerExecutorPtr executor_;
+  client::Logger log_;
+
+ private:
+  // What on_informer_synced() registered; shared with the informers' on_synced callbacks.
+  struct SyncListeners {
+    std::mutex mu;
+    std::vector<std::function<void()>> fns;  // guarded by mu
+  };
+  std::shared_ptr<SyncListeners> sync_listeners_ = std::make_shared<SyncListeners>();
+
+  mutable std::mutex mu_;
+  std::map<InformerKey, std::shared_ptr<SharedInformer>> informers_;  // guarded by mu_
+  std::map<InformerKey, InformerSpec> specs_;                         // guarded by mu_
+  bool started_ = false;                                              // guarded by mu_
+  bool shut_down_ = false;                                            // guarded by mu_
+};
+
+InformerFactory::Impl::Impl(ListerWatcherFactory lister_watchers, FactoryOptions options)
     : lister_watchers_(std::move(lister_watchers)), options_(std::move(options)) {
   if (!lister_watchers_) {
     throw client::ConfigError("InformerFactory: the ListerWatcherFactory is empty");
@@ -44,13 +86,8 @@ InformerFactory::InformerFactory(ListerWatcherFactory lister_watchers, FactoryOp
                                        : std::make_shared<HandlerExecutor>(options_.executor);
 }
 
-InformerFactory::InformerFactory(std::shared_ptr<client::RestClient> client, FactoryOptions options)
-    : InformerFactory(through(std::move(client)), std::move(options)) {}
-
-InformerFactory::~InformerFactory() { shutdown(); }
-
-SharedInformer& InformerFactory::informer(const client::ResourceType& type,
-                                          const InformerOptions& options) {
+SharedInformer& InformerFactory::Impl::informer(const client::ResourceType& type,
+                                                const InformerOptions& options) {
   InformerKey key;
   key.resource = type.gvr.to_string();
   key.namespace_ = options.namespace_;
@@ -127,19 +164,19 @@ SharedInformer& InformerFactory::informer(const client::ResourceType& type,
   return *inf;
 }
 
-void InformerFactory::on_informer_synced(std::function<void()> fn) {
+void InformerFactory::Impl::on_informer_synced(std::function<void()> fn) {
   std::lock_guard lock(sync_listeners_->mu);
   sync_listeners_->fns.push_back(std::move(fn));
 }
 
-void InformerFactory::start() {
+void InformerFactory::Impl::start() {
   std::lock_guard lock(mu_);
   if (started_ || shut_down_) return;
   started_ = true;
   for (auto& [key, inf] : informers_) inf->start();
 }
 
-bool InformerFactory::wait_for_cache_sync(std::chrono::milliseconds timeout) {
+bool InformerFactory::Impl::wait_for_cache_sync(std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   std::vector<std::shared_ptr<SharedInformer>> all;
   {
@@ -154,7 +191,7 @@ bool InformerFactory::wait_for_cache_sync(std::chrono::milliseconds timeout) {
   return true;
 }
 
-bool InformerFactory::has_synced() const {
+bool InformerFactory::Impl::has_synced() const {
   std::lock_guard lock(mu_);
   for (const auto& [key, inf] : informers_) {
     if (!inf->has_synced()) return false;
@@ -162,7 +199,7 @@ bool InformerFactory::has_synced() const {
   return true;
 }
 
-std::optional<SyncError> InformerFactory::last_error() const {
+std::optional<SyncError> InformerFactory::Impl::last_error() const {
   std::lock_guard lock(mu_);
   std::optional<SyncError> any;
   for (const auto& [key, inf] : informers_) {
@@ -174,7 +211,7 @@ std::optional<SyncError> InformerFactory::last_error() const {
   return any;
 }
 
-Freshness InformerFactory::freshness() const {
+Freshness InformerFactory::Impl::freshness() const {
   std::lock_guard lock(mu_);
   std::optional<Freshness> out;
   for (const auto& [key, inf] : informers_) {
@@ -184,7 +221,7 @@ Freshness InformerFactory::freshness() const {
   return out.value_or(Freshness{});
 }
 
-std::vector<InformerSpec> InformerFactory::informer_specs() const {
+std::vector<InformerSpec> InformerFactory::Impl::informer_specs() const {
   std::lock_guard lock(mu_);
   std::vector<InformerSpec> out;
   out.reserve(specs_.size());
@@ -192,7 +229,7 @@ std::vector<InformerSpec> InformerFactory::informer_specs() const {
   return out;
 }
 
-void InformerFactory::shutdown() {
+void InformerFactory::Impl::shutdown() {
   std::map<InformerKey, std::shared_ptr<SharedInformer>> all;
   {
     std::lock_guard lock(mu_);
@@ -206,16 +243,54 @@ void InformerFactory::shutdown() {
   if (!options_.shared_executor) executor_->shutdown(options_.handler_stop_timeout);
 }
 
-std::size_t InformerFactory::informer_count() const {
+std::size_t InformerFactory::Impl::informer_count() const {
   std::lock_guard lock(mu_);
   return informers_.size();
 }
 
-std::map<InformerKey, std::size_t> InformerFactory::handler_counts() const {
+std::map<InformerKey, std::size_t> InformerFactory::Impl::handler_counts() const {
   std::lock_guard lock(mu_);
   std::map<InformerKey, std::size_t> out;
   for (const auto& [key, inf] : informers_) out[key] = inf->handler_count();
   return out;
+}
+
+InformerFactory::InformerFactory(ListerWatcherFactory lister_watchers, FactoryOptions options)
+    : impl_(std::make_unique<Impl>(std::move(lister_watchers), std::move(options))) {}
+
+InformerFactory::InformerFactory(std::shared_ptr<client::RestClient> client, FactoryOptions options)
+    : InformerFactory(through(std::move(client)), std::move(options)) {}
+
+InformerFactory::~InformerFactory() { shutdown(); }
+
+SharedInformer& InformerFactory::informer(const client::ResourceType& type,
+                                          const InformerOptions& options) {
+  return impl_->informer(type, options);
+}
+void InformerFactory::start() { impl_->start(); }
+bool InformerFactory::wait_for_cache_sync(std::chrono::milliseconds timeout) {
+  return impl_->wait_for_cache_sync(timeout);
+}
+bool InformerFactory::has_synced() const { return impl_->has_synced(); }
+void InformerFactory::on_informer_synced(std::function<void()> fn) {
+  impl_->on_informer_synced(std::move(fn));
+}
+std::optional<SyncError> InformerFactory::last_error() const { return impl_->last_error(); }
+std::vector<InformerSpec> InformerFactory::informer_specs() const {
+  return impl_->informer_specs();
+}
+Freshness InformerFactory::freshness() const { return impl_->freshness(); }
+void InformerFactory::shutdown() { impl_->shutdown(); }
+std::size_t InformerFactory::informer_count() const { return impl_->informer_count(); }
+std::map<InformerKey, std::size_t> InformerFactory::handler_counts() const {
+  return impl_->handler_counts();
+}
+ReconnectBudget& InformerFactory::reconnect_budget() noexcept { return *impl_->budget_; }
+HandlerExecutor& InformerFactory::executor() noexcept { return *impl_->executor_; }
+HandlerExecutorPtr InformerFactory::executor_ptr() const noexcept { return impl_->executor_; }
+prometheus::Registry& InformerFactory::registry() noexcept { return *impl_->registry_; }
+std::shared_ptr<prometheus::Registry> InformerFactory::registry_ptr() const noexcept {
+  return impl_->registry_;
 }
 
 }  // namespace kinformer::informer

@@ -5,7 +5,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -178,38 +177,18 @@ class InformerFactory {
   [[nodiscard]] std::size_t informer_count() const;
   /// Handlers per informer key.
   [[nodiscard]] std::map<InformerKey, std::size_t> handler_counts() const;
-  [[nodiscard]] ReconnectBudget& reconnect_budget() noexcept { return *budget_; }
+  [[nodiscard]] ReconnectBudget& reconnect_budget() noexcept;
   /// The pool every handler runs on (thread counts for audits and tests).
-  [[nodiscard]] HandlerExecutor& executor() noexcept { return *executor_; }
+  [[nodiscard]] HandlerExecutor& executor() noexcept;
   /// The pool, shared (e.g. for EndpointSubscriptions, whose subscribers run on it).
-  [[nodiscard]] HandlerExecutorPtr executor_ptr() const noexcept { return executor_; }
-  [[nodiscard]] prometheus::Registry& registry() noexcept { return *registry_; }
+  [[nodiscard]] HandlerExecutorPtr executor_ptr() const noexcept;
+  [[nodiscard]] prometheus::Registry& registry() noexcept;
   /// The registry, shared (e.g. for a MetricsExposer).
-  [[nodiscard]] std::shared_ptr<prometheus::Registry> registry_ptr() const noexcept {
-    return registry_;
-  }
+  [[nodiscard]] std::shared_ptr<prometheus::Registry> registry_ptr() const noexcept;
 
  private:
-  ListerWatcherFactory lister_watchers_;
-  FactoryOptions options_;
-  std::shared_ptr<prometheus::Registry> registry_;
-  std::shared_ptr<Metrics> metrics_;
-  ReconnectBudgetPtr budget_;
-  HandlerExecutorPtr executor_;
-  client::Logger log_;
-
-  // What on_informer_synced() registered; shared with the informers' on_synced callbacks.
-  struct SyncListeners {
-    std::mutex mu;
-    std::vector<std::function<void()>> fns;  // guarded by mu
-  };
-  std::shared_ptr<SyncListeners> sync_listeners_ = std::make_shared<SyncListeners>();
-
-  mutable std::mutex mu_;
-  std::map<InformerKey, std::shared_ptr<SharedInformer>> informers_;  // guarded by mu_
-  std::map<InformerKey, InformerSpec> specs_;                         // guarded by mu_
-  bool started_ = false;                                              // guarded by mu_
-  bool shut_down_ = false;                                            // guarded by mu_
+  class Impl;  // every informer, the locks, the pool and the metrics (informer_factory.cc)
+  const std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace kinformer::informer
