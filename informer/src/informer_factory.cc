@@ -2,8 +2,6 @@
 
 #include <mutex>
 
-#include <prometheus/registry.h>
-
 #include "kinformer/cache/label_selector.h"
 #include "kinformer/client/error.h"
 
@@ -46,7 +44,7 @@ class InformerFactory::Impl {
 
   ListerWatcherFactory lister_watchers_;
   FactoryOptions options_;
-  std::shared_ptr<prometheus::Registry> registry_;
+  MetricsRegistryPtr registry_;
   std::shared_ptr<Metrics> metrics_;
   ReconnectBudgetPtr budget_;
   HandlerExecutorPtr executor_;
@@ -74,7 +72,7 @@ InformerFactory::Impl::Impl(ListerWatcherFactory lister_watchers, FactoryOptions
   }
   if (!options_.clock) options_.clock = system_clock();
   if (!options_.random) options_.random = default_random();
-  registry_ = options_.registry ? options_.registry : std::make_shared<prometheus::Registry>();
+  registry_ = options_.registry ? options_.registry : MetricsRegistry::in_memory();
   metrics_ = std::make_shared<Metrics>(registry_);
   budget_ = std::make_shared<ReconnectBudget>(options_.budget, options_.clock);
   log_ = client::Logger(options_.log, "informer", {}, options_.log_rate_limit);
@@ -288,9 +286,7 @@ std::map<InformerKey, std::size_t> InformerFactory::handler_counts() const {
 ReconnectBudget& InformerFactory::reconnect_budget() noexcept { return *impl_->budget_; }
 HandlerExecutor& InformerFactory::executor() noexcept { return *impl_->executor_; }
 HandlerExecutorPtr InformerFactory::executor_ptr() const noexcept { return impl_->executor_; }
-prometheus::Registry& InformerFactory::registry() noexcept { return *impl_->registry_; }
-std::shared_ptr<prometheus::Registry> InformerFactory::registry_ptr() const noexcept {
-  return impl_->registry_;
-}
+MetricsRegistry& InformerFactory::registry() noexcept { return *impl_->registry_; }
+MetricsRegistryPtr InformerFactory::registry_ptr() const noexcept { return impl_->registry_; }
 
 }  // namespace kinformer::informer

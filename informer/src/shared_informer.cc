@@ -117,7 +117,7 @@ std::shared_ptr<detail::Listener> SharedInformer::Impl::add_handler(ResourceEven
 void SharedInformer::Impl::set_listeners_locked(std::shared_ptr<const ListenerList> next) {
   listeners_ = std::move(next);
   handler_count_.store(listeners_->size());
-  config_.metrics->handlers.Set(static_cast<double>(listeners_->size()));
+  config_.metrics->handlers.set(static_cast<double>(listeners_->size()));
 }
 
 bool SharedInformer::Impl::remove_listener(const std::shared_ptr<detail::Listener>& listener) {
@@ -344,7 +344,7 @@ client::ObjectPtr SharedInformer::Impl::apply_transform(client::ObjectPtr object
 }
 
 void SharedInformer::Impl::touch_sync_time() {
-  config_.metrics->last_sync_timestamp.Set(detail::unix_now());
+  config_.metrics->last_sync_timestamp.set(detail::unix_now());
 }
 
 void SharedInformer::Impl::on_replace(std::vector<client::ObjectPtr> items, const std::string& rv) {
@@ -377,7 +377,7 @@ void SharedInformer::Impl::on_replace(std::vector<client::ObjectPtr> items, cons
     }
     if (initial) synced_ = true;
     to = listeners_;
-    config_.metrics->objects.Set(static_cast<double>(store_->size()));
+    config_.metrics->objects.set(static_cast<double>(store_->size()));
   }
   sync_cv_.notify_all();  // has_synced() does not wait for the handlers
   for (auto& d : batch) d.hash = detail::key_hash(d.object->metadata);  // once for all handlers
@@ -458,7 +458,7 @@ void SharedInformer::Impl::apply_events(std::span<client::WatchEvent> events) {
     }
     if (rv != nullptr) store_->set_resource_version(*rv);
     to = listeners_;
-    config_.metrics->objects.Set(static_cast<double>(store_->size()));
+    config_.metrics->objects.set(static_cast<double>(store_->size()));
   }
   if (!batch.empty()) {
     for (auto& d : batch) d.hash = detail::key_hash(d.object->metadata);  // once for all handlers

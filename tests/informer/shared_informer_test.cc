@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <prometheus/registry.h>
 
+#include "kinformer/prometheus/prometheus_registry.h"
+
 #include "kinformer/client/error.h"
 #include "metric_value.h"
 #include "test_env.h"
@@ -43,9 +45,10 @@ TEST(SharedInformerTest, TransformAppliedBeforeStoringAndConflictsAreErrors) {
 // reason; the informer stays unsynced, and the first request that succeeds clears the error.
 // Backoff waits are held on the ManualClock, so each retry happens when the test says so.
 TEST(SharedInformerTest, LastErrorNamesTheFailingRequestUntilOneSucceeds) {
-  auto registry = std::make_shared<prometheus::Registry>();
+  auto metrics = std::make_shared<prom::PrometheusRegistry>();
+  auto registry = metrics->registry_ptr();
   FactoryOptions fo;
-  fo.registry = registry;
+  fo.registry = metrics;
   fo.backoff.initial = 2 * testing::kEnvInitialEventsTimeout;  // held until advanced
   fo.backoff.max = fo.backoff.initial;
   fo.backoff.jitter = 0;

@@ -18,13 +18,10 @@
 #include "kinformer/informer/clock.h"
 #include "kinformer/informer/handler_executor.h"
 #include "kinformer/informer/metrics.h"
+#include "kinformer/informer/metrics_registry.h"
 #include "kinformer/informer/reconnect_budget.h"
 #include "kinformer/informer/shared_informer.h"
 #include "kinformer/informer/typed_informer.h"
-
-namespace prometheus {
-class Registry;
-}
 
 namespace kinformer::informer {
 
@@ -65,8 +62,9 @@ struct FactoryOptions {
   ClockPtr clock;
   /// Null: default_random().
   RandomSource random;
-  /// Metrics go here; null: a private registry (see registry()).
-  std::shared_ptr<prometheus::Registry> registry;
+  /// Metrics go here (a prom::PrometheusRegistry to export them to Prometheus;
+  /// MetricsRegistry::null() for none). Null: a private in-memory one (see registry()).
+  MetricsRegistryPtr registry;
   std::int64_t page_size = 500;
   /// Per informer with use_watch_list: how long the WatchList's initial events may go without
   /// any event (idle), and how long they may take in all, before that sync falls back to LIST
@@ -182,9 +180,10 @@ class InformerFactory {
   [[nodiscard]] HandlerExecutor& executor() noexcept;
   /// The pool, shared (e.g. for EndpointSubscriptions, whose subscribers run on it).
   [[nodiscard]] HandlerExecutorPtr executor_ptr() const noexcept;
-  [[nodiscard]] prometheus::Registry& registry() noexcept;
-  /// The registry, shared (e.g. for a MetricsExposer).
-  [[nodiscard]] std::shared_ptr<prometheus::Registry> registry_ptr() const noexcept;
+  /// Where the informers' metrics go (FactoryOptions::registry, or the private one).
+  [[nodiscard]] MetricsRegistry& registry() noexcept;
+  /// The registry, shared (e.g. for EndpointSubscriptions' series).
+  [[nodiscard]] MetricsRegistryPtr registry_ptr() const noexcept;
 
  private:
   class Impl;  // every informer, the locks, the pool and the metrics (informer_factory.cc)
