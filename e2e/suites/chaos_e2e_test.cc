@@ -512,7 +512,7 @@ TEST(ChaosE2E, CachesAndHandlerViewsEqualTheServerAfterFaultsRestartsAndCompacti
   client::RestClient client(through(proxy, admin_config()));
 
   informer::FactoryOptions factory_options;
-  factory_options.backoff.max = 5s;
+  factory_options.reflector.backoff.max = 5s;
   Trace trace;
   InformerFactory factory(
       [&client, &trace](const client::ResourceType& type,

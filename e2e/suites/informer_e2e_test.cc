@@ -257,7 +257,7 @@ TEST_P(InformerE2E, APodCreatedWhileTheWatchPathIsSilentReachesTheCacheAndEveryH
   client::RestClient client(config, encoding());
 
   informer::FactoryOptions options;
-  options.watch_idle_timeout = 10s;
+  options.reflector.watch_idle_timeout = 10s;
   InformerFactory factory(lister_watchers(client), options);
   auto& pod_informer = factory.informer(typed_pods(), {.namespace_ = ns_});
   std::vector<std::shared_ptr<Recorder>> recorders;
@@ -297,7 +297,7 @@ TEST(InformerFreshnessE2E, ACutOffInformerSaysStaleAndFreshAgainAfterRecovery) {
   const client::ClusterConfig config = through(proxy, admin_config());
   client::RestClient client(config);
   informer::FactoryOptions options;
-  options.watch_idle_timeout = 10s;
+  options.reflector.watch_idle_timeout = 10s;
   InformerFactory factory(lister_watchers(client), options);
   auto& inf = factory.informer(typed_secrets(), {.namespace_ = ns});
   factory.start();

@@ -123,13 +123,7 @@ SharedInformer& InformerFactory::Impl::informer(const client::ResourceType& type
   config.reflector.label_selector = key.label_selector;
   config.reflector.field_selector = key.field_selector;
   config.reflector.use_watch_list = options.use_watch_list.value_or(options_.use_watch_list);
-  config.reflector.page_size = options_.page_size;
-  config.reflector.watch_list_initial_events_timeout = options_.watch_list_initial_events_timeout;
-  config.reflector.watch_list_initial_events_deadline = options_.watch_list_initial_events_deadline;
-  config.reflector.min_watch_duration = options_.min_watch_duration;
-  config.reflector.watch_idle_timeout = options_.watch_idle_timeout;
-  config.reflector.make_backoff = options_.make_backoff;
-  config.reflector.backoff = options_.backoff;
+  static_cast<ReflectorSettings&>(config.reflector) = options_.reflector;
   config.reflector.clock = options_.clock;
   config.reflector.random = options_.random;
   config.reflector.budget = budget_;

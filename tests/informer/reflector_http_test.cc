@@ -267,14 +267,14 @@ struct HttpEnv {
     FactoryOptions o;
     o.log = log;
     o.use_watch_list = false;  // scripts are LISTs unless a test asks for WatchList
-    o.backoff.initial = 1ms;
-    o.backoff.max = 5ms;
+    o.reflector.backoff.initial = 1ms;
+    o.reflector.backoff.max = 5ms;
     o.budget.burst = 1000;
     o.budget.per_second = 1000;
     o.clock = clock;
     o.random = [] { return 0.5; };
     o.handler_stop_timeout = 2000ms;
-    o.watch_idle_timeout = watch_idle_timeout;
+    o.reflector.watch_idle_timeout = watch_idle_timeout;
     o.registry = std::make_shared<prom::PrometheusRegistry>();        // read back with Collect()
     factory = std::make_unique<InformerFactory>(rest, std::move(o));  // through the client
   }

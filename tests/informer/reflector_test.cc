@@ -346,8 +346,9 @@ TEST(ReflectorTest, InitialListFailuresBackOffHonourRetryAfterAndRetry) {
   EXPECT_NE(inf.store().get("ns/a"), nullptr);
 }
 
-// The backoff is injected (FactoryOptions::make_backoff, one per reflector, as Envoy injects its
-// backoff strategy): each failure waits what that backoff says, not the default's 1.2 s, 2.4 s.
+// The backoff is injected (FactoryOptions::reflector.make_backoff, one per reflector, as Envoy
+// injects its backoff strategy): each failure waits what that backoff says, not the default's
+// 1.2 s, 2.4 s.
 TEST(ReflectorTest, AnInjectedBackoffDecidesTheWaitAfterEachFailure) {
   struct RecordingBackoff : Backoff {
     std::shared_ptr<std::atomic<int>> calls;
@@ -357,7 +358,7 @@ TEST(ReflectorTest, AnInjectedBackoffDecidesTheWaitAfterEachFailure) {
   auto calls = std::make_shared<std::atomic<int>>(0);
   auto made = std::make_shared<std::atomic<int>>(0);
   FactoryOptions o;
-  o.make_backoff = [calls, made] {
+  o.reflector.make_backoff = [calls, made] {
     ++*made;
     auto b = std::make_unique<RecordingBackoff>();
     b->calls = calls;
@@ -380,7 +381,7 @@ TEST(ReflectorTest, AnInjectedBackoffDecidesTheWaitAfterEachFailure) {
 
 TEST(ReflectorTest, ABackoffFactoryReturningNullIsAConfigurationError) {
   FactoryOptions o;
-  o.make_backoff = [] { return BackoffPtr{}; };
+  o.reflector.make_backoff = [] { return BackoffPtr{}; };
   Env env(o);
   EXPECT_THROW(env.factory->informer(testing::test_type()), client::ConfigError);
 }
@@ -648,7 +649,7 @@ TEST(ReflectorTest, WatchListWithoutInitialEventsEndFallsBackToListAfterTheTimeo
 // cut by it: each period that saw an event starts another, so the sync completes as a WatchList.
 TEST(ReflectorTest, WatchListInitialEventsThatKeepComingOutlastTheIdleLimit) {
   informer::FactoryOptions o;
-  o.watch_list_initial_events_deadline = 10 * testing::kEnvInitialEventsTimeout;
+  o.reflector.watch_list_initial_events_deadline = 10 * testing::kEnvInitialEventsTimeout;
   Env env(o);
   auto w = env.fake->add_watch();
   auto& inf = env.factory->informer(testing::test_type(), testing::watch_list_options());
@@ -676,7 +677,7 @@ TEST(ReflectorTest, WatchListInitialEventsThatNeverEndFallBackAtTheTotalDeadline
   testing::LogCapture capture;
   informer::FactoryOptions o;
   o.log = capture.sink();
-  o.watch_list_initial_events_deadline = 3 * testing::kEnvInitialEventsTimeout;
+  o.reflector.watch_list_initial_events_deadline = 3 * testing::kEnvInitialEventsTimeout;
   Env env(o);
   auto w = env.fake->add_watch();
   env.fake->add_list({make_object("ns", "b", "4")}, "10");
@@ -788,7 +789,7 @@ TEST(ReflectorTest, Plain504TimeoutOnTheWatchRewatchesFromTheLastRv) {
 TEST(ReflectorTest, FiftyInformersRecoverFromARestartWithoutWaitingForTheBudget) {
   constexpr int kInformers = 50;
   FactoryOptions fo;
-  fo.backoff.initial = std::chrono::milliseconds(0);
+  fo.reflector.backoff.initial = std::chrono::milliseconds(0);
   Env env(fo);
   for (int i = 0; i < kInformers; ++i) {
     env.fake->add_watch()->fail(client::Error::make(client::Errc::network, "connection reset"));
@@ -823,7 +824,7 @@ TEST(ReflectorTest, FiftyInformersRecoverFromARestartWithoutWaitingForTheBudget)
 // injected clock, in waits of 2 s.
 TEST(ReflectorTest, AServerFailingEveryRequestGetsNoMoreThanTheInformersShareOfTheBudget) {
   FactoryOptions fo;
-  fo.backoff.initial = std::chrono::milliseconds(0);
+  fo.reflector.backoff.initial = std::chrono::milliseconds(0);
   fo.budget = {
       .burst = 0, .per_second = 0, .burst_per_informer = 2, .per_second_per_informer = 0.5};
   Env env(fo);

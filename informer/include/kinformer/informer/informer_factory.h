@@ -51,11 +51,11 @@ struct FactoryOptions {
   /// (the LIST fallback). LIST relists queue behind the client's request rate limit after an
   /// API-server restart, WatchList syncs do not (docs/BENCHMARKS.md, "Reconnect storm").
   bool use_watch_list = true;
-  /// Makes each informer's backoff (one per reflector), as Envoy injects its backoff strategy.
-  /// Null: a JitteredExponentialBackoff with `backoff`, `clock` and `random`.
-  BackoffFactory make_backoff;
-  /// The default backoff's settings (unused when make_backoff is set).
-  BackoffOptions backoff;
+  /// Every informer's list and watch settings (ReflectorSettings, with their defaults): the
+  /// WatchList initial-events timeout and deadline, min_watch_duration, watch_idle_timeout,
+  /// page_size, and the backoff (make_backoff: one per reflector, as Envoy injects its backoff
+  /// strategy; null: a JitteredExponentialBackoff with `backoff`, `clock` and `random`).
+  ReflectorSettings reflector;
   /// The factory's reconnect budget; every informer it creates adds its per-informer share.
   ReconnectBudgetOptions budget;
   /// Null: system_clock().
@@ -65,19 +65,6 @@ struct FactoryOptions {
   /// Metrics go here (a prom::PrometheusRegistry to export them to Prometheus;
   /// MetricsRegistry::null() for none). Null: a private in-memory one (see registry()).
   MetricsRegistryPtr registry;
-  std::int64_t page_size = 500;
-  /// Per informer with use_watch_list: how long the WatchList's initial events may go without
-  /// any event (idle), and how long they may take in all, before that sync falls back to LIST
-  /// (counted in kinformer_watch_list_fallbacks_total{reason="initial_events_timeout"}). Zero: no
-  /// such limit. See ReflectorOptions::watch_list_initial_events_timeout and _deadline.
-  std::chrono::milliseconds watch_list_initial_events_timeout{10'000};
-  std::chrono::milliseconds watch_list_initial_events_deadline{120'000};
-  /// A watch ending cleanly sooner than this, having delivered nothing, is an error (back off,
-  /// relist). See ReflectorOptions::min_watch_duration.
-  std::chrono::milliseconds min_watch_duration{1'000};
-  /// A watch silent (no byte) for this long is closed and resumed from its last resourceVersion
-  /// (unless this server sends no bookmarks). See ReflectorOptions::watch_idle_timeout.
-  std::chrono::milliseconds watch_idle_timeout{75'000};
   /// Per informer, how long shutdown waits (for all its handlers together) for running
   /// callbacks to return; a handler still running then is given up on and logged.
   std::chrono::milliseconds handler_stop_timeout{5000};
