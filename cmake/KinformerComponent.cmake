@@ -1,7 +1,8 @@
-# kinformer_component(NAME SOURCES ... DEPS ...): one library target per component, with an
-# alias kinformer::NAME, public headers under NAME/include, installed and exported.
+# kinformer_component(NAME [EXPORT_SET SET] SOURCES ... DEPS ...): one library target per
+# component, with an alias kinformer::NAME, public headers under NAME/include, installed and
+# exported (in kinformerTargets unless EXPORT_SET names another).
 function(kinformer_component name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;PUBLIC_DEPS;PRIVATE_DEPS;PUBLIC_DEFS" ${ARGN})
+  cmake_parse_arguments(ARG "" "EXPORT_SET" "SOURCES;PUBLIC_DEPS;PRIVATE_DEPS;PUBLIC_DEFS" ${ARGN})
   add_library(kinformer_${name} ${ARG_SOURCES})
   add_library(kinformer::${name} ALIAS kinformer_${name})
   set_target_properties(kinformer_${name} PROPERTIES EXPORT_NAME ${name} OUTPUT_NAME kinformer_${name}
@@ -16,7 +17,10 @@ function(kinformer_component name)
   if(ARG_PUBLIC_DEFS)
     target_compile_definitions(kinformer_${name} PUBLIC ${ARG_PUBLIC_DEFS})
   endif()
-  install(TARGETS kinformer_${name} EXPORT kinformerTargets
+  if(NOT ARG_EXPORT_SET)
+    set(ARG_EXPORT_SET kinformerTargets)
+  endif()
+  install(TARGETS kinformer_${name} EXPORT ${ARG_EXPORT_SET}
     ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
   install(DIRECTORY include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 endfunction()

@@ -4,10 +4,7 @@
 #include <mutex>
 #include <set>
 
-#include <prometheus/counter.h>
-#include <prometheus/family.h>
-#include <prometheus/gauge.h>
-#include <prometheus/registry.h>
+#include "kinformer/informer/metrics_registry.h"
 
 #include "kinformer/client/error.h"
 
@@ -16,24 +13,22 @@ namespace kinformer::controller::detail {
 // client-go's leader election metrics (k8s.io/client-go/tools/leaderelection/metrics.go), names
 // and help alike, so dashboards and alerts made for client-go controllers work unchanged.
 struct LeaderElectionMetricFamilies {
-  explicit LeaderElectionMetricFamilies(std::shared_ptr<prometheus::Registry> r)
+  explicit LeaderElectionMetricFamilies(std::shared_ptr<informer::MetricsRegistry> r)
       : registry(std::move(r)),
-        master(prometheus::BuildGauge()
-                   .Name("leader_election_master_status")
-                   .Help("Gauge of if the reporting system is master of the relevant lease, 0 "
-                         "indicates backup, 1 indicates master. 'name' is the string used to "
-                         "identify the lease. Please make sure to group by name.")
-                   .Register(*registry)),
-        slowpath(prometheus::BuildCounter()
-                     .Name("leader_election_slowpath_total")
-                     .Help("Total number of slow path exercised in renewing leader leases. "
-                           "'name' is the string used to identify the lease. Please make sure "
-                           "to group by name.")
-                     .Register(*registry)) {}
+        master(
+            registry->gauge("leader_election_master_status",
+                            "Gauge of if the reporting system is master of the relevant lease, 0 "
+                            "indicates backup, 1 indicates master. 'name' is the string used to "
+                            "identify the lease. Please make sure to group by name.")),
+        slowpath(
+            registry->counter("leader_election_slowpath_total",
+                              "Total number of slow path exercised in renewing leader leases. "
+                              "'name' is the string used to identify the lease. Please make sure "
+                              "to group by name.")) {}
 
-  std::shared_ptr<prometheus::Registry> registry;
-  prometheus::Family<prometheus::Gauge>& master;
-  prometheus::Family<prometheus::Counter>& slowpath;
+  std::shared_ptr<informer::MetricsRegistry> registry;
+  informer::GaugeFamily& master;
+  informer::CounterFamily& slowpath;
   std::set<std::string> names;  // guarded by families_mu(): the electors that have series here
 };
 
@@ -47,20 +42,20 @@ std::mutex& families_mu() {
 
 // The families of each registry, while some elector uses them (they keep the registry alive, so
 // an address is never reused while its entry is live).
-std::map<prometheus::Registry*, std::weak_ptr<LeaderElectionMetricFamilies>>&
-families_by_registry() {
-  static std::map<prometheus::Registry*, std::weak_ptr<LeaderElectionMetricFamilies>> map;
+std::map<const void*, std::weak_ptr<LeaderElectionMetricFamilies>>& families_by_registry() {
+  static std::map<const void*, std::weak_ptr<LeaderElectionMetricFamilies>> map;
   return map;
 }
 
 }  // namespace
 
-LeaderElectionMetrics::LeaderElectionMetrics(std::shared_ptr<prometheus::Registry> registry,
+LeaderElectionMetrics::LeaderElectionMetrics(std::shared_ptr<informer::MetricsRegistry> registry,
                                              std::string name)
     : name_(std::move(name)) {
-  if (!registry) return;
+  // The null registry keeps nothing: no series, so no names to keep apart.
+  if (!registry || registry == informer::MetricsRegistry::null()) return;
   std::lock_guard lock(families_mu());
-  auto& weak = families_by_registry()[registry.get()];
+  auto& weak = families_by_registry()[registry->backend()];
   families_ = weak.lock();
   if (!families_) {
     families_ = std::make_shared<LeaderElectionMetricFamilies>(std::move(registry));
@@ -71,16 +66,16 @@ LeaderElectionMetrics::LeaderElectionMetrics(std::shared_ptr<prometheus::Registr
                               "\" already has metrics in this registry (registry)");
   }
   const std::map<std::string, std::string> labels{{"name", name_}};
-  master_ = &families_->master.Add(labels);
-  slowpath_ = &families_->slowpath.Add(labels);
-  master_->Set(0);
+  master_ = &families_->master.add(labels);
+  slowpath_ = &families_->slowpath.add(labels);
+  master_->set(0);
 }
 
 LeaderElectionMetrics::~LeaderElectionMetrics() {
   if (!families_) return;
   std::lock_guard lock(families_mu());
-  families_->master.Remove(master_);
-  families_->slowpath.Remove(slowpath_);
+  families_->master.remove(master_);
+  families_->slowpath.remove(slowpath_);
   families_->names.erase(name_);
   auto& map = families_by_registry();
   auto it = map.find(families_->registry.get());
@@ -88,11 +83,11 @@ LeaderElectionMetrics::~LeaderElectionMetrics() {
 }
 
 void LeaderElectionMetrics::leading(bool on) {
-  if (families_) master_->Set(on ? 1 : 0);
+  if (families_) master_->set(on ? 1 : 0);
 }
 
 void LeaderElectionMetrics::slowpath() {
-  if (families_) slowpath_->Increment();
+  if (families_) slowpath_->increment();
 }
 
 }  // namespace kinformer::controller::detail

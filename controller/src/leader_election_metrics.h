@@ -4,11 +4,7 @@
 #include <memory>
 #include <string>
 
-namespace prometheus {
-class Counter;
-class Gauge;
-class Registry;
-}  // namespace prometheus
+#include "kinformer/informer/metrics_registry.h"
 
 namespace kinformer::controller::detail {
 
@@ -17,12 +13,12 @@ struct LeaderElectionMetricFamilies;
 /// The series of one elector, labelled name=<the Lease's name>, in the families of its registry
 /// (registered once per registry, shared by every elector on it). Without a registry every call
 /// is a no-op. The series are removed on destruction; two electors of one name on one registry
-/// are refused (one series has one owner). Thread-safe (prometheus-cpp metrics are).
+/// are refused (one series has one owner). Thread-safe (MetricsRegistry series are).
 class LeaderElectionMetrics {
  public:
   /// `registry` null: no metrics. Throws client::ConfigError when an elector of that name
   /// already has series in `registry`. leader_election_master_status starts at 0.
-  LeaderElectionMetrics(std::shared_ptr<prometheus::Registry> registry, std::string name);
+  LeaderElectionMetrics(std::shared_ptr<informer::MetricsRegistry> registry, std::string name);
   ~LeaderElectionMetrics();
   LeaderElectionMetrics(const LeaderElectionMetrics&) = delete;
   LeaderElectionMetrics& operator=(const LeaderElectionMetrics&) = delete;
@@ -35,8 +31,8 @@ class LeaderElectionMetrics {
  private:
   std::shared_ptr<LeaderElectionMetricFamilies> families_;
   std::string name_;
-  prometheus::Gauge* master_ = nullptr;
-  prometheus::Counter* slowpath_ = nullptr;
+  informer::Gauge* master_ = nullptr;
+  informer::Counter* slowpath_ = nullptr;
 };
 
 }  // namespace kinformer::controller::detail

@@ -19,7 +19,7 @@ class WorkQueueState {
  public:
   using TimePoint = Clock::TimePoint;
 
-  WorkQueueState(ClockPtr c, RateLimiterPtr limiter, std::shared_ptr<prometheus::Registry> r,
+  WorkQueueState(ClockPtr c, RateLimiterPtr limiter, std::shared_ptr<informer::MetricsRegistry> r,
                  const std::string& name)
       : clock(std::move(c)), rate_limiter(std::move(limiter)), metrics(std::move(r), name) {}
 

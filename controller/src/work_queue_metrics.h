@@ -4,12 +4,7 @@
 #include <memory>
 #include <string>
 
-namespace prometheus {
-class Counter;
-class Gauge;
-class Histogram;
-class Registry;
-}  // namespace prometheus
+#include "kinformer/informer/metrics_registry.h"
 
 namespace kinformer::controller::detail {
 
@@ -18,12 +13,12 @@ struct WorkQueueMetricFamilies;
 /// The series of one queue, labelled name=<the queue's name>, in the families of its registry
 /// (registered once per registry, shared by every queue on it). Without a registry every call is
 /// a no-op. The series are removed on destruction; two queues of one name on one registry are
-/// refused (one series has one owner). Thread-safe (prometheus-cpp metrics are).
+/// refused (one series has one owner). Thread-safe (MetricsRegistry series are).
 class WorkQueueMetrics {
  public:
   /// `registry` null: no metrics. Throws client::ConfigError when `name` is empty or a queue of
   /// that name already has series in `registry`.
-  WorkQueueMetrics(std::shared_ptr<prometheus::Registry> registry, std::string name);
+  WorkQueueMetrics(std::shared_ptr<informer::MetricsRegistry> registry, std::string name);
   ~WorkQueueMetrics();
   WorkQueueMetrics(const WorkQueueMetrics&) = delete;
   WorkQueueMetrics& operator=(const WorkQueueMetrics&) = delete;
@@ -44,13 +39,13 @@ class WorkQueueMetrics {
  private:
   std::shared_ptr<WorkQueueMetricFamilies> families_;
   std::string name_;
-  prometheus::Gauge* depth_ = nullptr;
-  prometheus::Counter* adds_ = nullptr;
-  prometheus::Histogram* queue_duration_ = nullptr;
-  prometheus::Histogram* work_duration_ = nullptr;
-  prometheus::Gauge* unfinished_ = nullptr;
-  prometheus::Gauge* longest_ = nullptr;
-  prometheus::Counter* retries_ = nullptr;
+  informer::Gauge* depth_ = nullptr;
+  informer::Counter* adds_ = nullptr;
+  informer::Histogram* queue_duration_ = nullptr;
+  informer::Histogram* work_duration_ = nullptr;
+  informer::Gauge* unfinished_ = nullptr;
+  informer::Gauge* longest_ = nullptr;
+  informer::Counter* retries_ = nullptr;
 };
 
 }  // namespace kinformer::controller::detail

@@ -271,10 +271,10 @@ FaultObservation observe_fault(InformerFactory& factory, informer::SharedInforme
   for (int tries = 0; tries < 10; ++tries) {
     if (tries > 0) std::this_thread::sleep_for(10ms);
     const std::optional<informer::SyncError> before = inf.last_error();
-    f.attempts = static_cast<long>(m.watch_requests.Value());
-    f.requests = f.attempts + static_cast<long>(m.list_requests.Value());
-    f.errors = static_cast<long>(m.request_errors("watch", reason).Value() +
-                                 m.request_errors("list", reason).Value());
+    f.attempts = static_cast<long>(m.watch_requests.value());
+    f.requests = f.attempts + static_cast<long>(m.list_requests.value());
+    f.errors = static_cast<long>(m.request_errors("watch", reason).value() +
+                                 m.request_errors("list", reason).value());
     f.error = inf.last_error();
     const bool stable = before.has_value() == f.error.has_value() &&
                         (!before || before->consecutive == f.error->consecutive);

@@ -512,7 +512,7 @@ TEST(ChaosE2E, CachesAndHandlerViewsEqualTheServerAfterFaultsRestartsAndCompacti
   client::RestClient client(through(proxy, admin_config()));
 
   informer::FactoryOptions factory_options;
-  factory_options.backoff.max = 5s;
+  factory_options.reflector.backoff.max = 5s;
   Trace trace;
   InformerFactory factory(
       [&client, &trace](const client::ResourceType& type,
@@ -650,12 +650,12 @@ TEST(ChaosE2E, CachesAndHandlerViewsEqualTheServerAfterFaultsRestartsAndCompacti
               "deletes");
   for (const auto& w : watched) {
     auto& m = w.informer->metrics();
-    const auto r = static_cast<std::uint64_t>(m.relists.Value());
-    const auto s = static_cast<std::uint64_t>(m.watch_starts.Value());
+    const auto r = static_cast<std::uint64_t>(m.relists.value());
+    const auto s = static_cast<std::uint64_t>(m.watch_starts.value());
     relists += r;
     watches += s;
-    expired += static_cast<std::uint64_t>(m.restarts_expired.Value());
-    errors += static_cast<std::uint64_t>(m.restarts_error.Value());
+    expired += static_cast<std::uint64_t>(m.restarts_expired.value());
+    errors += static_cast<std::uint64_t>(m.restarts_error.value());
     std::uint64_t heard_deletes = 0;
     for (const auto& h : w.handlers) {
       const auto c = h->counts();
@@ -714,11 +714,11 @@ TEST(ChaosE2E, CachesAndHandlerViewsEqualTheServerAfterFaultsRestartsAndCompacti
           "lists initial=%.0f relist=%.0f events added=%.0f modified=%.0f deleted=%.0f "
           "bookmarks=%.0f "
           "backoff_waits=%.0f budget_denials=%.0f last_rv=%s\n",
-          w.informer->key().to_string().c_str(), m.open_watches.Value(), m.watch_starts.Value(),
-          m.restarts_timeout.Value(), m.restarts_expired.Value(), m.restarts_error.Value(),
-          m.initial_lists.Value(), m.relists.Value(), m.events_added.Value(),
-          m.events_modified.Value(), m.events_deleted.Value(), m.events_bookmark.Value(),
-          m.backoff_waits.Value(), m.budget_denials.Value(),
+          w.informer->key().to_string().c_str(), m.open_watches.value(), m.watch_starts.value(),
+          m.restarts_timeout.value(), m.restarts_expired.value(), m.restarts_error.value(),
+          m.initial_lists.value(), m.relists.value(), m.events_added.value(),
+          m.events_modified.value(), m.events_deleted.value(), m.events_bookmark.value(),
+          m.backoff_waits.value(), m.budget_denials.value(),
           w.informer->last_sync_resource_version().c_str());
     }
     for (const auto& line : proxy.describe_connections())

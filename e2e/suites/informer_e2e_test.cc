@@ -257,7 +257,7 @@ TEST_P(InformerE2E, APodCreatedWhileTheWatchPathIsSilentReachesTheCacheAndEveryH
   client::RestClient client(config, encoding());
 
   informer::FactoryOptions options;
-  options.watch_idle_timeout = 10s;
+  options.reflector.watch_idle_timeout = 10s;
   InformerFactory factory(lister_watchers(client), options);
   auto& pod_informer = factory.informer(typed_pods(), {.namespace_ = ns_});
   std::vector<std::shared_ptr<Recorder>> recorders;
@@ -268,7 +268,7 @@ TEST_P(InformerE2E, APodCreatedWhileTheWatchPathIsSilentReachesTheCacheAndEveryH
   }
   factory.start();
   ASSERT_TRUE(factory.wait_for_cache_sync(30s));
-  ASSERT_TRUE(eventually([&] { return pod_informer.metrics().open_watches.Value() == 1; }));
+  ASSERT_TRUE(eventually([&] { return pod_informer.metrics().open_watches.value() == 1; }));
 
   ASSERT_GE(proxy.silence(), 1u) << "the watch's connection goes silent";
   const auto silenced = std::chrono::steady_clock::now();
@@ -282,8 +282,8 @@ TEST_P(InformerE2E, APodCreatedWhileTheWatchPathIsSilentReachesTheCacheAndEveryH
   for (const auto& r : recorders) {
     EXPECT_TRUE(eventually([&] { return r->state().count("late") == 1; }));
   }
-  EXPECT_GE(pod_informer.metrics().restarts_idle.Value(), 1);
-  EXPECT_EQ(pod_informer.metrics().relists.Value(), 0) << "a rewatch, not a relist";
+  EXPECT_GE(pod_informer.metrics().restarts_idle.value(), 1);
+  EXPECT_EQ(pod_informer.metrics().relists.value(), 0) << "a rewatch, not a relist";
   EXPECT_EQ(store_state(pod_informer), server_state(admin_, pods(), ns_));
 }
 
@@ -297,7 +297,7 @@ TEST(InformerFreshnessE2E, ACutOffInformerSaysStaleAndFreshAgainAfterRecovery) {
   const client::ClusterConfig config = through(proxy, admin_config());
   client::RestClient client(config);
   informer::FactoryOptions options;
-  options.watch_idle_timeout = 10s;
+  options.reflector.watch_idle_timeout = 10s;
   InformerFactory factory(lister_watchers(client), options);
   auto& inf = factory.informer(typed_secrets(), {.namespace_ = ns});
   factory.start();
@@ -312,7 +312,7 @@ TEST(InformerFreshnessE2E, ACutOffInformerSaysStaleAndFreshAgainAfterRecovery) {
   ASSERT_TRUE(
       eventually([&] { return inf.freshness().state == informer::Freshness::State::stale; }, 60s));
   const double stale_after = since_cut();
-  EXPECT_TRUE(eventually([&] { return inf.metrics().stale_state.Value() == 1; }, 60s));
+  EXPECT_TRUE(eventually([&] { return inf.metrics().stale_state.value() == 1; }, 60s));
   std::printf("cut off: stale after %.1f s, its metric after %.1f s\n", stale_after, since_cut());
   EXPECT_GE(inf.freshness().age, 10s);
 
@@ -320,7 +320,7 @@ TEST(InformerFreshnessE2E, ACutOffInformerSaysStaleAndFreshAgainAfterRecovery) {
   EXPECT_TRUE(eventually(
       [&] {
         return inf.freshness().state == informer::Freshness::State::fresh &&
-               inf.metrics().stale_state.Value() == 0;
+               inf.metrics().stale_state.value() == 0;
       },
       90s));
 }

@@ -667,7 +667,7 @@ TEST_F(MulticlusterE2E, SubscribersConvergeToBothServersAfterChurnCutWatchesAndC
   auto remote_proxy = proxied(server());
   auto local_client = std::make_shared<client::RestClient>(local_config);
   informer::FactoryOptions fo;
-  fo.backoff.max = 5s;
+  fo.reflector.backoff.max = 5s;
   auto factory = std::make_shared<informer::InformerFactory>(
       [c = local_client](const client::ResourceType& t, const std::string& ns) {
         return c->lister_watcher(t, ns);
@@ -679,7 +679,7 @@ TEST_F(MulticlusterE2E, SubscribersConvergeToBothServersAfterChurnCutWatchesAndC
                                   admin_user_fields())}});
   auto options = registry_options();
   options.local_cluster_id = "local";
-  options.remote_factory.backoff.max = 5s;
+  options.remote_factory.reflector.backoff.max = 5s;
   mesh::ClusterRegistry registry(local_client, factory, options);
   auto index = std::make_shared<mesh::EndpointIndex>();
   mesh::ClusterEndpointFeeds feeds(index, registry, feed_options(), /*include_local=*/true);

@@ -1,9 +1,8 @@
 #include "kinformer/informer/informer_factory.h"
 
 #include <exception>
+#include <mutex>
 #include <stdexcept>
-
-#include <prometheus/registry.h>
 
 #include "detail/delivering.h"
 
@@ -30,14 +29,54 @@ ListerWatcherFactory through(std::shared_ptr<client::RestClient> client) {
 
 }  // namespace
 
-InformerFactory::InformerFactory(ListerWatcherFactory lister_watchers, FactoryOptions options)
+class InformerFactory::Impl {
+ public:
+  Impl(ListerWatcherFactory lister_watchers, FactoryOptions options);
+
+  // The public methods of InformerFactory, which forwards to these.
+  SharedInformer& informer(const client::ResourceType& type, const InformerOptions& options);
+  void start();
+  bool wait_for_cache_sync(std::chrono::milliseconds timeout);
+  [[nodiscard]] bool has_synced() const;
+  void on_informer_synced(std::function<void()> fn);
+  [[nodiscard]] std::optional<SyncError> last_error() const;
+  [[nodiscard]] std::vector<InformerSpec> informer_specs() const;
+  [[nodiscard]] Freshness freshness() const;
+  void shutdown();
+  [[nodiscard]] std::size_t informer_count() const;
+  [[nodiscard]] std::map<InformerKey, std::size_t> handler_counts() const;
+
+  ListerWatcherFactory lister_watchers_;
+  FactoryOptions options_;
+  MetricsRegistryPtr registry_;
+  std::shared_ptr<Metrics> metrics_;
+  ReconnectBudgetPtr budget_;
+  HandlerExecutorPtr executor_;
+  client::Logger log_;
+
+ private:
+  // What on_informer_synced() registered; shared with the informers' on_synced callbacks.
+  struct SyncListeners {
+    std::mutex mu;
+    std::vector<std::function<void()>> fns;  // guarded by mu
+  };
+  std::shared_ptr<SyncListeners> sync_listeners_ = std::make_shared<SyncListeners>();
+
+  mutable std::mutex mu_;
+  std::map<InformerKey, std::shared_ptr<SharedInformer>> informers_;  // guarded by mu_
+  std::map<InformerKey, InformerSpec> specs_;                         // guarded by mu_
+  bool started_ = false;                                              // guarded by mu_
+  bool shut_down_ = false;                                            // guarded by mu_
+};
+
+InformerFactory::Impl::Impl(ListerWatcherFactory lister_watchers, FactoryOptions options)
     : lister_watchers_(std::move(lister_watchers)), options_(std::move(options)) {
   if (!lister_watchers_) {
     throw client::ConfigError("InformerFactory: the ListerWatcherFactory is empty");
   }
   if (!options_.clock) options_.clock = system_clock();
   if (!options_.random) options_.random = default_random();
-  registry_ = options_.registry ? options_.registry : std::make_shared<prometheus::Registry>();
+  registry_ = options_.registry ? options_.registry : MetricsRegistry::in_memory();
   metrics_ = std::make_shared<Metrics>(registry_);
   budget_ = std::make_shared<ReconnectBudget>(options_.budget, options_.clock);
   log_ = client::Logger(options_.log, "informer", {}, options_.log_rate_limit);
@@ -49,22 +88,8 @@ InformerFactory::InformerFactory(ListerWatcherFactory lister_watchers, FactoryOp
                                        : std::make_shared<HandlerExecutor>(options_.executor);
 }
 
-InformerFactory::InformerFactory(std::shared_ptr<client::RestClient> client, FactoryOptions options)
-    : InformerFactory(through(std::move(client)), std::move(options)) {}
-
-InformerFactory::~InformerFactory() {
-  try {
-    shutdown();
-  } catch (const std::exception& e) {
-    // Destroyed on one of its own reflectors (its last owner dropped in a transform or
-    // on_synced): it cannot wait for that reflector to end, nor leave it running.
-    log_.error("factory destroyed where it cannot shut down", {{"error", e.what()}});
-    std::terminate();
-  }
-}
-
-SharedInformer& InformerFactory::informer(const client::ResourceType& type,
-                                          const InformerOptions& options) {
+SharedInformer& InformerFactory::Impl::informer(const client::ResourceType& type,
+                                                const InformerOptions& options) {
   InformerKey key;
   key.resource = type.gvr.to_string();
   key.namespace_ = options.namespace_;
@@ -102,13 +127,7 @@ SharedInformer& InformerFactory::informer(const client::ResourceType& type,
   config.reflector.label_selector = key.label_selector;
   config.reflector.field_selector = key.field_selector;
   config.reflector.use_watch_list = options.use_watch_list.value_or(options_.use_watch_list);
-  config.reflector.page_size = options_.page_size;
-  config.reflector.watch_list_initial_events_timeout = options_.watch_list_initial_events_timeout;
-  config.reflector.watch_list_initial_events_deadline = options_.watch_list_initial_events_deadline;
-  config.reflector.min_watch_duration = options_.min_watch_duration;
-  config.reflector.watch_idle_timeout = options_.watch_idle_timeout;
-  config.reflector.make_backoff = options_.make_backoff;
-  config.reflector.backoff = options_.backoff;
+  static_cast<ReflectorSettings&>(config.reflector) = options_.reflector;
   config.reflector.clock = options_.clock;
   config.reflector.random = options_.random;
   config.reflector.budget = budget_;
@@ -141,19 +160,19 @@ SharedInformer& InformerFactory::informer(const client::ResourceType& type,
   return *inf;
 }
 
-void InformerFactory::on_informer_synced(std::function<void()> fn) {
+void InformerFactory::Impl::on_informer_synced(std::function<void()> fn) {
   std::lock_guard lock(sync_listeners_->mu);
   sync_listeners_->fns.push_back(std::move(fn));
 }
 
-void InformerFactory::start() {
+void InformerFactory::Impl::start() {
   std::lock_guard lock(mu_);
   if (started_ || shut_down_) return;
   started_ = true;
   for (auto& [key, inf] : informers_) inf->start();
 }
 
-bool InformerFactory::wait_for_cache_sync(std::chrono::milliseconds timeout) {
+bool InformerFactory::Impl::wait_for_cache_sync(std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   std::vector<std::shared_ptr<SharedInformer>> all;
   {
@@ -168,7 +187,7 @@ bool InformerFactory::wait_for_cache_sync(std::chrono::milliseconds timeout) {
   return true;
 }
 
-bool InformerFactory::has_synced() const {
+bool InformerFactory::Impl::has_synced() const {
   std::lock_guard lock(mu_);
   for (const auto& [key, inf] : informers_) {
     if (!inf->has_synced()) return false;
@@ -176,7 +195,7 @@ bool InformerFactory::has_synced() const {
   return true;
 }
 
-std::optional<SyncError> InformerFactory::last_error() const {
+std::optional<SyncError> InformerFactory::Impl::last_error() const {
   std::lock_guard lock(mu_);
   std::optional<SyncError> any;
   for (const auto& [key, inf] : informers_) {
@@ -188,7 +207,7 @@ std::optional<SyncError> InformerFactory::last_error() const {
   return any;
 }
 
-Freshness InformerFactory::freshness() const {
+Freshness InformerFactory::Impl::freshness() const {
   std::lock_guard lock(mu_);
   std::optional<Freshness> out;
   for (const auto& [key, inf] : informers_) {
@@ -198,7 +217,7 @@ Freshness InformerFactory::freshness() const {
   return out.value_or(Freshness{});
 }
 
-std::vector<InformerSpec> InformerFactory::informer_specs() const {
+std::vector<InformerSpec> InformerFactory::Impl::informer_specs() const {
   std::lock_guard lock(mu_);
   std::vector<InformerSpec> out;
   out.reserve(specs_.size());
@@ -206,7 +225,7 @@ std::vector<InformerSpec> InformerFactory::informer_specs() const {
   return out;
 }
 
-void InformerFactory::shutdown() {
+void InformerFactory::Impl::shutdown() {
   std::map<InformerKey, std::shared_ptr<SharedInformer>> all;
   {
     std::lock_guard lock(mu_);
@@ -230,16 +249,61 @@ void InformerFactory::shutdown() {
   if (!options_.shared_executor) executor_->shutdown(options_.handler_stop_timeout);
 }
 
-std::size_t InformerFactory::informer_count() const {
+std::size_t InformerFactory::Impl::informer_count() const {
   std::lock_guard lock(mu_);
   return informers_.size();
 }
 
-std::map<InformerKey, std::size_t> InformerFactory::handler_counts() const {
+std::map<InformerKey, std::size_t> InformerFactory::Impl::handler_counts() const {
   std::lock_guard lock(mu_);
   std::map<InformerKey, std::size_t> out;
   for (const auto& [key, inf] : informers_) out[key] = inf->handler_count();
   return out;
 }
+
+InformerFactory::InformerFactory(ListerWatcherFactory lister_watchers, FactoryOptions options)
+    : impl_(std::make_unique<Impl>(std::move(lister_watchers), std::move(options))) {}
+
+InformerFactory::InformerFactory(std::shared_ptr<client::RestClient> client, FactoryOptions options)
+    : InformerFactory(through(std::move(client)), std::move(options)) {}
+
+InformerFactory::~InformerFactory() {
+  try {
+    shutdown();
+  } catch (const std::exception& e) {
+    // Destroyed on one of its own reflectors (its last owner dropped in a transform or
+    // on_synced): it cannot wait for that reflector to end, nor leave it running.
+    impl_->log_.error("factory destroyed where it cannot shut down", {{"error", e.what()}});
+    std::terminate();
+  }
+}
+
+SharedInformer& InformerFactory::informer(const client::ResourceType& type,
+                                          const InformerOptions& options) {
+  return impl_->informer(type, options);
+}
+void InformerFactory::start() { impl_->start(); }
+bool InformerFactory::wait_for_cache_sync(std::chrono::milliseconds timeout) {
+  return impl_->wait_for_cache_sync(timeout);
+}
+bool InformerFactory::has_synced() const { return impl_->has_synced(); }
+void InformerFactory::on_informer_synced(std::function<void()> fn) {
+  impl_->on_informer_synced(std::move(fn));
+}
+std::optional<SyncError> InformerFactory::last_error() const { return impl_->last_error(); }
+std::vector<InformerSpec> InformerFactory::informer_specs() const {
+  return impl_->informer_specs();
+}
+Freshness InformerFactory::freshness() const { return impl_->freshness(); }
+void InformerFactory::shutdown() { impl_->shutdown(); }
+std::size_t InformerFactory::informer_count() const { return impl_->informer_count(); }
+std::map<InformerKey, std::size_t> InformerFactory::handler_counts() const {
+  return impl_->handler_counts();
+}
+ReconnectBudget& InformerFactory::reconnect_budget() noexcept { return *impl_->budget_; }
+HandlerExecutor& InformerFactory::executor() noexcept { return *impl_->executor_; }
+HandlerExecutorPtr InformerFactory::executor_ptr() const noexcept { return impl_->executor_; }
+MetricsRegistry& InformerFactory::registry() noexcept { return *impl_->registry_; }
+MetricsRegistryPtr InformerFactory::registry_ptr() const noexcept { return impl_->registry_; }
 
 }  // namespace kinformer::informer

@@ -140,7 +140,7 @@ HandlerExecutor::Strand* Listener::enqueue(std::span<const Delta> batch,
   // stuck handler) or with a backlog, so an idle handler's hand-off does not write the gauge
   // that its worker writes too.
   std::size_t waiting = depth_ + in_batch_.load();
-  if (in_turn_ || waiting > kBatch) metrics_->queue_depth.Set(static_cast<double>(waiting));
+  if (in_turn_ || waiting > kBatch) metrics_->queue_depth.set(static_cast<double>(waiting));
   return head_ != kNone ? strand_.get() : nullptr;
 }
 
@@ -176,7 +176,7 @@ void Listener::request_stop() {
     stopped_ = true;
     synced_cv_.notify_all();
     clear_pending();
-    metrics_->queue_depth.Set(0);
+    metrics_->queue_depth.set(0);
     strand = strand_;
   }
   if (strand) strand->close();
@@ -260,11 +260,11 @@ void Listener::deliver(const Notification& n) {
     }
   } catch (const std::exception& e) {
     exceptions_.fetch_add(1);
-    metrics_->exceptions.Increment();
+    metrics_->exceptions.increment();
     log_.error("handler threw", {{"error", e.what()}});
   } catch (...) {
     exceptions_.fetch_add(1);
-    metrics_->exceptions.Increment();
+    metrics_->exceptions.increment();
     log_.error("handler threw");
   }
 }
@@ -286,22 +286,22 @@ bool Listener::drain() {
     }
     in_batch_.store(batch_.size());
     in_turn_ = true;
-    metrics_->queue_depth.Set(static_cast<double>(depth_ + batch_.size()));
+    metrics_->queue_depth.set(static_cast<double>(depth_ + batch_.size()));
   }
   // stalled-since marks when the running batch started.
-  metrics_->stalled_since.Set(unix_now());
+  metrics_->stalled_since.set(unix_now());
   Listener* outer = tl_current;
   tl_current = this;
   for (const auto& n : batch_) {
     if (stopped_.load(std::memory_order_acquire)) break;
     in_batch_.fetch_sub(1);  // being delivered: no longer waiting
     // Read per callback: with a slow handler, the last of a batch waits for all before it.
-    metrics_->delivery_lag.Observe(
+    metrics_->delivery_lag.observe(
         std::chrono::duration<double>(clock_->now() - n.enqueued).count());
     deliver(n);
   }
   tl_current = outer;
-  metrics_->stalled_since.Set(0);
+  metrics_->stalled_since.set(0);
   batch_.clear();
   std::lock_guard lock(mu_);
   in_batch_.store(0);
@@ -309,7 +309,7 @@ bool Listener::drain() {
   in_flight_first_seq_ = 0;
   check_synced();
   shrink_if_idle();
-  metrics_->queue_depth.Set(static_cast<double>(depth_));
+  metrics_->queue_depth.set(static_cast<double>(depth_));
   return head_ != kNone && !stopped_;
 }
 

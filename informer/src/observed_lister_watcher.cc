@@ -3,7 +3,7 @@
 namespace kinformer::informer::detail {
 
 client::Result<client::ObjectList> ObservedListerWatcher::list(const client::ListOptions& options) {
-  metrics_.list_requests.Increment();
+  metrics_.list_requests.increment();
   auto r = inner_.list(options);
   record("list", r ? nullptr : &r.error());
   return r;
@@ -11,7 +11,7 @@ client::Result<client::ObjectList> ObservedListerWatcher::list(const client::Lis
 
 client::Result<client::WatchStreamPtr> ObservedListerWatcher::watch(
     const client::ListOptions& options) {
-  metrics_.watch_requests.Increment();
+  metrics_.watch_requests.increment();
   auto r = inner_.watch(options);
   record("watch", r ? nullptr : &r.error());
   return r;
@@ -31,7 +31,7 @@ void ObservedListerWatcher::record(const char* verb, const client::Error* error)
     return;
   }
   std::string_view reason = error_reason(*error);
-  metrics_.request_errors(verb, reason).Increment();
+  metrics_.request_errors(verb, reason).increment();
   last_error_ = SyncError{verb, std::string(reason), *error, ++consecutive_};
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <charconv>
+#include <exception>
 #include <functional>
 #include <stdexcept>
 
@@ -15,6 +16,7 @@
 #include "io_runtime_impl.h"
 #include "listener.h"
 #include "observed_lister_watcher.h"
+#include "shared_informer_impl.h"
 
 // GCC 12 takes Asio's coroutine frame allocator for a mismatched new/delete when it inlines a
 // frame's destruction: a false positive (GCC bug 109224).
@@ -63,8 +65,8 @@ std::string InformerKey::to_string() const {
   return s;
 }
 
-SharedInformer::SharedInformer(InformerKey key, client::ResourceType type,
-                               client::ListerWatcherPtr lister_watcher, InformerConfig config)
+SharedInformer::Impl::Impl(InformerKey key, client::ResourceType type,
+                           client::ListerWatcherPtr lister_watcher, InformerConfig config)
     : key_(std::move(key)),
       type_(std::move(type)),
       lw_(std::move(lister_watcher)),
@@ -89,9 +91,10 @@ SharedInformer::SharedInformer(InformerKey key, client::ResourceType type,
 // stop() throws only when the informer is destroyed from its own reflector, a wait for itself:
 // terminating then is right.
 // NOLINTNEXTLINE(bugprone-exception-escape)
-SharedInformer::~SharedInformer() { stop(); }
+SharedInformer::Impl::~Impl() { stop(); }
 
-Registration SharedInformer::add_handler(ResourceEventHandlerPtr handler, HandlerOptions options) {
+std::shared_ptr<detail::Listener> SharedInformer::Impl::add_handler(ResourceEventHandlerPtr handler,
+                                                                    HandlerOptions options) {
   std::uint64_t id = g_next_handler_id.fetch_add(1);
   std::string name =
       options.name.empty() ? "handler-" + std::to_string(id) : std::move(options.name);
@@ -101,7 +104,7 @@ Registration SharedInformer::add_handler(ResourceEventHandlerPtr handler, Handle
   std::lock_guard lock(dist_mu_);
   if (stopped_) {
     listener->request_stop();
-    return Registration(weak_from_this(), std::move(listener));
+    return listener;
   }
   std::vector<detail::Delta> snapshot;
   snapshot.reserve(store_->size());
@@ -114,16 +117,16 @@ Registration SharedInformer::add_handler(ResourceEventHandlerPtr handler, Handle
   next->push_back(listener);
   set_listeners_locked(std::move(next));
   listener->start();
-  return Registration(weak_from_this(), std::move(listener));
+  return listener;
 }
 
-void SharedInformer::set_listeners_locked(std::shared_ptr<const ListenerList> next) {
+void SharedInformer::Impl::set_listeners_locked(std::shared_ptr<const ListenerList> next) {
   listeners_ = std::move(next);
   handler_count_.store(listeners_->size());
-  config_.metrics->handlers.Set(static_cast<double>(listeners_->size()));
+  config_.metrics->handlers.set(static_cast<double>(listeners_->size()));
 }
 
-bool SharedInformer::remove_listener(const std::shared_ptr<detail::Listener>& listener) {
+bool SharedInformer::Impl::remove_listener(const std::shared_ptr<detail::Listener>& listener) {
   {
     std::lock_guard lock(dist_mu_);
     auto it = std::find(listeners_->begin(), listeners_->end(), listener);
@@ -139,8 +142,8 @@ bool SharedInformer::remove_listener(const std::shared_ptr<detail::Listener>& li
   return listener->join(std::chrono::hours(24 * 365));
 }
 
-void SharedInformer::fan_out(const ListenerList& to, std::span<const detail::Delta> batch,
-                             bool barrier) {
+void SharedInformer::Impl::fan_out(const ListenerList& to, std::span<const detail::Delta> batch,
+                                   bool barrier) {
   // A large batch (a list) goes out in chunks, each to every handler in turn: all handlers start
   // on it at once, and a chunk's objects are still in the cache for the next handler.
   constexpr std::size_t kChunk = 256;
@@ -161,23 +164,23 @@ void SharedInformer::fan_out(const ListenerList& to, std::span<const detail::Del
   }
 }
 
-bool SharedInformer::has_synced() const { return synced_.load(); }
+bool SharedInformer::Impl::has_synced() const { return synced_.load(); }
 
-bool SharedInformer::wait_for_sync(std::chrono::milliseconds timeout) const {
+bool SharedInformer::Impl::wait_for_sync(std::chrono::milliseconds timeout) const {
   std::unique_lock lock(dist_mu_);
   return sync_cv_.wait_for(lock, timeout, [this] { return synced_ || stopped_; }) && synced_;
 }
 
-std::size_t SharedInformer::handler_count() const {
+std::size_t SharedInformer::Impl::handler_count() const {
   std::lock_guard lock(dist_mu_);
   return listeners_->size();
 }
 
-std::string SharedInformer::last_sync_resource_version() const {
+std::string SharedInformer::Impl::last_sync_resource_version() const {
   return reflector_->last_sync_resource_version();
 }
 
-Freshness SharedInformer::freshness() const { return reflector_->freshness(); }
+Freshness SharedInformer::Impl::freshness() const { return reflector_->freshness(); }
 
 namespace {
 
@@ -200,13 +203,13 @@ std::optional<bool> observed(std::string_view current, std::uint64_t wanted) {
 
 }  // namespace
 
-std::optional<bool> SharedInformer::has_observed(std::string_view rv) const {
+std::optional<bool> SharedInformer::Impl::has_observed(std::string_view rv) const {
   const auto wanted = comparable_rv(rv);
   if (!wanted) return std::nullopt;
   return observed(store_->resource_version(), *wanted);
 }
 
-std::optional<bool> SharedInformer::wait_for_resource_version(
+std::optional<bool> SharedInformer::Impl::wait_for_resource_version(
     std::string_view rv, std::chrono::milliseconds timeout) const {
   if (!comparable_rv(rv)) return std::nullopt;
   std::unique_lock lock(rv_mu_);
@@ -223,21 +226,25 @@ std::optional<bool> SharedInformer::wait_for_resource_version(
   return result;
 }
 
-void SharedInformer::resource_version_advanced() {
+void SharedInformer::Impl::resource_version_advanced() {
   { std::lock_guard lock(rv_mu_); }  // a waiter between its check and its wait is woken too
   rv_cv_.notify_all();
 }
 
-std::optional<std::string> SharedInformer::transform_name() const {
+std::optional<std::string> SharedInformer::Impl::transform_name() const {
   if (!config_.transform) return std::nullopt;
   return config_.transform->name;
 }
 
-bool SharedInformer::watch_list_fell_back() const { return reflector_->watch_list_fell_back(); }
+bool SharedInformer::Impl::watch_list_fell_back() const {
+  return reflector_->watch_list_fell_back();
+}
 
-std::optional<SyncError> SharedInformer::last_error() const { return observed_->last_error(); }
+std::optional<SyncError> SharedInformer::Impl::last_error() const {
+  return observed_->last_error();
+}
 
-void SharedInformer::start() {
+void SharedInformer::Impl::start() {
   std::lock_guard tl(thread_mu_);
   {
     std::lock_guard lock(dist_mu_);
@@ -294,8 +301,8 @@ void SharedInformer::start() {
   }
 }
 
-void SharedInformer::stop() {
-  if (tl_delivering == this) {
+void SharedInformer::Impl::stop() {
+  if (tl_delivering == owner_) {
     throw std::logic_error("SharedInformer " + key_.to_string() +
                            ": stop() from its own reflector (a transform or on_synced) would "
                            "wait for itself");
@@ -338,17 +345,17 @@ void SharedInformer::stop() {
   }
 }
 
-client::ObjectPtr SharedInformer::apply_transform(client::ObjectPtr object) const {
+client::ObjectPtr SharedInformer::Impl::apply_transform(client::ObjectPtr object) const {
   if (!object || !config_.transform || !config_.transform->fn) return object;
   return config_.transform->fn(std::move(object));
 }
 
-void SharedInformer::touch_sync_time() {
-  config_.metrics->last_sync_timestamp.Set(detail::unix_now());
+void SharedInformer::Impl::touch_sync_time() {
+  config_.metrics->last_sync_timestamp.set(detail::unix_now());
 }
 
-void SharedInformer::on_replace(std::vector<client::ObjectPtr> items, const std::string& rv) {
-  Delivering delivering(this);
+void SharedInformer::Impl::on_replace(std::vector<client::ObjectPtr> items, const std::string& rv) {
+  Delivering delivering(owner_);
   using K = detail::Notification::Kind;
   if (config_.transform) {
     for (auto& o : items) o = apply_transform(std::move(o));
@@ -377,7 +384,7 @@ void SharedInformer::on_replace(std::vector<client::ObjectPtr> items, const std:
     }
     if (initial) synced_ = true;
     to = listeners_;
-    config_.metrics->objects.Set(static_cast<double>(store_->size()));
+    config_.metrics->objects.set(static_cast<double>(store_->size()));
   }
   sync_cv_.notify_all();  // has_synced() does not wait for the handlers
   for (auto& d : batch) d.hash = detail::key_hash(d.object->metadata);  // once for all handlers
@@ -396,13 +403,13 @@ void SharedInformer::on_replace(std::vector<client::ObjectPtr> items, const std:
   }
 }
 
-void SharedInformer::on_event(client::EventType type, client::ObjectPtr object) {
+void SharedInformer::Impl::on_event(client::EventType type, client::ObjectPtr object) {
   client::WatchEvent event{type, std::move(object)};
   on_events(std::span<client::WatchEvent>(&event, 1));
 }
 
-void SharedInformer::on_events(std::span<client::WatchEvent> events) {
-  Delivering delivering(this);
+void SharedInformer::Impl::on_events(std::span<client::WatchEvent> events) {
+  Delivering delivering(owner_);
   // In parts of at most kMaxHandOff notifications (events x handlers): the first event of a part
   // waits for the part's hand-off to every handler, so a long batch (a stream catching up) must
   // not add its whole length to that wait. With one handler a part is the whole batch; with
@@ -414,7 +421,7 @@ void SharedInformer::on_events(std::span<client::WatchEvent> events) {
   }
 }
 
-void SharedInformer::apply_events(std::span<client::WatchEvent> events) {
+void SharedInformer::Impl::apply_events(std::span<client::WatchEvent> events) {
   using K = detail::Notification::Kind;
   // Keys, and the transforms of added and modified objects, before the locks (a null result
   // drops the object, and its key is the one it had); a deleted object's final state is
@@ -458,7 +465,7 @@ void SharedInformer::apply_events(std::span<client::WatchEvent> events) {
     }
     if (rv != nullptr) store_->set_resource_version(*rv);
     to = listeners_;
-    config_.metrics->objects.Set(static_cast<double>(store_->size()));
+    config_.metrics->objects.set(static_cast<double>(store_->size()));
   }
   if (!batch.empty()) {
     for (auto& d : batch) d.hash = detail::key_hash(d.object->metadata);  // once for all handlers
@@ -470,13 +477,13 @@ void SharedInformer::apply_events(std::span<client::WatchEvent> events) {
   resource_version_advanced();
 }
 
-void SharedInformer::on_resource_version(const std::string& rv) {
+void SharedInformer::Impl::on_resource_version(const std::string& rv) {
   store_->set_resource_version(rv);
   touch_sync_time();
   resource_version_advanced();
 }
 
-void SharedInformer::resync_once() {
+void SharedInformer::Impl::resync_once() {
   using K = detail::Notification::Kind;
   // Under fanout_mu_ and dist_mu_: a resync must not come between a change the reflector
   // stored and its notification, nor hand out a state older than a stored change.
@@ -490,5 +497,64 @@ void SharedInformer::resync_once() {
   });
   fan_out(*listeners_, batch, false);
 }
+
+SharedInformer::SharedInformer(InformerKey key, client::ResourceType type,
+                               client::ListerWatcherPtr lister_watcher, InformerConfig config)
+    : impl_(std::make_unique<Impl>(std::move(key), std::move(type), std::move(lister_watcher),
+                                   std::move(config))) {
+  impl_->owner_ = this;
+}
+
+// Stopped while the whole informer is alive: a handler still running during the stop may call
+// back into it (store(), handler_count(), ...). Stopping again in ~Impl does nothing.
+SharedInformer::~SharedInformer() {
+  try {
+    impl_->stop();
+  } catch (const std::exception&) {
+    std::terminate();  // destroyed on its own reflector: it cannot wait for itself (see stop())
+  }
+}
+
+Registration SharedInformer::add_handler(ResourceEventHandlerPtr handler, HandlerOptions options) {
+  return Registration(weak_from_this(), impl_->add_handler(std::move(handler), std::move(options)));
+}
+
+bool SharedInformer::remove_listener(const std::shared_ptr<detail::Listener>& listener) {
+  return impl_->remove_listener(listener);
+}
+
+const cache::Store& SharedInformer::store() const noexcept { return *impl_->store(); }
+std::shared_ptr<const cache::Store> SharedInformer::store_ptr() const noexcept {
+  return impl_->store();
+}
+void SharedInformer::add_index(std::string name, cache::Store::IndexFunc fn) {
+  impl_->store()->add_index(std::move(name), std::move(fn));
+}
+bool SharedInformer::has_synced() const { return impl_->has_synced(); }
+bool SharedInformer::wait_for_sync(std::chrono::milliseconds timeout) const {
+  return impl_->wait_for_sync(timeout);
+}
+std::size_t SharedInformer::handler_count() const { return impl_->handler_count(); }
+const InformerKey& SharedInformer::key() const noexcept { return impl_->key(); }
+const client::ResourceType& SharedInformer::type() const noexcept { return impl_->type(); }
+std::string SharedInformer::last_sync_resource_version() const {
+  return impl_->last_sync_resource_version();
+}
+std::optional<std::string> SharedInformer::transform_name() const {
+  return impl_->transform_name();
+}
+bool SharedInformer::watch_list_fell_back() const { return impl_->watch_list_fell_back(); }
+Freshness SharedInformer::freshness() const { return impl_->freshness(); }
+std::optional<bool> SharedInformer::has_observed(std::string_view rv) const {
+  return impl_->has_observed(rv);
+}
+std::optional<bool> SharedInformer::wait_for_resource_version(
+    std::string_view rv, std::chrono::milliseconds timeout) const {
+  return impl_->wait_for_resource_version(rv, timeout);
+}
+std::optional<SyncError> SharedInformer::last_error() const { return impl_->last_error(); }
+InformerMetrics& SharedInformer::metrics() const noexcept { return impl_->metrics(); }
+void SharedInformer::start() { impl_->start(); }
+void SharedInformer::stop() { impl_->stop(); }
 
 }  // namespace kinformer::informer

@@ -137,7 +137,7 @@ ClusterRegistry::Impl::Impl(std::shared_ptr<client::RestClient> local_client,
   if (!options_.remote_client.log) options_.remote_client.log = options_.log;
   if (!options_.remote_factory.log) options_.remote_factory.log = options_.log;
   metrics_ = std::make_unique<detail::RegistryMetrics>(*options_.registry);
-  for (ClusterState s : kStates) metrics_->clusters.Add({{"state", std::string(to_string(s))}});
+  for (ClusterState s : kStates) metrics_->clusters.add({{"state", std::string(to_string(s))}});
   settings_.policy = options_.kubeconfig_policy;
   settings_.client = options_.remote_client;
   // Every remote client runs its I/O on one runtime (threads grow with cores, not clusters).
@@ -279,7 +279,7 @@ void ClusterRegistry::Impl::run() {
     // client is shut down only after every subscriber heard of it.
     for (const ClusterEvent& e : events) {
       if (e.kind != ClusterEvent::Kind::synced) {
-        metrics_->changes.Add({{"kind", detail::to_string(e.kind)}}).Increment();
+        metrics_->changes.add({{"kind", detail::to_string(e.kind)}}).increment();
       }
       store_.publish(e);
     }
@@ -289,7 +289,7 @@ void ClusterRegistry::Impl::run() {
     std::map<ClusterState, double> by_state;
     for (const auto& [id, life] : lives_) by_state[life->status().state] += 1;
     for (ClusterState s : kStates) {
-      metrics_->clusters.Add({{"state", std::string(to_string(s))}}).Set(by_state[s]);
+      metrics_->clusters.add({{"state", std::string(to_string(s))}}).set(by_state[s]);
     }
     cv_.notify_all();  // wait_for_sync()
     auto deadline = SteadyClock::now() + kGaugeRefresh;
@@ -312,7 +312,7 @@ void ClusterRegistry::Impl::reconcile(std::unique_lock<std::mutex>& lock,
     }
     log_.info("remote cluster removed", {{"cluster", it->first}});
     // Its series go with it: cluster IDs come and go, the families must not grow with them.
-    metrics_->sync_timeouts.Remove(&metrics_->sync_timeouts.Add({{"cluster", it->first}}));
+    metrics_->sync_timeouts.remove(&metrics_->sync_timeouts.add({{"cluster", it->first}}));
     if (RemoteClusterPtr before = it->second->active()) {
       events.push_back({.kind = ClusterEvent::Kind::removed, .before = std::move(before)});
     }

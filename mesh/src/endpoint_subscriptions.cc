@@ -5,45 +5,33 @@
 #include <mutex>
 #include <stdexcept>
 
-#include <prometheus/counter.h>
-#include <prometheus/family.h>
-#include <prometheus/gauge.h>
-#include <prometheus/registry.h>
+#include "kinformer/informer/metrics_registry.h"
 
 namespace kinformer::mesh {
 namespace detail {
 
 struct SubscriberMetricFamilies {
-  explicit SubscriberMetricFamilies(std::shared_ptr<prometheus::Registry> r)
+  explicit SubscriberMetricFamilies(std::shared_ptr<informer::MetricsRegistry> r)
       : registry(std::move(r)),
         delivered_version(
-            prometheus::BuildGauge()
-                .Name("kinformer_endpoint_subscriber_delivered_version")
-                .Help("Version of the newest endpoint snapshot whose callback returned")
-                .Register(*registry)),
+            registry->gauge("kinformer_endpoint_subscriber_delivered_version",
+                            "Version of the newest endpoint snapshot whose callback returned")),
         applied_version(
-            prometheus::BuildGauge()
-                .Name("kinformer_endpoint_subscriber_applied_version")
-                .Help("Version of the newest endpoint snapshot the subscriber acknowledged")
-                .Register(*registry)),
-        lag(prometheus::BuildGauge()
-                .Name("kinformer_endpoint_subscriber_lag_seconds")
-                .Help("At the last delivery: how long the oldest undelivered snapshot had waited")
-                .Register(*registry)),
-        stalled_since(prometheus::BuildGauge()
-                          .Name("kinformer_endpoint_subscriber_stalled_since_seconds")
-                          .Help("Unix time the running callback started; 0 when none runs")
-                          .Register(*registry)),
-        coalesced(prometheus::BuildCounter()
-                      .Name("kinformer_endpoint_subscriber_coalesced_total")
-                      .Help("Snapshots replaced by a newer one before delivery")
-                      .Register(*registry)) {}
-  std::shared_ptr<prometheus::Registry> registry;
-  prometheus::Family<prometheus::Gauge>& delivered_version;
-  prometheus::Family<prometheus::Gauge>& applied_version;
-  prometheus::Family<prometheus::Gauge>& lag;
-  prometheus::Family<prometheus::Gauge>& stalled_since;
-  prometheus::Family<prometheus::Counter>& coalesced;
+            registry->gauge("kinformer_endpoint_subscriber_applied_version",
+                            "Version of the newest endpoint snapshot the subscriber acknowledged")),
+        lag(registry->gauge(
+            "kinformer_endpoint_subscriber_lag_seconds",
+            "At the last delivery: how long the oldest undelivered snapshot had waited")),
+        stalled_since(registry->gauge("kinformer_endpoint_subscriber_stalled_since_seconds",
+                                      "Unix time the running callback started; 0 when none runs")),
+        coalesced(registry->counter("kinformer_endpoint_subscriber_coalesced_total",
+                                    "Snapshots replaced by a newer one before delivery")) {}
+  std::shared_ptr<informer::MetricsRegistry> registry;
+  informer::GaugeFamily& delivered_version;
+  informer::GaugeFamily& applied_version;
+  informer::GaugeFamily& lag;
+  informer::GaugeFamily& stalled_since;
+  informer::CounterFamily& coalesced;
 };
 
 namespace {
@@ -61,11 +49,11 @@ class Subscriber final : public informer::Closable,
                          public std::enable_shared_from_this<Subscriber> {
  public:
   struct Metrics {
-    prometheus::Gauge* delivered_version = nullptr;
-    prometheus::Gauge* applied_version = nullptr;
-    prometheus::Gauge* lag = nullptr;
-    prometheus::Gauge* stalled_since = nullptr;
-    prometheus::Counter* coalesced = nullptr;
+    informer::Gauge* delivered_version = nullptr;
+    informer::Gauge* applied_version = nullptr;
+    informer::Gauge* lag = nullptr;
+    informer::Gauge* stalled_since = nullptr;
+    informer::Counter* coalesced = nullptr;
   };
 
   // `id` is unique in the process: it keeps the metric series of two subscribers that share a
@@ -83,21 +71,21 @@ class Subscriber final : public informer::Closable,
     if (families_) {
       const std::map<std::string, std::string> labels{{"subscriber", name_},
                                                       {"id", std::to_string(id)}};
-      metrics_.delivered_version = &families_->delivered_version.Add(labels);
-      metrics_.applied_version = &families_->applied_version.Add(labels);
-      metrics_.lag = &families_->lag.Add(labels);
-      metrics_.stalled_since = &families_->stalled_since.Add(labels);
-      metrics_.coalesced = &families_->coalesced.Add(labels);
+      metrics_.delivered_version = &families_->delivered_version.add(labels);
+      metrics_.applied_version = &families_->applied_version.add(labels);
+      metrics_.lag = &families_->lag.add(labels);
+      metrics_.stalled_since = &families_->stalled_since.add(labels);
+      metrics_.coalesced = &families_->coalesced.add(labels);
     }
   }
 
   ~Subscriber() override {
     if (!families_) return;
-    families_->delivered_version.Remove(metrics_.delivered_version);
-    families_->applied_version.Remove(metrics_.applied_version);
-    families_->lag.Remove(metrics_.lag);
-    families_->stalled_since.Remove(metrics_.stalled_since);
-    families_->coalesced.Remove(metrics_.coalesced);
+    families_->delivered_version.remove(metrics_.delivered_version);
+    families_->applied_version.remove(metrics_.applied_version);
+    families_->lag.remove(metrics_.lag);
+    families_->stalled_since.remove(metrics_.stalled_since);
+    families_->coalesced.remove(metrics_.coalesced);
   }
 
   void start(informer::HandlerExecutor& executor, EndpointIndex& index,
@@ -131,7 +119,7 @@ class Subscriber final : public informer::Closable,
       latest_version_ = s->version;
       if (!pending_.empty()) {
         ++coalesced_;
-        if (metrics_.coalesced) metrics_.coalesced->Increment();
+        if (metrics_.coalesced) metrics_.coalesced->increment();
       } else {
         pending_since_ = clock_->now();
       }
@@ -152,7 +140,7 @@ class Subscriber final : public informer::Closable,
       in_flight_since_ = pending_since_;
       running_since_ = clock_->now();
     }
-    if (metrics_.stalled_since) metrics_.stalled_since->Set(unix_now());
+    if (metrics_.stalled_since) metrics_.stalled_since->set(unix_now());
     try {
       callback_(s);
     } catch (const std::exception& e) {
@@ -163,15 +151,15 @@ class Subscriber final : public informer::Closable,
     std::lock_guard lock(mu_);
     informer::Clock::TimePoint now = clock_->now();
     if (metrics_.lag && in_flight_since_) {
-      metrics_.lag->Set(std::chrono::duration<double>(now - *in_flight_since_).count());
+      metrics_.lag->set(std::chrono::duration<double>(now - *in_flight_since_).count());
     }
     in_flight_since_.reset();
     running_since_.reset();
     delivered_version_ = s->version;
     ++deliveries_;
-    if (metrics_.stalled_since) metrics_.stalled_since->Set(0);
+    if (metrics_.stalled_since) metrics_.stalled_since->set(0);
     if (metrics_.delivered_version) {
-      metrics_.delivered_version->Set(static_cast<double>(s->version));
+      metrics_.delivered_version->set(static_cast<double>(s->version));
     }
     return !pending_.empty() && !closed_;
   }
@@ -206,7 +194,7 @@ class Subscriber final : public informer::Closable,
     std::lock_guard lock(mu_);
     if (version <= applied_version_) return;
     applied_version_ = version;
-    if (metrics_.applied_version) metrics_.applied_version->Set(static_cast<double>(version));
+    if (metrics_.applied_version) metrics_.applied_version->set(static_cast<double>(version));
   }
 
   SubscriberStats stats() const {
@@ -275,7 +263,7 @@ SubscriberStats Subscription::stats() const {
 EndpointSubscriptions::EndpointSubscriptions(EndpointIndexPtr index,
                                              informer::HandlerExecutorPtr executor,
                                              informer::ClockPtr clock,
-                                             std::shared_ptr<prometheus::Registry> registry,
+                                             std::shared_ptr<informer::MetricsRegistry> registry,
                                              client::LogSink log)
     : index_(std::move(index)),
       executor_(std::move(executor)),

@@ -12,24 +12,16 @@ constexpr std::chrono::milliseconds kProbeRetry{5000};
 
 }  // namespace
 
-RegistryMetrics::RegistryMetrics(prometheus::Registry& r)
-    : clusters(prometheus::BuildGauge()
-                   .Name("kinformer_clusters")
-                   .Help("Remote clusters the ClusterRegistry manages, by state")
-                   .Register(r)),
-      sync_timeouts(prometheus::BuildCounter()
-                        .Name("kinformer_cluster_sync_timeouts_total")
-                        .Help("Remote cluster clients that did not sync within sync_timeout")
-                        .Register(r)),
-      refusals(prometheus::BuildCounter()
-                   .Name("kinformer_cluster_kubeconfig_refusals_total")
-                   .Help("Remote kubeconfigs refused, by field (\"invalid\": malformed)")
-                   .Register(r)),
-      changes(prometheus::BuildCounter()
-                  .Name("kinformer_cluster_updates_total")
-                  .Help("Remote cluster changes told to subscribers, by kind (added, updated, "
-                        "removed)")
-                  .Register(r)) {}
+RegistryMetrics::RegistryMetrics(informer::MetricsRegistry& r)
+    : clusters(
+          r.gauge("kinformer_clusters", "Remote clusters the ClusterRegistry manages, by state")),
+      sync_timeouts(r.counter("kinformer_cluster_sync_timeouts_total",
+                              "Remote cluster clients that did not sync within sync_timeout")),
+      refusals(r.counter("kinformer_cluster_kubeconfig_refusals_total",
+                         "Remote kubeconfigs refused, by field (\"invalid\": malformed)")),
+      changes(r.counter("kinformer_cluster_updates_total",
+                        "Remote cluster changes told to subscribers, by kind (added, updated, "
+                        "removed)")) {}
 
 const char* to_string(ClusterEvent::Kind kind) noexcept {
   switch (kind) {
@@ -87,7 +79,7 @@ std::optional<ClusterEvent> RemoteClusterLife::apply(const WantedCluster& wanted
                                             {"secret", wanted.secret},
                                             {"field", built.field},
                                             {"error", built.refused}});
-    metrics_.refusals.Add({{"field", built.field}}).Increment();
+    metrics_.refusals.add({{"field", built.field}}).increment();
     refused_ = std::move(built.refused);
     if (!active_) settled_ = true;
     if (pending_) retire.push_back(std::exchange(pending_, nullptr));
@@ -127,7 +119,7 @@ std::vector<ClusterEvent> RemoteClusterLife::settle(SteadyClock::time_point now,
     const bool synced = pending_->factory->has_synced();
     if (synced || now - pending_since_ >= sync_timeout_) {
       if (!synced) {
-        metrics_.sync_timeouts.Add({{"cluster", id_}}).Increment();
+        metrics_.sync_timeouts.add({{"cluster", id_}}).increment();
         auto e = pending_->factory->last_error();
         log_.warn("the new client did not sync in time; switching to it anyway",
                   {{"cluster", id_}, {"error", e ? e->to_string() : "no error reported"}});
@@ -155,7 +147,7 @@ std::vector<ClusterEvent> RemoteClusterLife::settle(SteadyClock::time_point now,
   if (!settled_ && now - active_since_ >= sync_timeout_) {
     settled_ = true;
     timed_out_ = true;
-    metrics_.sync_timeouts.Add({{"cluster", id_}}).Increment();
+    metrics_.sync_timeouts.add({{"cluster", id_}}).increment();
     auto e = active_->factory->last_error();
     log_.warn("remote cluster did not sync within the sync timeout; still retrying",
               {{"cluster", id_}, {"error", e ? e->to_string() : "no error reported"}});

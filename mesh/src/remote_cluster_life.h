@@ -10,10 +10,7 @@
 #include <string>
 #include <vector>
 
-#include <prometheus/counter.h>
-#include <prometheus/family.h>
-#include <prometheus/gauge.h>
-#include <prometheus/registry.h>
+#include "kinformer/informer/metrics_registry.h"
 
 #include "kinformer/mesh/cluster_registry.h"
 #include "secret_source.h"
@@ -24,11 +21,11 @@ using SteadyClock = std::chrono::steady_clock;
 
 /// The registry's metric families (registered once per registry).
 struct RegistryMetrics {
-  explicit RegistryMetrics(prometheus::Registry& r);
-  prometheus::Family<prometheus::Gauge>& clusters;         ///< by state
-  prometheus::Family<prometheus::Counter>& sync_timeouts;  ///< by cluster
-  prometheus::Family<prometheus::Counter>& refusals;       ///< by field
-  prometheus::Family<prometheus::Counter>& changes;        ///< by kind
+  explicit RegistryMetrics(informer::MetricsRegistry& r);
+  informer::GaugeFamily& clusters;         ///< by state
+  informer::CounterFamily& sync_timeouts;  ///< by cluster
+  informer::CounterFamily& refusals;       ///< by field
+  informer::CounterFamily& changes;        ///< by kind
 };
 
 /// One change to tell subscribers, in order.

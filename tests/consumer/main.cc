@@ -1,6 +1,8 @@
 // Built against the installed kinformer package, as a user's project would be: a factory with
 // an in-memory lister-watcher, one handler, one object; and the mesh layer's endpoint index with
-// one slice. Exits non-zero if anything misbehaves.
+// one slice. Exits non-zero if anything misbehaves. The core API only, unless built with
+// KINFORMER_CONSUMER_PROMETHEUS (linking kinformer::prometheus): then the factory's metrics go
+// to a PrometheusRegistry, read back from prometheus-cpp.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -13,6 +15,11 @@
 #include "kinformer/informer/informer_factory.h"
 #include "kinformer/mesh/endpoint_index.h"
 #include "kinformer/version.h"
+#ifdef KINFORMER_CONSUMER_PROMETHEUS
+#include <prometheus/registry.h>
+
+#include "kinformer/prometheus/prometheus_registry.h"
+#endif
 
 namespace {
 
@@ -51,9 +58,14 @@ class OneSecret final : public client::ListerWatcher {
 }  // namespace
 
 int main() {
-  informer::InformerFactory factory([](const client::ResourceType&, const std::string&) {
-    return std::make_unique<OneSecret>();
-  });
+  informer::FactoryOptions options;
+#ifdef KINFORMER_CONSUMER_PROMETHEUS
+  auto prometheus = std::make_shared<prom::PrometheusRegistry>();
+  options.registry = prometheus;
+#endif
+  informer::InformerFactory factory(
+      [](const client::ResourceType&, const std::string&) { return std::make_unique<OneSecret>(); },
+      options);
   // OneSecret answers LISTs, not streaming lists (the factory's default).
   auto secrets = factory.informer<client::Secret>({.namespace_ = "mesh", .use_watch_list = false});
   std::atomic<int> adds{0};
@@ -71,6 +83,26 @@ int main() {
     std::fprintf(stderr, "consumer: adds=%d handlers=%zu\n", adds.load(), secrets.handler_count());
     return 1;
   }
+  // The reflector counts the list once its sink has it: a moment after the sync.
+  auto& lists = secrets.untyped().metrics().initial_lists;
+  while (lists.value() == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  if (lists.value() != 1) {
+    std::fprintf(stderr, "consumer: the initial list was not counted\n");
+    return 1;
+  }
+#ifdef KINFORMER_CONSUMER_PROMETHEUS
+  bool exported = false;
+  for (const auto& family : prometheus->registry().Collect()) {
+    exported = exported || family.name == "kinformer_watch_starts_total";
+  }
+  if (!exported) {
+    std::fprintf(stderr, "consumer: kinformer_watch_starts_total is not in the registry\n");
+    return 1;
+  }
+  std::printf("consumer: metrics exported through kinformer::prometheus\n");
+#endif
   registration.close();
   factory.shutdown();
 

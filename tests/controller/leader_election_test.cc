@@ -16,6 +16,7 @@
 #include "fake_leases.h"
 #include "kinformer/client/error.h"
 #include "kinformer/controller/controller.h"
+#include "kinformer/prometheus/prometheus_registry.h"
 #include "log_capture.h"
 #include "metric_value.h"
 #include "step_clock.h"
@@ -567,7 +568,8 @@ TEST(LeaderElectorTest, StopFromACallbackThrowsInsteadOfWaitingForItself) {
 TEST(LeaderElectorTest, MetricsSayWhetherItLeadsAndCountRenewalsThatReadTheLease) {
   FakeApiServer server;
   FakeLeases leases(server);
-  auto registry = std::make_shared<prometheus::Registry>();
+  auto metrics = std::make_shared<prom::PrometheusRegistry>();
+  auto registry = metrics->registry_ptr();
   auto clock = std::make_shared<StepClock>();
   auto options = [&](const std::string& id) {
     LeaderElectionOptions o;
@@ -579,7 +581,7 @@ TEST(LeaderElectorTest, MetricsSayWhetherItLeadsAndCountRenewalsThatReadTheLease
     o.clock = clock;
     o.random = [] { return 0.0; };
     o.log = [](const client::LogRecord&) {};
-    o.registry = registry;
+    o.registry = metrics;
     return o;
   };
   const std::map<std::string, std::string> name{{"name", kName}};

@@ -9,6 +9,7 @@
 #include "fakes.h"
 #include "kinformer/client/error.h"
 #include "kinformer/controller/work_queue.h"
+#include "kinformer/prometheus/prometheus_registry.h"
 
 namespace kinformer::controller {
 namespace {
@@ -53,11 +54,12 @@ Observed histogram(prometheus::Registry& r, const std::string& family,
 }
 
 struct WorkQueueMetricsTest : ::testing::Test {
-  std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
+  std::shared_ptr<prom::PrometheusRegistry> metrics = std::make_shared<prom::PrometheusRegistry>();
+  std::shared_ptr<prometheus::Registry> registry = metrics->registry_ptr();
   std::shared_ptr<testing::ManualClock> clock =
       std::make_shared<testing::ManualClock>(Clock::Duration::zero());
   std::optional<WorkQueue> queue{
-      std::in_place, WorkQueueOptions{.name = "q", .clock = clock, .registry = registry}};
+      std::in_place, WorkQueueOptions{.name = "q", .clock = clock, .registry = metrics}};
 };
 
 TEST_F(WorkQueueMetricsTest, EveryClientGoMetricIsThereLabelledWithTheQueueName) {
@@ -126,7 +128,7 @@ TEST_F(WorkQueueMetricsTest, EveryDelayedOrRateLimitedAddIsARetry) {
 
 TEST_F(WorkQueueMetricsTest, TwoQueuesOfOneNameOnOneRegistryAreRefusedAndTheNameIsFreeAgainAfter) {
   try {
-    WorkQueue twin({.name = "q", .clock = clock, .registry = registry});
+    WorkQueue twin({.name = "q", .clock = clock, .registry = metrics});
     FAIL() << "a second queue named q was accepted";
   } catch (const client::ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("\"q\""), std::string::npos) << e.what();
@@ -134,7 +136,7 @@ TEST_F(WorkQueueMetricsTest, TwoQueuesOfOneNameOnOneRegistryAreRefusedAndTheName
   queue->add("a");  // the first queue's series survived the refusal
   EXPECT_EQ(value(*registry, "workqueue_adds_total"), 1);
 
-  WorkQueue other({.name = "other", .clock = clock, .registry = registry});
+  WorkQueue other({.name = "other", .clock = clock, .registry = metrics});
   other.add("x");
   EXPECT_EQ(value(*registry, "workqueue_adds_total", "other"), 1);
   EXPECT_EQ(value(*registry, "workqueue_adds_total", "q"), 1);
@@ -142,16 +144,43 @@ TEST_F(WorkQueueMetricsTest, TwoQueuesOfOneNameOnOneRegistryAreRefusedAndTheName
   queue.reset();
   EXPECT_FALSE(series(*registry, "workqueue_depth", "q"));  // its series are gone
   EXPECT_TRUE(series(*registry, "workqueue_depth", "other"));
-  WorkQueue again({.name = "q", .clock = clock, .registry = registry});
+  WorkQueue again({.name = "q", .clock = clock, .registry = metrics});
   EXPECT_EQ(value(*registry, "workqueue_adds_total"), 0);
+}
+
+// Two wrappers of one prometheus registry are one registry: a second queue named q is refused
+// there too (else the two would share the series, and the first one's removal would free it
+// under the second).
+TEST_F(WorkQueueMetricsTest, TwoWrappersOfOnePrometheusRegistryAreOneForNames) {
+  auto shared = std::make_shared<prometheus::Registry>();
+  WorkQueue first({.name = "q",
+                   .clock = clock,
+                   .registry = std::make_shared<prom::PrometheusRegistry>(shared)});
+  EXPECT_THROW(WorkQueue({.name = "q",
+                          .clock = clock,
+                          .registry = std::make_shared<prom::PrometheusRegistry>(shared)}),
+               client::ConfigError);
+  first.add("a");
+  EXPECT_EQ(value(*shared, "workqueue_adds_total", "q"), 1);
+}
+
+// The null registry keeps nothing: queues of one name, or of none, are all accepted.
+TEST_F(WorkQueueMetricsTest, TheNullRegistryKeepsNoNames) {
+  WorkQueue a({.name = "q", .registry = informer::MetricsRegistry::null()});
+  WorkQueue b({.name = "q", .registry = informer::MetricsRegistry::null()});
+  WorkQueue unnamed({.registry = informer::MetricsRegistry::null()});
+  a.add("k");
+  unnamed.add("k");
+  EXPECT_EQ(a.len() + unnamed.len(), 2u);
 }
 
 TEST_F(WorkQueueMetricsTest, FamiliesAreRegisteredOncePerRegistry) {
   // A registry that throws on a second registration of a family name.
   auto registry =
       std::make_shared<prometheus::Registry>(prometheus::Registry::InsertBehavior::Throw);
-  WorkQueue a({.name = "a", .registry = registry});
-  WorkQueue b({.name = "b", .registry = registry});
+  auto throwing = std::make_shared<prom::PrometheusRegistry>(registry);
+  WorkQueue a({.name = "a", .registry = throwing});
+  WorkQueue b({.name = "b", .registry = throwing});
   a.add("k");
   b.add("k");
   EXPECT_EQ(value(*registry, "workqueue_adds_total", "a"), 1);
@@ -159,7 +188,7 @@ TEST_F(WorkQueueMetricsTest, FamiliesAreRegisteredOncePerRegistry) {
 }
 
 TEST_F(WorkQueueMetricsTest, ARegistryNeedsAQueueName) {
-  EXPECT_THROW(WorkQueue({.registry = std::make_shared<prometheus::Registry>()}),
+  EXPECT_THROW(WorkQueue({.registry = std::make_shared<prom::PrometheusRegistry>()}),
                client::ConfigError);
   WorkQueue unnamed;  // no registry: no metrics, no name needed
   unnamed.add("a");

@@ -147,7 +147,7 @@ TEST(ListenerTest, CloseFromOutsideWaitsForRunningCallbackAndRemovesOnlyThatHand
   auto r1 = inf.add_handler(h1);
   auto r2 = inf.add_handler(h2);
   EXPECT_EQ(inf.handler_count(), 2u);
-  EXPECT_DOUBLE_EQ(inf.metrics().handlers.Value(), 2);
+  EXPECT_DOUBLE_EQ(inf.metrics().handlers.value(), 2);
   env.factory->start();
   ASSERT_TRUE(h1->wait_count(1));
   r1.close();
@@ -157,7 +157,7 @@ TEST(ListenerTest, CloseFromOutsideWaitsForRunningCallbackAndRemovesOnlyThatHand
   ASSERT_TRUE(h2->wait_for("add ns/b 11"));
   EXPECT_EQ(h1->events().size(), seen);
   EXPECT_EQ(inf.handler_count(), 1u);
-  EXPECT_DOUBLE_EQ(inf.metrics().handlers.Value(), 1);
+  EXPECT_DOUBLE_EQ(inf.metrics().handlers.value(), 1);
   r2.close();
   EXPECT_EQ(inf.handler_count(), 0u);
   // The informer keeps running after its last handler left.

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 #include <prometheus/registry.h>
 
+#include "kinformer/prometheus/prometheus_registry.h"
+
 #include "metric_value.h"
 #include "test_env.h"
 
@@ -21,9 +23,10 @@ using testing::metric;
 using testing::RecordingHandler;
 
 TEST(MetricsTest, EveryMetricIsReadableFromTheRegistry) {
-  auto registry = std::make_shared<prometheus::Registry>();
+  auto metrics = std::make_shared<prom::PrometheusRegistry>();
+  auto registry = metrics->registry_ptr();
   FactoryOptions fo;
-  fo.registry = registry;
+  fo.registry = metrics;
   fo.budget.burst = 1;
   fo.budget.per_second = 0.001;
   fo.budget.burst_per_informer = 0;  // a bucket this informer empties: denials are counted
@@ -51,11 +54,11 @@ TEST(MetricsTest, EveryMetricIsReadableFromTheRegistry) {
   ASSERT_TRUE(env.fake->wait_watches(3));
   ASSERT_TRUE(env.fake->wait_lists(2));
   ASSERT_TRUE(testing::eventually([&] { return reg.exceptions() == 1; }));
-  ASSERT_TRUE(testing::eventually([&] { return inf.metrics().restarts_expired.Value() == 1; }));
+  ASSERT_TRUE(testing::eventually([&] { return inf.metrics().restarts_expired.value() == 1; }));
   std::map<std::string, std::string> l{{"resource", "pods"},
                                        {"selector", selector_hash("app=x", "")}};
   // wait_watches() returns when the watch was asked for; the gauge moves just after it opened.
-  ASSERT_TRUE(testing::eventually([&] { return inf.metrics().open_watches.Value() == 1; }));
+  ASSERT_TRUE(testing::eventually([&] { return inf.metrics().open_watches.value() == 1; }));
   EXPECT_EQ(metric(*registry, "kinformer_open_watches", l), 1);
   EXPECT_GE(metric(*registry, "kinformer_watch_starts_total", l), 2);
   auto with = [&](std::string k, std::string v) {
@@ -102,9 +105,10 @@ TEST(MetricsTest, EveryMetricIsReadableFromTheRegistry) {
 }
 
 TEST(MetricsTest, HandlerGaugesFollowAStuckHandlerAndInformerGaugesFollowTheCache) {
-  auto registry = std::make_shared<prometheus::Registry>();
+  auto metrics = std::make_shared<prom::PrometheusRegistry>();
+  auto registry = metrics->registry_ptr();
   FactoryOptions fo;
-  fo.registry = registry;
+  fo.registry = metrics;
   Env env(fo);
   env.fake->add_list({make_object("ns", "a", "1"), make_object("ns", "b", "2")}, "10");
   auto watch = env.fake->add_watch();
@@ -160,9 +164,10 @@ TEST(MetricsTest, HandlerGaugesFollowAStuckHandlerAndInformerGaugesFollowTheCach
 // ManualClock, a notification that waited while 5 s passed reports exactly those 5 s, and the
 // one delivered at once reports none (real time would give neither).
 TEST(MetricsTest, HandlerDeliveryLagIsMeasuredOnTheInjectedClock) {
-  auto registry = std::make_shared<prometheus::Registry>();
+  auto metrics = std::make_shared<prom::PrometheusRegistry>();
+  auto registry = metrics->registry_ptr();
   FactoryOptions fo;
-  fo.registry = registry;
+  fo.registry = metrics;
   Env env(fo);
   env.fake->add_list({make_object("ns", "a", "1")}, "10");
   auto watch = env.fake->add_watch();

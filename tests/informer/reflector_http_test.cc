@@ -8,6 +8,7 @@
 // informer is a GatedClock: short waits (backoff, a few ms) pass at once, long ones (Retry-After)
 // block until the test advances the clock.
 #include <gtest/gtest.h>
+#include <prometheus/registry.h>
 
 #include <algorithm>
 #include <atomic>
@@ -32,6 +33,7 @@
 #include "kinformer/client/rest_client.h"
 #include "kinformer/client/secret.h"
 #include "kinformer/informer/informer_factory.h"
+#include "kinformer/prometheus/prometheus_registry.h"
 #include "log_capture.h"
 #include "process_threads.h"
 #include "protobuf_writer.h"
@@ -265,14 +267,15 @@ struct HttpEnv {
     FactoryOptions o;
     o.log = log;
     o.use_watch_list = false;  // scripts are LISTs unless a test asks for WatchList
-    o.backoff.initial = 1ms;
-    o.backoff.max = 5ms;
+    o.reflector.backoff.initial = 1ms;
+    o.reflector.backoff.max = 5ms;
     o.budget.burst = 1000;
     o.budget.per_second = 1000;
     o.clock = clock;
     o.random = [] { return 0.5; };
     o.handler_stop_timeout = 2000ms;
-    o.watch_idle_timeout = watch_idle_timeout;
+    o.reflector.watch_idle_timeout = watch_idle_timeout;
+    o.registry = std::make_shared<prom::PrometheusRegistry>();        // read back with Collect()
     factory = std::make_unique<InformerFactory>(rest, std::move(o));  // through the client
   }
   ~HttpEnv() { factory.reset(); }
@@ -402,8 +405,13 @@ TEST(ReflectorHttpTest,
 // Liveness: a watch that goes silent is cut at its idle deadline and resumed from its last
 // resourceVersion; bookmarks keep a quiet watch alive. The deadline is the client's (real time).
 
+// The factory's registry as prometheus-cpp's (HttpEnv gives every factory a PrometheusRegistry).
+prometheus::Registry& prometheus_of(InformerFactory& f) {
+  return dynamic_cast<prom::PrometheusRegistry&>(f.registry()).registry();
+}
+
 double idle_restarts(InformerFactory& f) {
-  for (const auto& family : f.registry().Collect()) {
+  for (const auto& family : prometheus_of(f).Collect()) {
     if (family.name != "kinformer_watch_restarts_total") continue;
     for (const auto& m : family.metric) {
       for (const auto& l : m.label) {
@@ -416,7 +424,7 @@ double idle_restarts(InformerFactory& f) {
 
 // The value of the factory's only series of gauge `name` (-1: none).
 double gauge(InformerFactory& f, const std::string& name) {
-  for (const auto& family : f.registry().Collect()) {
+  for (const auto& family : prometheus_of(f).Collect()) {
     if (family.name == name && family.metric.size() == 1) return family.metric[0].gauge.value;
   }
   return -1;
@@ -541,7 +549,7 @@ TEST(ReflectorHttpTest, ThreeIdleCutsWithoutABookmarkGoBackToTheLongerDeadline) 
   env.factory->start();
   for (int i = 0; i < 3; ++i) {  // each watch: one event 5 s after it opened, then silence
     ASSERT_TRUE(env.api.wait_watches(i + 1));
-    ASSERT_TRUE(testing::eventually([&] { return inf.metrics().open_watches.Value() == 1; }));
+    ASSERT_TRUE(testing::eventually([&] { return inf.metrics().open_watches.value() == 1; }));
     env.clock->advance(5s);
     streams[i]->send(event_line("ADDED", "e" + std::to_string(i), std::to_string(11 + i)));
   }
@@ -766,7 +774,7 @@ TEST(ReflectorHttpTest, TruncatedAndMalformedStreamsRewatchFromLastGoodRvWithout
   EXPECT_EQ(store_rvs(inf), (Rvs{{"ns/c", "12"}, {"ns/e", "14"}, {"ns/f", "15"}}));
   EXPECT_EQ(env.api.lists().size(), 1u);
   EXPECT_EQ(env.api.watches().size(), 3u);
-  EXPECT_DOUBLE_EQ(inf.metrics().restarts_error.Value(), 2);
+  EXPECT_DOUBLE_EQ(inf.metrics().restarts_error.value(), 2);
 }
 
 TEST(ReflectorHttpTest, TooManyRequestsPlainTextRetryAfterBlocksTheNextWatchUntilTwoSecondsPass) {
@@ -1227,7 +1235,7 @@ TEST(ReflectorHttpProtobufTest,
   EXPECT_EQ(env.api.lists().size(), 1u);
   EXPECT_EQ(env.api.watches().size(), 3u);
   expect_protobuf_accept(env.api.lists(), env.api.watches());
-  EXPECT_DOUBLE_EQ(inf.metrics().restarts_error.Value(), 2);
+  EXPECT_DOUBLE_EQ(inf.metrics().restarts_error.value(), 2);
 }
 
 TEST(ReflectorHttpProtobufTest, ExpiredErrorEventRelistsNotOlderThanLastRv) {

@@ -79,9 +79,9 @@ TEST(ReflectorTest, ExpiredMidWatchRelistsAtLastRvThenUnsetAndTombstonesMissingO
   EXPECT_EQ(inf.store().get("ns/b"), nullptr);
   EXPECT_EQ(inf.store().get("ns/a")->metadata.resource_version, "12");
   EXPECT_EQ(env.fake->watch_calls()[1].resource_version, std::optional<std::string>("20"));
-  EXPECT_DOUBLE_EQ(inf.metrics().restarts_expired.Value(), 1);
-  EXPECT_DOUBLE_EQ(inf.metrics().relists.Value(), 1);
-  EXPECT_DOUBLE_EQ(inf.metrics().initial_lists.Value(), 1);
+  EXPECT_DOUBLE_EQ(inf.metrics().restarts_expired.value(), 1);
+  EXPECT_DOUBLE_EQ(inf.metrics().relists.value(), 1);
+  EXPECT_DOUBLE_EQ(inf.metrics().initial_lists.value(), 1);
 }
 
 TEST(ReflectorTest, BookmarksAdvanceRvAndCleanEndRewatchesWithoutRelist) {
@@ -97,8 +97,8 @@ TEST(ReflectorTest, BookmarksAdvanceRvAndCleanEndRewatchesWithoutRelist) {
   EXPECT_EQ(watches[2].resource_version, std::optional<std::string>("17"));
   EXPECT_EQ(env.fake->list_calls().size(), 1u);
   EXPECT_NE(inf.store().get("ns/c"), nullptr);
-  EXPECT_DOUBLE_EQ(inf.metrics().events_bookmark.Value(), 2);
-  EXPECT_DOUBLE_EQ(inf.metrics().restarts_timeout.Value(), 2);
+  EXPECT_DOUBLE_EQ(inf.metrics().events_bookmark.value(), 2);
+  EXPECT_DOUBLE_EQ(inf.metrics().restarts_timeout.value(), 2);
 }
 
 TEST(ReflectorTest, TruncatedOrMalformedStreamRewatchesFromLastGoodRvWithoutLosingEvents) {
@@ -121,8 +121,8 @@ TEST(ReflectorTest, TruncatedOrMalformedStreamRewatchesFromLastGoodRvWithoutLosi
   EXPECT_EQ(env.fake->list_calls().size(), 1u);
   ASSERT_TRUE(h->wait_count(2));
   EXPECT_EQ(h->events(), (std::vector<std::string>{"add ns/c 12", "add ns/d 13"}));
-  EXPECT_DOUBLE_EQ(inf.metrics().restarts_error.Value(), 2);
-  EXPECT_GE(inf.metrics().backoff_waits.Value(), 2);
+  EXPECT_DOUBLE_EQ(inf.metrics().restarts_error.value(), 2);
+  EXPECT_GE(inf.metrics().backoff_waits.value(), 2);
 }
 
 TEST(ReflectorTest, TooManyRequestsHonoursRetryAfterAndRewatchesWithoutRelist) {
@@ -206,9 +206,9 @@ TEST(ReflectorTest, AWatchListStreamFailingAfterItsInitialEventsFollowsTheWatchR
   EXPECT_EQ(watches[2].resource_version, std::optional<std::string>("32"));
   EXPECT_TRUE(env.fake->list_calls().empty());
   EXPECT_FALSE(inf.watch_list_fell_back());
-  EXPECT_DOUBLE_EQ(inf.metrics().restarts_error.Value(), 1);
-  EXPECT_DOUBLE_EQ(inf.metrics().restarts_expired.Value(), 1);
-  EXPECT_DOUBLE_EQ(inf.metrics().watch_list_fallbacks_refused.Value(), 0);
+  EXPECT_DOUBLE_EQ(inf.metrics().restarts_error.value(), 1);
+  EXPECT_DOUBLE_EQ(inf.metrics().restarts_expired.value(), 1);
+  EXPECT_DOUBLE_EQ(inf.metrics().watch_list_fallbacks_refused.value(), 0);
   EXPECT_EQ(inf.store().size(), 1u);  // the second sync's state: only ns/d
   EXPECT_NE(inf.store().get("ns/d"), nullptr);
 }
@@ -275,7 +275,7 @@ TEST(ReflectorTest, WatchListRefusedFallsBackToListForThatSyncAndTheNextRelistTr
   EXPECT_EQ(env.fake->list_calls()[0].resource_version, std::optional<std::string>("0"));
   EXPECT_EQ(inf.last_sync_resource_version(), "30");
   EXPECT_FALSE(inf.watch_list_fell_back()) << "the latest sync was a WatchList";
-  EXPECT_DOUBLE_EQ(inf.metrics().watch_list_fallbacks_refused.Value(), 1);
+  EXPECT_DOUBLE_EQ(inf.metrics().watch_list_fallbacks_refused.value(), 1);
   EXPECT_EQ(inf.store().get("ns/a"), nullptr);
 }
 
@@ -346,8 +346,9 @@ TEST(ReflectorTest, InitialListFailuresBackOffHonourRetryAfterAndRetry) {
   EXPECT_NE(inf.store().get("ns/a"), nullptr);
 }
 
-// The backoff is injected (FactoryOptions::make_backoff, one per reflector, as Envoy injects its
-// backoff strategy): each failure waits what that backoff says, not the default's 1.2 s, 2.4 s.
+// The backoff is injected (FactoryOptions::reflector.make_backoff, one per reflector, as Envoy
+// injects its backoff strategy): each failure waits what that backoff says, not the default's
+// 1.2 s, 2.4 s.
 TEST(ReflectorTest, AnInjectedBackoffDecidesTheWaitAfterEachFailure) {
   struct RecordingBackoff : Backoff {
     std::shared_ptr<std::atomic<int>> calls;
@@ -357,7 +358,7 @@ TEST(ReflectorTest, AnInjectedBackoffDecidesTheWaitAfterEachFailure) {
   auto calls = std::make_shared<std::atomic<int>>(0);
   auto made = std::make_shared<std::atomic<int>>(0);
   FactoryOptions o;
-  o.make_backoff = [calls, made] {
+  o.reflector.make_backoff = [calls, made] {
     ++*made;
     auto b = std::make_unique<RecordingBackoff>();
     b->calls = calls;
@@ -380,7 +381,7 @@ TEST(ReflectorTest, AnInjectedBackoffDecidesTheWaitAfterEachFailure) {
 
 TEST(ReflectorTest, ABackoffFactoryReturningNullIsAConfigurationError) {
   FactoryOptions o;
-  o.make_backoff = [] { return BackoffPtr{}; };
+  o.reflector.make_backoff = [] { return BackoffPtr{}; };
   Env env(o);
   EXPECT_THROW(env.factory->informer(testing::test_type()), client::ConfigError);
 }
@@ -597,7 +598,7 @@ TEST(ReflectorTest, WatchListStreamFailuresAnd5xxBeforeInitialEventsEndAreRetrie
   for (const auto& w : watches) EXPECT_TRUE(w.send_initial_events);
   EXPECT_TRUE(env.fake->list_calls().empty());
   EXPECT_FALSE(inf.watch_list_fell_back());
-  EXPECT_DOUBLE_EQ(inf.metrics().watch_list_fallbacks_refused.Value(), 0);
+  EXPECT_DOUBLE_EQ(inf.metrics().watch_list_fallbacks_refused.value(), 0);
   EXPECT_GE(env.clock->short_sleeps().size(), 3u);  // each retry backed off
 }
 
@@ -632,7 +633,7 @@ TEST(ReflectorTest, WatchListWithoutInitialEventsEndFallsBackToListAfterTheTimeo
   EXPECT_EQ(inf.store().get("ns/a"), nullptr);
   EXPECT_NE(inf.store().get("ns/b"), nullptr);
   EXPECT_TRUE(inf.watch_list_fell_back());
-  EXPECT_DOUBLE_EQ(inf.metrics().watch_list_fallbacks_timeout.Value(), 1);
+  EXPECT_DOUBLE_EQ(inf.metrics().watch_list_fallbacks_timeout.value(), 1);
   ASSERT_TRUE(env.fake->wait_watches(2));
   EXPECT_FALSE(env.fake->watch_calls()[1].send_initial_events);
   EXPECT_EQ(env.fake->watch_calls()[1].resource_version, std::optional<std::string>("10"));
@@ -648,7 +649,7 @@ TEST(ReflectorTest, WatchListWithoutInitialEventsEndFallsBackToListAfterTheTimeo
 // cut by it: each period that saw an event starts another, so the sync completes as a WatchList.
 TEST(ReflectorTest, WatchListInitialEventsThatKeepComingOutlastTheIdleLimit) {
   informer::FactoryOptions o;
-  o.watch_list_initial_events_deadline = 10 * testing::kEnvInitialEventsTimeout;
+  o.reflector.watch_list_initial_events_deadline = 10 * testing::kEnvInitialEventsTimeout;
   Env env(o);
   auto w = env.fake->add_watch();
   auto& inf = env.factory->informer(testing::test_type(), testing::watch_list_options());
@@ -667,7 +668,7 @@ TEST(ReflectorTest, WatchListInitialEventsThatKeepComingOutlastTheIdleLimit) {
   EXPECT_FALSE(inf.watch_list_fell_back());
   EXPECT_TRUE(env.fake->list_calls().empty());
   EXPECT_EQ(inf.store().size(), 4u);
-  EXPECT_DOUBLE_EQ(inf.metrics().watch_list_fallbacks_timeout.Value(), 0);
+  EXPECT_DOUBLE_EQ(inf.metrics().watch_list_fallbacks_timeout.value(), 0);
 }
 
 // A server that ignores sendInitialEvents on a busy cluster streams changes forever and never
@@ -676,7 +677,7 @@ TEST(ReflectorTest, WatchListInitialEventsThatNeverEndFallBackAtTheTotalDeadline
   testing::LogCapture capture;
   informer::FactoryOptions o;
   o.log = capture.sink();
-  o.watch_list_initial_events_deadline = 3 * testing::kEnvInitialEventsTimeout;
+  o.reflector.watch_list_initial_events_deadline = 3 * testing::kEnvInitialEventsTimeout;
   Env env(o);
   auto w = env.fake->add_watch();
   env.fake->add_list({make_object("ns", "b", "4")}, "10");
@@ -700,7 +701,7 @@ TEST(ReflectorTest, WatchListInitialEventsThatNeverEndFallBackAtTheTotalDeadline
   EXPECT_TRUE(inf.watch_list_fell_back());
   EXPECT_NE(inf.store().get("ns/b"), nullptr);
   EXPECT_EQ(inf.store().get("ns/p0"), nullptr);
-  EXPECT_DOUBLE_EQ(inf.metrics().watch_list_fallbacks_timeout.Value(), 1);
+  EXPECT_DOUBLE_EQ(inf.metrics().watch_list_fallbacks_timeout.value(), 1);
   env.factory->shutdown();
   auto fallbacks = capture.with_message("WatchList failed, falling back to LIST for this sync");
   ASSERT_EQ(fallbacks.size(), 1u);
@@ -788,7 +789,7 @@ TEST(ReflectorTest, Plain504TimeoutOnTheWatchRewatchesFromTheLastRv) {
 TEST(ReflectorTest, FiftyInformersRecoverFromARestartWithoutWaitingForTheBudget) {
   constexpr int kInformers = 50;
   FactoryOptions fo;
-  fo.backoff.initial = std::chrono::milliseconds(0);
+  fo.reflector.backoff.initial = std::chrono::milliseconds(0);
   Env env(fo);
   for (int i = 0; i < kInformers; ++i) {
     env.fake->add_watch()->fail(client::Error::make(client::Errc::network, "connection reset"));
@@ -807,12 +808,12 @@ TEST(ReflectorTest, FiftyInformersRecoverFromARestartWithoutWaitingForTheBudget)
   double relists = 0;
   ASSERT_TRUE(testing::eventually([&] {
     relists = 0;
-    for (auto* inf : informers) relists += inf->metrics().relists.Value();
+    for (auto* inf : informers) relists += inf->metrics().relists.value();
     return relists == kInformers;
   }));
   EXPECT_EQ(env.factory->reconnect_budget().denials(), 0u);
   double denied = 0;
-  for (auto* inf : informers) denied += inf->metrics().budget_denials.Value();
+  for (auto* inf : informers) denied += inf->metrics().budget_denials.value();
   EXPECT_EQ(denied, 0);
   EXPECT_TRUE(env.clock->short_sleeps().empty()) << "nobody waited";
 }
@@ -823,7 +824,7 @@ TEST(ReflectorTest, FiftyInformersRecoverFromARestartWithoutWaitingForTheBudget)
 // injected clock, in waits of 2 s.
 TEST(ReflectorTest, AServerFailingEveryRequestGetsNoMoreThanTheInformersShareOfTheBudget) {
   FactoryOptions fo;
-  fo.backoff.initial = std::chrono::milliseconds(0);
+  fo.reflector.backoff.initial = std::chrono::milliseconds(0);
   fo.budget = {
       .burst = 0, .per_second = 0, .burst_per_informer = 2, .per_second_per_informer = 0.5};
   Env env(fo);
@@ -868,9 +869,9 @@ TEST(ReflectorTest, WatchesEndingAtOnceWithoutEventsBackOffAndRelistInsteadOfHot
     EXPECT_EQ(std::chrono::duration_cast<std::chrono::milliseconds>(sleeps[i]),
               std::chrono::milliseconds(1200 << i));
   }
-  EXPECT_DOUBLE_EQ(inf.metrics().restarts_error.Value(), kShort);
-  EXPECT_DOUBLE_EQ(inf.metrics().restarts_timeout.Value(), 0);
-  EXPECT_DOUBLE_EQ(inf.metrics().relists.Value(), kShort);
+  EXPECT_DOUBLE_EQ(inf.metrics().restarts_error.value(), kShort);
+  EXPECT_DOUBLE_EQ(inf.metrics().restarts_timeout.value(), 0);
+  EXPECT_DOUBLE_EQ(inf.metrics().relists.value(), kShort);
 }
 
 // The threshold is on the injected clock: a watch that stayed open for min_watch_duration and
@@ -888,7 +889,7 @@ TEST(ReflectorTest, AQuietWatchThatLastedASecondEndsCleanlyAndRewatchesWithoutRe
   EXPECT_EQ(env.fake->watch_calls()[1].resource_version, std::optional<std::string>("10"));
   EXPECT_EQ(env.fake->list_calls().size(), 1u);
   EXPECT_TRUE(env.clock->short_sleeps().empty()) << "no backoff";
-  EXPECT_DOUBLE_EQ(inf.metrics().restarts_timeout.Value(), 1);
+  EXPECT_DOUBLE_EQ(inf.metrics().restarts_timeout.value(), 1);
 }
 
 // Servers that ignore `limit` at RV "0" (served from the watch cache) answer the first list in

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <prometheus/registry.h>
 
+#include "kinformer/prometheus/prometheus_registry.h"
+
 #include "kinformer/client/error.h"
 #include "metric_value.h"
 #include "test_env.h"
@@ -43,12 +45,13 @@ TEST(SharedInformerTest, TransformAppliedBeforeStoringAndConflictsAreErrors) {
 // reason; the informer stays unsynced, and the first request that succeeds clears the error.
 // Backoff waits are held on the ManualClock, so each retry happens when the test says so.
 TEST(SharedInformerTest, LastErrorNamesTheFailingRequestUntilOneSucceeds) {
-  auto registry = std::make_shared<prometheus::Registry>();
+  auto metrics = std::make_shared<prom::PrometheusRegistry>();
+  auto registry = metrics->registry_ptr();
   FactoryOptions fo;
-  fo.registry = registry;
-  fo.backoff.initial = 2 * testing::kEnvInitialEventsTimeout;  // held until advanced
-  fo.backoff.max = fo.backoff.initial;
-  fo.backoff.jitter = 0;
+  fo.registry = metrics;
+  fo.reflector.backoff.initial = 2 * testing::kEnvInitialEventsTimeout;  // held until advanced
+  fo.reflector.backoff.max = fo.reflector.backoff.initial;
+  fo.reflector.backoff.jitter = 0;
   Env env(fo);
   client::Error forbidden = testing::api_error(403, "Forbidden");
   forbidden.message =
@@ -79,7 +82,7 @@ TEST(SharedInformerTest, LastErrorNamesTheFailingRequestUntilOneSucceeds) {
             1);
 
   env.fake->add_list(testing::api_error(401, "Unauthorized"));
-  env.clock->advance(fo.backoff.initial);
+  env.clock->advance(fo.reflector.backoff.initial);
   ASSERT_TRUE(env.fake->wait_lists(2));
   ASSERT_TRUE(testing::eventually([&] {
     auto e = inf.last_error();
@@ -98,7 +101,7 @@ TEST(SharedInformerTest, LastErrorNamesTheFailingRequestUntilOneSucceeds) {
   env.fake->add_list({make_object("ns", "a", "1")}, "10");
   auto w = env.fake->add_watch();
   ASSERT_TRUE(testing::eventually([&] { return env.clock->sleeps().size() >= 2; }));
-  env.clock->advance(fo.backoff.initial);
+  env.clock->advance(fo.reflector.backoff.initial);
   ASSERT_TRUE(inf.wait_for_sync(std::chrono::seconds(20)));
   ASSERT_TRUE(env.fake->wait_watches(1));
   EXPECT_TRUE(testing::eventually([&] { return !inf.last_error().has_value(); }));
@@ -111,9 +114,9 @@ TEST(SharedInformerTest, LastErrorNamesTheFailingRequestUntilOneSucceeds) {
 // A failing watch opening is reported too, and its count restarts after a success.
 TEST(SharedInformerTest, LastErrorReportsAFailedWatchOpeningAndCountsInARow) {
   FactoryOptions fo;
-  fo.backoff.initial = 2 * testing::kEnvInitialEventsTimeout;
-  fo.backoff.max = fo.backoff.initial;
-  fo.backoff.jitter = 0;
+  fo.reflector.backoff.initial = 2 * testing::kEnvInitialEventsTimeout;
+  fo.reflector.backoff.max = fo.reflector.backoff.initial;
+  fo.reflector.backoff.jitter = 0;
   Env env(fo);
   env.fake->add_list({make_object("ns", "a", "1")}, "10");
   env.fake->add_watch_error(client::Error::make(client::Errc::network, "connection refused"));
@@ -127,7 +130,7 @@ TEST(SharedInformerTest, LastErrorReportsAFailedWatchOpeningAndCountsInARow) {
   EXPECT_EQ(e->consecutive, 1u) << "the list before it succeeded";
   EXPECT_TRUE(inf.has_synced());
   env.fake->add_watch();
-  env.clock->advance(fo.backoff.initial);
+  env.clock->advance(fo.reflector.backoff.initial);
   ASSERT_TRUE(env.fake->wait_watches(2));
   EXPECT_TRUE(testing::eventually([&] { return !inf.last_error().has_value(); }));
 }

@@ -38,10 +38,10 @@ struct Env {
     o.clock = clock;
     o.random = [] { return 0.5; };
     o.handler_stop_timeout = std::chrono::milliseconds(2000);
-    o.watch_list_initial_events_timeout = kEnvInitialEventsTimeout;
+    o.reflector.watch_list_initial_events_timeout = kEnvInitialEventsTimeout;
     // The total limit too is held unless a test sets one of at least kEnvInitialEventsTimeout.
-    if (o.watch_list_initial_events_deadline < kEnvInitialEventsTimeout) {
-      o.watch_list_initial_events_deadline = 100 * kEnvInitialEventsTimeout;
+    if (o.reflector.watch_list_initial_events_deadline < kEnvInitialEventsTimeout) {
+      o.reflector.watch_list_initial_events_deadline = 100 * kEnvInitialEventsTimeout;
     }
     factory = std::make_unique<informer::InformerFactory>(
         [this](const client::ResourceType&, const std::string&) {

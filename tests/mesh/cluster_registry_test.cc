@@ -16,6 +16,8 @@
 
 #include <prometheus/registry.h>
 
+#include "kinformer/prometheus/prometheus_registry.h"
+
 #include "base64.h"
 #include "fake_apiserver.h"
 #include "fakes.h"
@@ -230,12 +232,15 @@ class Journal {
 };
 
 struct Fixture {
+  std::shared_ptr<prom::PrometheusRegistry> prometheus =
+      std::make_shared<prom::PrometheusRegistry>();
   explicit Fixture(std::chrono::milliseconds sync_timeout = 10s) {
     local.serve(kSecrets, "SecretList");
     local_client = std::make_shared<client::RestClient>(local.server.cluster_config());
     FactoryOptions fo;
     fo.use_watch_list = false;
     fo.log = capture.sink();
+    fo.registry = prometheus;  // the registry's metrics go to the local factory's registry
     local_factory = std::make_shared<InformerFactory>(
         [c = local_client](const client::ResourceType& t, const std::string& ns) {
           return c->lister_watcher(t, ns);
@@ -255,7 +260,7 @@ struct Fixture {
     local_factory->shutdown();
   }
   double metric(const std::string& name, const std::string& label = "") {
-    for (const auto& family : local_factory->registry().Collect()) {
+    for (const auto& family : prometheus->registry().Collect()) {
       if (family.name != name) continue;
       double sum = 0;
       for (const auto& m : family.metric) {

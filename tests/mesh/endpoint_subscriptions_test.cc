@@ -15,6 +15,8 @@
 #include <gtest/gtest.h>
 #include <prometheus/registry.h>
 
+#include "kinformer/prometheus/prometheus_registry.h"
+
 #include "fakes.h"
 #include "log_capture.h"
 
@@ -172,8 +174,9 @@ TEST(EndpointSubscriptionsTest, StuckSubscriberDelaysNeitherTheIndexNorOthers) {
 TEST(EndpointSubscriptionsTest, StatsAndMetricsSeparateDeliveredFromApplied) {
   auto index = std::make_shared<EndpointIndex>();
   auto clock = std::make_shared<ManualClock>();
-  auto registry = std::make_shared<prometheus::Registry>();
-  EndpointSubscriptions subs(index, pool_of(2), clock, registry);
+  auto metrics = std::make_shared<prom::PrometheusRegistry>();
+  auto registry = metrics->registry_ptr();
+  EndpointSubscriptions subs(index, pool_of(2), clock, metrics);
   Gate entered, release;
   Deliveries got;
   bool first = true;
@@ -234,10 +237,11 @@ TEST(EndpointSubscriptionsTest, StatsAndMetricsSeparateDeliveredFromApplied) {
 // so the survivor's series is checked in the registry.) Mutant endpoint-subscriber-series-shared.
 TEST(EndpointSubscriptionsTest, SubscribersWithOneNameOwnSeriesOfTheirOwn) {
   auto index = std::make_shared<EndpointIndex>();
-  auto registry = std::make_shared<prometheus::Registry>();
+  auto metrics = std::make_shared<prom::PrometheusRegistry>();
+  auto registry = metrics->registry_ptr();
   auto pool = pool_of(2);
-  EndpointSubscriptions a(index, pool, nullptr, registry);
-  EndpointSubscriptions b(index, pool, nullptr, registry);
+  EndpointSubscriptions a(index, pool, nullptr, metrics);
+  EndpointSubscriptions b(index, pool, nullptr, metrics);
   // delivered_version by (subscriber, id); a series that is gone is absent.
   auto delivered = [&] {
     std::map<std::pair<std::string, std::string>, double> out;

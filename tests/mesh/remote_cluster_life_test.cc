@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include <prometheus/registry.h>
+#include "kinformer/informer/metrics_registry.h"
 
 #include "kinformer/client/pod.h"
 #include "log_capture.h"
@@ -28,8 +28,7 @@ std::string kubeconfig(const std::string& token) {
 TEST(RemoteClusterLifeTest, TheActiveClientTimesOutOnTimeWhileANewOneSyncs) {
   testing::LogCapture capture;
   client::Logger log(capture.sink());
-  prometheus::Registry registry;
-  RegistryMetrics metrics(registry);
+  RegistryMetrics metrics(*informer::MetricsRegistry::null());
   RemoteSettings settings;
   settings.policy.allow_insecure = true;
   settings.factory.use_watch_list = false;

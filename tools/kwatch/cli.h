@@ -57,7 +57,8 @@ struct CacheOptions {
   bool events = false;
   bool show_secret_data = false;
   int timeout_seconds = 60;  ///< how long to wait for the initial sync
-  /// --watch-idle-timeout: FactoryOptions::watch_idle_timeout (unset: the library's, 75 s).
+  /// --watch-idle-timeout: FactoryOptions::reflector.watch_idle_timeout (unset: the
+  /// library's, 75 s).
   std::optional<int> watch_idle_timeout_seconds;
 };
 

@@ -221,7 +221,8 @@ std::unique_ptr<CacheRun> prepare_cache(const CacheOptions& options) {
   run->last_error = std::make_shared<ErrorSlot>();
   informer::FactoryOptions factory_options;
   if (options.watch_idle_timeout_seconds) {
-    factory_options.watch_idle_timeout = std::chrono::seconds(*options.watch_idle_timeout_seconds);
+    factory_options.reflector.watch_idle_timeout =
+        std::chrono::seconds(*options.watch_idle_timeout_seconds);
   }
   run->factory = std::make_unique<informer::InformerFactory>(
       [client = run->client.get(), slot = run->last_error](

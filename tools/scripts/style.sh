@@ -2,7 +2,7 @@
 # style.sh: the enforced style. Two checks, each printing one verdict line:
 #   format: every tracked C++ file (.cc, .h) is what clang-format makes of it (.clang-format);
 #           a file that differs is named with its first differing lines.
-#   tidy:   clang-tidy (.clang-tidy) on the library sources (client/, cache/, informer/, mesh/ src),
+#   tidy:   clang-tidy (.clang-tidy) on the library sources (client/, cache/, informer/, mesh/, controller/, prometheus/ src),
 #           from the build's compile_commands.json; every finding is an error.
 #
 #   tools/scripts/style.sh                 # both checks (the test command runs this)
@@ -62,7 +62,7 @@ if [ "$do_tidy" = 1 ]; then
   if [ ! -f "$build/compile_commands.json" ]; then
     cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
   fi
-  mapfile -t sources < <(git ls-files 'client/src/*.cc' 'informer/src/*.cc' 'cache/src/*.cc' 'mesh/src/*.cc' 'controller/src/*.cc')
+  mapfile -t sources < <(git ls-files 'client/src/*.cc' 'informer/src/*.cc' 'cache/src/*.cc' 'mesh/src/*.cc' 'controller/src/*.cc' 'prometheus/src/*.cc')
   log=$(mktemp)
   trap 'rm -f "$log"' EXIT
   echo "[style] clang-tidy on ${#sources[@]} library sources ($(nproc) at a time)" >&2
@@ -82,7 +82,7 @@ if [ "$do_tidy" = 1 ]; then
       "$build" "$fixes" >"$log" || true
   if [ -n "$fixes" ]; then
     clang-apply-replacements-14 "$fixes" && rm -rf "$fixes"
-    clang-format-14 --style=file -i "${sources[@]}" $(git ls-files 'client/*.h' 'informer/*.h' 'cache/*.h' 'mesh/*.h' 'controller/*.h')
+    clang-format-14 --style=file -i "${sources[@]}" $(git ls-files 'client/*.h' 'informer/*.h' 'cache/*.h' 'mesh/*.h' 'controller/*.h' 'prometheus/*.h')
     echo "[style] fixes applied; run again to see what is left" >&2
   fi
   findings=$(grep -cE '^[^ ]+:[0-9]+:[0-9]+: (warning|error):' "$log" || true)

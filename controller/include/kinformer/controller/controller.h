@@ -14,11 +14,8 @@
 #include "kinformer/client/result.h"
 #include "kinformer/controller/rate_limiter.h"
 #include "kinformer/controller/work_queue.h"
+#include "kinformer/informer/metrics_registry.h"
 #include "kinformer/informer/shared_informer.h"
-
-namespace prometheus {
-class Registry;
-}  // namespace prometheus
 
 namespace kinformer::controller {
 
@@ -47,7 +44,7 @@ struct ControllerOptions {
   /// Null: default_controller_rate_limiter() on `clock`.
   RateLimiterPtr rate_limiter;
   /// Null: no metrics. Otherwise the queue's workqueue_* metrics (see WorkQueueOptions).
-  std::shared_ptr<prometheus::Registry> registry;
+  std::shared_ptr<informer::MetricsRegistry> registry;
   /// How often the caches' has_synced is polled before the workers start (client-go: 100 ms).
   std::chrono::milliseconds sync_poll_period{100};
   /// How often WorkQueue::update_metrics() runs while the workers run (client-go: 500 ms).

@@ -12,10 +12,7 @@
 #include "kinformer/client/rest_client.h"
 #include "kinformer/controller/resource_lock.h"
 #include "kinformer/informer/clock.h"
-
-namespace prometheus {
-class Registry;
-}  // namespace prometheus
+#include "kinformer/informer/metrics_registry.h"
 
 namespace kinformer::controller {
 
@@ -86,7 +83,7 @@ struct LeaderElectionOptions {
   /// Null: no metrics. Otherwise client-go's leader_election_master_status (1 while leading)
   /// and leader_election_slowpath_total (renewals that had to read the Lease first), labelled
   /// name=<lease_name>; one elector per lease name and registry.
-  std::shared_ptr<prometheus::Registry> registry;
+  std::shared_ptr<informer::MetricsRegistry> registry;
 };
 
 /// Competes for a Lease with client-go's rules:

@@ -10,10 +10,7 @@
 
 #include "kinformer/controller/rate_limiter.h"
 #include "kinformer/informer/clock.h"
-
-namespace prometheus {
-class Registry;
-}  // namespace prometheus
+#include "kinformer/informer/metrics_registry.h"
 
 namespace kinformer::controller {
 
@@ -31,7 +28,7 @@ struct WorkQueueOptions {
   RateLimiterPtr rate_limiter;
   /// Null: no metrics. Otherwise client-go's workqueue_* metrics, labelled name=<name>; the
   /// queue keeps the registry alive and removes its series when destroyed.
-  std::shared_ptr<prometheus::Registry> registry;
+  std::shared_ptr<informer::MetricsRegistry> registry;
 };
 
 /// A queue of keys with client-go's workqueue rules:

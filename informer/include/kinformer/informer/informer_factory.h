@@ -5,7 +5,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,13 +18,10 @@
 #include "kinformer/informer/clock.h"
 #include "kinformer/informer/handler_executor.h"
 #include "kinformer/informer/metrics.h"
+#include "kinformer/informer/metrics_registry.h"
 #include "kinformer/informer/reconnect_budget.h"
 #include "kinformer/informer/shared_informer.h"
 #include "kinformer/informer/typed_informer.h"
-
-namespace prometheus {
-class Registry;
-}
 
 namespace kinformer::informer {
 
@@ -55,32 +51,20 @@ struct FactoryOptions {
   /// (the LIST fallback). LIST relists queue behind the client's request rate limit after an
   /// API-server restart, WatchList syncs do not (docs/BENCHMARKS.md, "Reconnect storm").
   bool use_watch_list = true;
-  /// Makes each informer's backoff (one per reflector), as Envoy injects its backoff strategy.
-  /// Null: a JitteredExponentialBackoff with `backoff`, `clock` and `random`.
-  BackoffFactory make_backoff;
-  /// The default backoff's settings (unused when make_backoff is set).
-  BackoffOptions backoff;
+  /// Every informer's list and watch settings (ReflectorSettings, with their defaults): the
+  /// WatchList initial-events timeout and deadline, min_watch_duration, watch_idle_timeout,
+  /// page_size, and the backoff (make_backoff: one per reflector, as Envoy injects its backoff
+  /// strategy; null: a JitteredExponentialBackoff with `backoff`, `clock` and `random`).
+  ReflectorSettings reflector;
   /// The factory's reconnect budget; every informer it creates adds its per-informer share.
   ReconnectBudgetOptions budget;
   /// Null: system_clock().
   ClockPtr clock;
   /// Null: default_random().
   RandomSource random;
-  /// Metrics go here; null: a private registry (see registry()).
-  std::shared_ptr<prometheus::Registry> registry;
-  std::int64_t page_size = 500;
-  /// Per informer with use_watch_list: how long the WatchList's initial events may go without
-  /// any event (idle), and how long they may take in all, before that sync falls back to LIST
-  /// (counted in kinformer_watch_list_fallbacks_total{reason="initial_events_timeout"}). Zero: no
-  /// such limit. See ReflectorOptions::watch_list_initial_events_timeout and _deadline.
-  std::chrono::milliseconds watch_list_initial_events_timeout{10'000};
-  std::chrono::milliseconds watch_list_initial_events_deadline{120'000};
-  /// A watch ending cleanly sooner than this, having delivered nothing, is an error (back off,
-  /// relist). See ReflectorOptions::min_watch_duration.
-  std::chrono::milliseconds min_watch_duration{1'000};
-  /// A watch silent (no byte) for this long is closed and resumed from its last resourceVersion
-  /// (unless this server sends no bookmarks). See ReflectorOptions::watch_idle_timeout.
-  std::chrono::milliseconds watch_idle_timeout{75'000};
+  /// Metrics go here (a prom::PrometheusRegistry to export them to Prometheus;
+  /// MetricsRegistry::null() for none). Null: a private in-memory one (see registry()).
+  MetricsRegistryPtr registry;
   /// Per informer, how long shutdown waits (for all its handlers together) for running
   /// callbacks to return; a handler still running then is given up on and logged.
   std::chrono::milliseconds handler_stop_timeout{5000};
@@ -180,38 +164,19 @@ class InformerFactory {
   [[nodiscard]] std::size_t informer_count() const;
   /// Handlers per informer key.
   [[nodiscard]] std::map<InformerKey, std::size_t> handler_counts() const;
-  [[nodiscard]] ReconnectBudget& reconnect_budget() noexcept { return *budget_; }
+  [[nodiscard]] ReconnectBudget& reconnect_budget() noexcept;
   /// The pool every handler runs on (thread counts for audits and tests).
-  [[nodiscard]] HandlerExecutor& executor() noexcept { return *executor_; }
+  [[nodiscard]] HandlerExecutor& executor() noexcept;
   /// The pool, shared (e.g. for EndpointSubscriptions, whose subscribers run on it).
-  [[nodiscard]] HandlerExecutorPtr executor_ptr() const noexcept { return executor_; }
-  [[nodiscard]] prometheus::Registry& registry() noexcept { return *registry_; }
-  /// The registry, shared (e.g. for a MetricsExposer).
-  [[nodiscard]] std::shared_ptr<prometheus::Registry> registry_ptr() const noexcept {
-    return registry_;
-  }
+  [[nodiscard]] HandlerExecutorPtr executor_ptr() const noexcept;
+  /// Where the informers' metrics go (FactoryOptions::registry, or the private one).
+  [[nodiscard]] MetricsRegistry& registry() noexcept;
+  /// The registry, shared (e.g. for EndpointSubscriptions' series).
+  [[nodiscard]] MetricsRegistryPtr registry_ptr() const noexcept;
 
  private:
-  ListerWatcherFactory lister_watchers_;
-  FactoryOptions options_;
-  std::shared_ptr<prometheus::Registry> registry_;
-  std::shared_ptr<Metrics> metrics_;
-  ReconnectBudgetPtr budget_;
-  HandlerExecutorPtr executor_;
-  client::Logger log_;
-
-  // What on_informer_synced() registered; shared with the informers' on_synced callbacks.
-  struct SyncListeners {
-    std::mutex mu;
-    std::vector<std::function<void()>> fns;  // guarded by mu
-  };
-  std::shared_ptr<SyncListeners> sync_listeners_ = std::make_shared<SyncListeners>();
-
-  mutable std::mutex mu_;
-  std::map<InformerKey, std::shared_ptr<SharedInformer>> informers_;  // guarded by mu_
-  std::map<InformerKey, InformerSpec> specs_;                         // guarded by mu_
-  bool started_ = false;                                              // guarded by mu_
-  bool shut_down_ = false;                                            // guarded by mu_
+  class Impl;  // every informer, the locks, the pool and the metrics (informer_factory.cc)
+  const std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace kinformer::informer

@@ -47,16 +47,9 @@ class ReflectorSink {
 /// Annotation on the BOOKMARK that ends a WatchList's initial events.
 inline constexpr const char* kInitialEventsEndAnnotation = "k8s.io/initial-events-end";
 
-struct ReflectorOptions {
-  /// Names the informer on every log line (`informer="..."`); SharedInformer sets its key.
-  std::string name;
-  /// Where log lines go (rate-limited per cause); the default writes to stderr.
-  client::Logger log;
-  std::string label_selector;
-  std::string field_selector;
-  /// Use a streaming list (WatchList) instead of LIST. A refusal falls back to LIST for that
-  /// sync only; the next relist tries WatchList again (see Reflector).
-  bool use_watch_list = false;
+/// The list and watch settings an InformerFactory gives every reflector it makes
+/// (FactoryOptions::reflector); a ReflectorOptions holds them as its base.
+struct ReflectorSettings {
   /// How long a WatchList's initial-events phase may go without any event before the reflector
   /// gives up on the `k8s.io/initial-events-end` bookmark and falls back to LIST for that sync (a
   /// server that ignores sendInitialEvents would otherwise keep the informer unsynced forever).
@@ -90,6 +83,19 @@ struct ReflectorOptions {
   BackoffFactory make_backoff;
   /// The default backoff's settings (unused when make_backoff is set).
   BackoffOptions backoff;
+};
+
+/// Everything a Reflector runs with: its ReflectorSettings and what is its own.
+struct ReflectorOptions : ReflectorSettings {
+  /// Names the informer on every log line (`informer="..."`); SharedInformer sets its key.
+  std::string name;
+  /// Where log lines go (rate-limited per cause); the default writes to stderr.
+  client::Logger log;
+  std::string label_selector;
+  std::string field_selector;
+  /// Use a streaming list (WatchList) instead of LIST. A refusal falls back to LIST for that
+  /// sync only; the next relist tries WatchList again (see Reflector).
+  bool use_watch_list = false;
   /// Required: every wait and duration of the reflector (InformerFactory sets its own, by default
   /// system_clock()).
   ClockPtr clock;

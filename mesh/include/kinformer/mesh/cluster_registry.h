@@ -17,10 +17,6 @@
 #include "kinformer/informer/handle.h"
 #include "kinformer/informer/informer_factory.h"
 
-namespace prometheus {
-class Registry;
-}
-
 namespace kinformer::mesh {
 
 /// syncing: the client is built, its informers have not all synced (with no informer: the
@@ -110,7 +106,7 @@ struct ClusterRegistryOptions {
   client::RestClientOptions remote_client;
   informer::FactoryOptions remote_factory;
   /// Null: the local factory's registry.
-  std::shared_ptr<prometheus::Registry> registry;
+  std::shared_ptr<informer::MetricsRegistry> registry;
   /// Null: stderr (logfmt).
   client::LogSink log;
 };

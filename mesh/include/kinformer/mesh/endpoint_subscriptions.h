@@ -13,11 +13,8 @@
 #include "kinformer/informer/clock.h"
 #include "kinformer/informer/handle.h"
 #include "kinformer/informer/handler_executor.h"
+#include "kinformer/informer/metrics_registry.h"
 #include "kinformer/mesh/endpoint_index.h"
-
-namespace prometheus {
-class Registry;
-}
 
 namespace kinformer::mesh {
 
@@ -102,7 +99,7 @@ class EndpointSubscriptions {
   /// `log` null: stderr. Throws std::invalid_argument for a null index or executor.
   EndpointSubscriptions(EndpointIndexPtr index, informer::HandlerExecutorPtr executor,
                         informer::ClockPtr clock = nullptr,
-                        std::shared_ptr<prometheus::Registry> registry = nullptr,
+                        std::shared_ptr<informer::MetricsRegistry> registry = nullptr,
                         client::LogSink log = {});
   ~EndpointSubscriptions();
   EndpointSubscriptions(const EndpointSubscriptions&) = delete;

@@ -1,7 +1,7 @@
 #pragma once
-// MetricsExposer: serves a metrics registry over HTTP for components that have no exposer of
-// their own. Components that already expose Prometheus metrics pass their registry to
-// FactoryOptions::registry instead and need none of this.
+// MetricsExposer: serves a prometheus-cpp registry (e.g. a PrometheusRegistry's) over HTTP for
+// components that have no exposer of their own. Components that already expose Prometheus
+// metrics pass a PrometheusRegistry on their registry to FactoryOptions::registry instead.
 
 #include <cstdint>
 #include <memory>
@@ -12,7 +12,7 @@ class Exposer;
 class Registry;
 }  // namespace prometheus
 
-namespace kinformer::informer {
+namespace kinformer::prom {
 
 /// Serves `registry` as Prometheus text on http://<bind_address>/metrics from a thread of its own
 /// (prometheus-cpp's civetweb server). Lifetime: serving stops when the exposer is destroyed; it
@@ -35,4 +35,4 @@ class MetricsExposer {
   std::uint16_t port_ = 0;
 };
 
-}  // namespace kinformer::informer
+}  // namespace kinformer::prom

@@ -1,24 +1,26 @@
-// The optional /metrics exposer serves the factory's registry over real HTTP.
+// The optional /metrics exposer serves a factory's PrometheusRegistry over real HTTP.
 
-#include "kinformer/informer/metrics_exposer.h"
+#include "kinformer/prometheus/metrics_exposer.h"
 
 #include <gtest/gtest.h>
 
 #include <prometheus/registry.h>
 
 #include "kinformer/client/rest_client.h"
+#include "kinformer/prometheus/prometheus_registry.h"
 #include "test_env.h"
 
 namespace kinformer::testing {
 namespace {
 
 TEST(MetricsExposer, ServesTheFactoryRegistryOverHttp) {
-  Env env;
+  auto metrics = std::make_shared<prom::PrometheusRegistry>();
+  Env env({.registry = metrics});
   env.fake->set_default_list({}, "10");
   auto& informer = env.factory->informer(test_type("secrets"));
   auto registration = informer.add_handler(std::make_shared<informer::ResourceEventHandlerFuncs>(),
                                            {.name = "exposer-test"});
-  informer::MetricsExposer exposer("127.0.0.1:0", env.factory->registry_ptr());
+  prom::MetricsExposer exposer("127.0.0.1:0", metrics->registry_ptr());
   ASSERT_NE(exposer.port(), 0);
 
   client::ClusterConfig config;
@@ -44,7 +46,7 @@ TEST(MetricsExposer, ServesTheFactoryRegistryOverHttp) {
 TEST(MetricsExposer, AnAddressItCannotBindIsAConfigErrorNamingIt) {
   auto registry = std::make_shared<prometheus::Registry>();
   try {
-    informer::MetricsExposer exposer("256.0.0.1:1", registry);
+    prom::MetricsExposer exposer("256.0.0.1:1", registry);
     FAIL() << "expected a ConfigError";
   } catch (const client::ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("256.0.0.1:1"), std::string::npos) << e.what();

@@ -1,4 +1,4 @@
-#include "kinformer/informer/metrics_exposer.h"
+#include "kinformer/prometheus/metrics_exposer.h"
 
 #include <exception>
 
@@ -7,7 +7,7 @@
 
 #include "kinformer/client/error.h"
 
-namespace kinformer::informer {
+namespace kinformer::prom {
 
 MetricsExposer::MetricsExposer(const std::string& bind_address,
                                std::shared_ptr<prometheus::Registry> registry)
@@ -26,4 +26,4 @@ MetricsExposer::MetricsExposer(const std::string& bind_address,
 
 MetricsExposer::~MetricsExposer() = default;
 
-}  // namespace kinformer::informer
+}  // namespace kinformer::prom

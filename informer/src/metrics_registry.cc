@@ -1,0 +1,143 @@
+#include "kinformer/informer/metrics_registry.h"
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <stdexcept>
+#include <typeinfo>
+
+namespace kinformer::informer {
+namespace {
+
+// --- null: one shared no-op series of each kind -----------------------------------------------
+
+struct NullCounter final : Counter {
+  void increment(double /*by*/) override {}
+  [[nodiscard]] double value() const override { return 0; }
+};
+struct NullGauge final : Gauge {
+  void set(double /*value*/) override {}
+  void increment(double /*by*/) override {}
+  void decrement(double /*by*/) override {}
+  [[nodiscard]] double value() const override { return 0; }
+};
+struct NullHistogram final : Histogram {
+  void observe(double /*value*/) override {}
+};
+
+template <typename Metric, typename Null>
+struct NullFamily final : MetricFamily<Metric> {
+  Metric& add(const MetricLabels& /*labels*/) override { return series; }
+  void remove(Metric* /*metric*/) override {}
+  Null series;
+};
+
+struct NullRegistry final : MetricsRegistry {
+  CounterFamily& counter(const std::string& /*name*/, const std::string& /*help*/) override {
+    return counters;
+  }
+  GaugeFamily& gauge(const std::string& /*name*/, const std::string& /*help*/) override {
+    return gauges;
+  }
+  HistogramFamily& histogram(const std::string& /*name*/, const std::string& /*help*/,
+                             const std::vector<double>& /*buckets*/) override {
+    return histograms;
+  }
+  NullFamily<Counter, NullCounter> counters;
+  NullFamily<Gauge, NullGauge> gauges;
+  NullFamily<Histogram, NullHistogram> histograms;
+};
+
+// --- in memory ---------------------------------------------------------------------------------
+
+struct MemoryCounter final : Counter {
+  explicit MemoryCounter(const std::vector<double>& /*buckets*/) {}
+  void increment(double by) override { v.fetch_add(by, std::memory_order_relaxed); }
+  [[nodiscard]] double value() const override { return v.load(std::memory_order_relaxed); }
+  std::atomic<double> v{0};
+};
+struct MemoryGauge final : Gauge {
+  explicit MemoryGauge(const std::vector<double>& /*buckets*/) {}
+  void set(double value) override { v.store(value, std::memory_order_relaxed); }
+  void increment(double by) override { v.fetch_add(by, std::memory_order_relaxed); }
+  void decrement(double by) override { v.fetch_sub(by, std::memory_order_relaxed); }
+  [[nodiscard]] double value() const override { return v.load(std::memory_order_relaxed); }
+  std::atomic<double> v{0};
+};
+struct MemoryHistogram final : Histogram {
+  explicit MemoryHistogram(const std::vector<double>& b) : bounds(b), counts(b.size() + 1) {}
+  void observe(double value) override {
+    const auto at = std::lower_bound(bounds.begin(), bounds.end(), value) - bounds.begin();
+    std::lock_guard lock(mu);
+    ++counts[static_cast<std::size_t>(at)];
+    sum += value;
+  }
+  const std::vector<double> bounds;
+  std::mutex mu;
+  std::vector<std::uint64_t> counts;  // guarded by mu: per bucket, the last one +Inf
+  double sum = 0;                     // guarded by mu
+};
+
+// The family's type-independent base, so the registry can hold every kind in one map.
+struct AnyFamily {
+  virtual ~AnyFamily() = default;
+};
+
+template <typename Metric, typename Impl>
+struct MemoryFamily final : MetricFamily<Metric>, AnyFamily {
+  explicit MemoryFamily(std::vector<double> b) : buckets(std::move(b)) {}
+  Metric& add(const MetricLabels& labels) override {
+    std::lock_guard lock(mu);
+    auto& slot = series[labels];
+    if (!slot) slot = std::make_unique<Impl>(buckets);
+    return *slot;
+  }
+  void remove(Metric* metric) override {
+    std::lock_guard lock(mu);
+    std::erase_if(series, [metric](const auto& kv) { return kv.second.get() == metric; });
+  }
+  const std::vector<double> buckets;
+  std::mutex mu;
+  std::map<MetricLabels, std::unique_ptr<Impl>> series;  // guarded by mu
+};
+
+struct MemoryRegistry final : MetricsRegistry {
+  CounterFamily& counter(const std::string& name, const std::string& /*help*/) override {
+    return family<Counter, MemoryCounter>(name, {});
+  }
+  GaugeFamily& gauge(const std::string& name, const std::string& /*help*/) override {
+    return family<Gauge, MemoryGauge>(name, {});
+  }
+  HistogramFamily& histogram(const std::string& name, const std::string& /*help*/,
+                             const std::vector<double>& buckets) override {
+    return family<Histogram, MemoryHistogram>(name, buckets);
+  }
+
+  template <typename Metric, typename Impl>
+  MetricFamily<Metric>& family(const std::string& name, std::vector<double> buckets) {
+    std::lock_guard lock(mu);
+    auto& slot = families[name];
+    if (!slot) slot = std::make_unique<MemoryFamily<Metric, Impl>>(std::move(buckets));
+    auto* f = dynamic_cast<MemoryFamily<Metric, Impl>*>(slot.get());
+    if (f == nullptr) {
+      throw std::invalid_argument("metric " + name + " is already registered with another type");
+    }
+    return *f;
+  }
+
+  std::mutex mu;
+  std::map<std::string, std::unique_ptr<AnyFamily>> families;  // guarded by mu
+};
+
+}  // namespace
+
+std::shared_ptr<MetricsRegistry> MetricsRegistry::null() {
+  static const auto registry = std::make_shared<NullRegistry>();
+  return registry;
+}
+
+std::shared_ptr<MetricsRegistry> MetricsRegistry::in_memory() {
+  return std::make_shared<MemoryRegistry>();
+}
+
+}  // namespace kinformer::informer
