@@ -65,10 +65,13 @@ c++ -std=c++20 -DKINFORMER_CONSUMER_PROMETHEUS "$here/main.cc" \
 # benchmark read metrics through Prometheus and are left out with it). The main build's type, so
 # that ccache serves the objects the option does not change.
 root=$(cd "$here/../.." && pwd)
-cmake -S "$root" -B "$build/without-prometheus" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+# A sibling of the build directory (one level below the tree, as build/ is): the same relative
+# source paths, so ccache's objects match.
+noprom="$root/$(basename "$build")-without-prometheus"
+cmake -S "$root" -B "$noprom" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DKINFORMER_WITH_PROMETHEUS=OFF -DKINFORMER_BUILD_TESTS=OFF >"$build/without-prometheus.log"
-ninja -C "$build/without-prometheus" -j"$(nproc)" kinformer_mesh kinformer_controller kwatch
-if [ -n "$(ninja -C "$build/without-prometheus" -t targets all | grep -i prometheus)" ]; then
+ninja -C "$noprom" -j"$(nproc)" kinformer_mesh kinformer_controller kwatch
+if [ -n "$(ninja -C "$noprom" -t targets all | grep -i prometheus)" ]; then
   echo "check.sh: -DKINFORMER_WITH_PROMETHEUS=OFF still has a Prometheus target" >&2; exit 1
 fi
 echo "without prometheus: libraries and kwatch built"

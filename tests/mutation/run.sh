@@ -40,7 +40,10 @@ while [ $# -gt 0 ]; do
 done
 
 src=$work/src
-bld=$work/build
+# The build directory sits in the copy as build/ sits in the tree: compile commands then name the
+# sources by the same relative paths, and ccache serves every object the mutant does not change
+# from the main build's (CMakeLists.txt sets CCACHE_BASEDIR to the source tree).
+bld=$src/build
 logs=$work/logs
 mkdir -p "$work" "$logs"
 say() { printf '[mutation %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
