@@ -210,35 +210,44 @@ TEST(BlockingPoolTest, AJobNoThreadCanTakeIsHandedBackNotKept) {
   EXPECT_EQ(ran.load(), 0) << "the refused job was kept and ran later";
 }
 
+// A thread starter whose first start waits for first_may_fail and then fails (the process out of
+// threads); later starts wait for later_may_start and then start the thread.
+struct FirstStartFails {
+  detail::BlockingPool::Starter starter() {
+    return [this](std::function<void()> body) {
+      if (++starts == 1) {
+        first_started.count_down();
+        first_may_fail.wait();
+        throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again));
+      }
+      later_may_start.wait();
+      std::thread(std::move(body)).detach();
+    };
+  }
+  std::latch first_started{1};
+  std::latch first_may_fail{1};
+  std::latch later_may_start{1};
+  std::atomic<int> starts{0};
+};
+
 // Two callers whose thread starts are both in progress; the first fails, the second then
 // succeeds. The first hands back its own job, not the one queued after it: the second's job
 // runs, the first's does not.
 TEST(BlockingPoolTest, AFailedStartHandsBackItsOwnJobNotTheLastQueued) {
-  std::latch first_started(1);
-  std::latch first_may_fail(1);
-  std::latch second_may_start(1);
-  std::atomic<int> starts{0};
-  detail::BlockingPool pool([&](std::function<void()> body) {
-    if (++starts == 1) {
-      first_started.count_down();
-      first_may_fail.wait();
-      throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again));
-    }
-    second_may_start.wait();
-    std::thread(std::move(body)).detach();
-  });
+  FirstStartFails starts;
+  detail::BlockingPool pool(starts.starter());
   std::atomic<int> first_ran{0};
   std::atomic<int> second_ran{0};
   bool first_taken = true;
   bool second_taken = false;
   std::thread first([&] { first_taken = pool.submit([&] { ++first_ran; }); });
-  first_started.wait();
+  starts.first_started.wait();
   std::thread second([&] { second_taken = pool.submit([&] { ++second_ran; }); });
   // The second's job is queued (after the first's) before the first's start fails.
-  const bool queued = testing::eventually([&] { return starts.load() == 2; });
-  first_may_fail.count_down();
+  const bool queued = testing::eventually([&] { return starts.starts.load() == 2; });
+  starts.first_may_fail.count_down();
   first.join();
-  second_may_start.count_down();
+  starts.later_may_start.count_down();
   second.join();
   ASSERT_TRUE(queued);
   EXPECT_FALSE(first_taken);
@@ -251,29 +260,21 @@ TEST(BlockingPoolTest, AFailedStartHandsBackItsOwnJobNotTheLastQueued) {
 // A job whose own thread failed to start, but which another caller's thread took meanwhile, is
 // not handed back: it ran, and its `then` answers the caller (once).
 TEST(BlockingPoolTest, AJobTakenByAnotherThreadIsNotHandedBack) {
-  std::latch first_started(1);
-  std::latch first_may_fail(1);
-  std::atomic<int> starts{0};
-  detail::BlockingPool pool([&](std::function<void()> body) {
-    if (++starts == 1) {
-      first_started.count_down();
-      first_may_fail.wait();
-      throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again));
-    }
-    std::thread(std::move(body)).detach();
-  });
+  FirstStartFails starts;
+  starts.later_may_start.count_down();  // the second caller's thread starts at once
+  detail::BlockingPool pool(starts.starter());
   std::atomic<int> first_ran{0};
   std::atomic<int> first_then{0};
   bool first_taken = false;
   std::thread first(
       [&] { first_taken = pool.submit([&] { ++first_ran; }, [&] { ++first_then; }); });
-  first_started.wait();
+  starts.first_started.wait();
   std::latch second_ran(1);
   const bool second_taken = pool.submit([&] { second_ran.count_down(); });
   second_ran.wait();  // the second's thread ran the first's job before it (first in, first out)
   const bool both_done = testing::eventually([&] { return first_then.load() == 1; });
   pool.trim();  // and left: no thread is running when the first start fails
-  first_may_fail.count_down();
+  starts.first_may_fail.count_down();
   first.join();
   EXPECT_TRUE(second_taken);
   EXPECT_TRUE(both_done);
