@@ -201,7 +201,7 @@ awaitable<error_code> connect_close_on_exec(beast::tcp_stream& stream,
 // (or hung up, or in error) means the server closed it or is closing it: its FIN, a TLS
 // close_notify, a reset. Zero-timeout poll: no wait, no byte consumed.
 bool has_input(Connection& conn) {
-  if (conn.buffer.size() != 0) return true;
+  if (conn.buffer.size() != 0 || conn.tls_pending() != 0) return true;
   pollfd p{};
   p.fd = conn.lowest().socket().native_handle();
   p.events = POLLIN;
@@ -276,7 +276,7 @@ awaitable<Result<ConnectionPtr>> Connector::connect(
   const tcp::resolver::results_type& results = resolved.value();
   auto conn = std::make_shared<Connection>(ex, context);
   conn->cert_id = std::to_string(cert_id);
-  conn->lowest().expires_at(deadline);
+  conn->expires_at(deadline);
   error_code cec = co_await connect_close_on_exec(conn->lowest(), results);
   if (cec) co_return from_ec(cec, "connect to " + url_.host + ":" + url_.port);
   error_code ignored;
@@ -321,7 +321,7 @@ awaitable<Result<HttpResponse>> ConnectionPool::request(
       if (!made) co_return std::move(made).error();
       conn = made.value();
     }
-    conn->lowest().expires_at(deadline);
+    conn->expires_at(deadline);
     HttpResponse out;
     error_code ec;
     bool got_some = false;        // any byte of the response arrived
@@ -366,7 +366,7 @@ awaitable<Result<HttpResponse>> ConnectionPool::request(
       co_return from_ec(ec, what);
     }
     if (keep_alive && idle_.size() < max_idle_) {
-      conn->lowest().expires_never();
+      conn->expires_never();
       conn->idle_since = clock_->now();
       idle_.push_back(std::move(conn));
     } else {

@@ -10,13 +10,13 @@
 #include <vector>
 
 #include <boost/asio/any_io_executor.hpp>
-#include <boost/beast/ssl.hpp>
 
 #include "kinformer/client/clock.h"
 #include "kinformer/client/result.h"
 #include "net.h"
 #include "server_url.h"
 #include "tls.h"
+#include "tls_stream.h"
 #include "transport.h"
 
 namespace kinformer::client::detail {
@@ -24,18 +24,39 @@ namespace kinformer::client::detail {
 /// One TCP connection, with TLS unless the server is http://. Used on the io thread only.
 struct Connection {
   Connection(asio::any_io_executor ex, std::shared_ptr<ssl::context> context);
-  /// The TCP stream under TLS (deadlines, the socket).
-  beast::tcp_stream& lowest() { return tls ? beast::get_lowest_layer(*tls) : *plain; }
+  /// The TCP stream (under TLS, if any): connecting, the socket.
+  beast::tcp_stream& lowest() { return tls ? tls->next_layer() : *plain; }
+  /// The deadline of the connect and of every read and write from now on; past it they end
+  /// with beast::error::timeout.
+  void expires_at(std::chrono::steady_clock::time_point deadline) {
+    if (tls) {
+      tls->expires_at(deadline);
+    } else {
+      plain->expires_at(deadline);
+    }
+  }
+  void expires_never() {
+    if (tls) {
+      tls->expires_never();
+    } else {
+      plain->expires_never();
+    }
+  }
   /// Calls `f` with the stream requests go over (the TLS stream, or the plain TCP one) and
   /// returns what it returns: one call for both kinds, so no caller picks the stream itself.
   template <class F>
   decltype(auto) with_stream(F&& f) {
     return tls ? f(*tls) : f(*plain);
   }
+  /// Bytes already decrypted and waiting in the TLS layer (0 for plain TCP): data the socket's
+  /// own count does not show.
+  [[nodiscard]] std::size_t tls_pending() const {
+    return tls ? static_cast<std::size_t>(SSL_pending(tls->native_handle())) : 0;
+  }
   void close();
 
   std::shared_ptr<ssl::context> ctx;  // outlives tls
-  std::optional<beast::ssl_stream<beast::tcp_stream>> tls;
+  std::optional<TlsStream> tls;
   std::optional<beast::tcp_stream> plain;
   beast::flat_buffer buffer;
   std::string cert_id;          ///< the client certificate it was opened with ("0": none)

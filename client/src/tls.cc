@@ -46,7 +46,7 @@ Result<std::shared_ptr<ssl::context>> TlsContexts::make_context(
   auto c = std::make_shared<ssl::context>(ssl::context::tls_client);
   SSL_CTX_set_min_proto_version(c->native_handle(), TLS1_2_VERSION);
   // OpenSSL frees a connection's record buffers while it has nothing to read or write (a quiet
-  // watch, most of the time); Asio's TLS stream keeps buffers of its own.
+  // watch, most of the time); TlsStream keeps none of its own.
   SSL_CTX_set_mode(c->native_handle(), SSL_MODE_RELEASE_BUFFERS);
   SSL_CTX_set_default_passwd_cb(c->native_handle(), refuse_passphrase);
   error_code ec;
@@ -84,8 +84,7 @@ Result<std::shared_ptr<ssl::context>> TlsContexts::make_context(
   return c;
 }
 
-awaitable<Status> handshake(beast::ssl_stream<beast::tcp_stream>& stream,
-                            const TlsSettings& settings, const ServerUrl& url) {
+awaitable<Status> handshake(TlsStream& stream, const TlsSettings& settings, const ServerUrl& url) {
   const std::string& verify_name = settings.verify_name;
   const bool verify_is_ip = settings.verify_is_ip;
   SSL* ssl = stream.native_handle();
@@ -105,7 +104,7 @@ awaitable<Status> handshake(beast::ssl_stream<beast::tcp_stream>& stream,
                                            (verify_is_ip ? "IP address" : "host name"));
     }
   }
-  auto [hec] = co_await stream.async_handshake(ssl::stream_base::client, kTuple);
+  auto [hec, unused] = co_await stream.async_handshake(kTuple);
   if (hec) {
     long verify = SSL_get_verify_result(ssl);
     std::string what =

@@ -8,12 +8,13 @@
 #include <mutex>
 #include <string>
 
-#include <boost/beast/ssl.hpp>
+#include <boost/asio/ssl/context.hpp>
 
 #include "kinformer/client/credentials.h"
 #include "kinformer/client/result.h"
 #include "net.h"
 #include "server_url.h"
+#include "tls_stream.h"
 
 namespace kinformer::client::detail {
 
@@ -59,7 +60,6 @@ class TlsContexts {
 /// Sets SNI and the name to verify on a connected TLS stream, then handshakes. A name OpenSSL
 /// cannot check fails the connection (it would otherwise verify the chain only). Errors name
 /// the verified name and `url`'s host and port. Runs on the io thread.
-awaitable<Status> handshake(beast::ssl_stream<beast::tcp_stream>& stream,
-                            const TlsSettings& settings, const ServerUrl& url);
+awaitable<Status> handshake(TlsStream& stream, const TlsSettings& settings, const ServerUrl& url);
 
 }  // namespace kinformer::client::detail

@@ -182,14 +182,14 @@ awaitable<void> stream_body(std::shared_ptr<WatchState> st, Stream& stream,
     // The lines completed by this read, shared out among its events (the last takes the rest).
     auto batch_bytes = static_cast<std::size_t>(decoder.complete_bytes() - complete_before);
     st->unsignalled += events.size();
-    // More to read at once: a full `chunk`, bytes in the socket, or bytes read from the socket
-    // and not yet parsed. Beast keeps a chunk's closing CRLF in its buffer until the next chunk
-    // header arrives, so those two bytes alone are not more to read. (The CRLF and part of the
-    // next header count as more although the next read may wait for the rest: kMaxSignalDelay
-    // bounds that.)
+    // More to read at once: a full `chunk`, bytes in the socket or decrypted in the TLS layer,
+    // or bytes read and not yet parsed. Beast keeps a chunk's closing CRLF in its buffer until the
+    // next chunk header arrives, so those two bytes alone are not more to read. (The CRLF and part
+    // of the next header count as more although the next read may wait for the rest:
+    // kMaxSignalDelay bounds that.)
     error_code avail_ec;
     const bool more_waiting =
-        st->unsignalled > 0 && (chunk_full || conn.buffer.size() > 2 ||
+        st->unsignalled > 0 && (chunk_full || conn.buffer.size() > 2 || conn.tls_pending() > 0 ||
                                 (conn.lowest().socket().available(avail_ec) > 0 && !avail_ec));
     bool cancelled;
     bool deferred;
@@ -287,7 +287,7 @@ awaitable<void> run_watch(std::shared_ptr<WatchState> st, Connector& connector,
   }
   st->conn = made.value();
   Connection& conn = *st->conn;
-  conn.lowest().expires_at(deadline);
+  conn.expires_at(deadline);
   http::response_parser<http::buffer_body> parser;
   parser.body_limit(std::numeric_limits<std::uint64_t>::max());
   error_code ec =
@@ -327,7 +327,7 @@ awaitable<void> run_watch(std::shared_ptr<WatchState> st, Connector& connector,
     st->phase = Phase::open;
     st->cv.notify_all();
   }
-  conn.lowest().expires_never();
+  conn.expires_never();
   auto idle_timeout = watch_idle_timeout(requested_idle_timeout > std::chrono::milliseconds::zero()
                                              ? requested_idle_timeout
                                              : options.watch_idle_timeout,

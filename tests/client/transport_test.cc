@@ -14,8 +14,10 @@
 #include <filesystem>
 #include <future>
 #include <mutex>
+#include <utility>
 
 #include "fake_apiserver.h"
+#include "kinformer/client/dynamic_object.h"
 #include "kinformer/client/rest_client.h"
 
 // A name server that never answers, for one name. The test binary's getaddrinfo() takes the C
@@ -375,6 +377,151 @@ TEST(Transport, ConnectionsHaveKeepaliveAndAUserTimeout) {
     EXPECT_EQ(option(fd, IPPROTO_TCP, TCP_KEEPCNT), 3);
     EXPECT_EQ(option(fd, IPPROTO_TCP, TCP_USER_TIMEOUT), 60'000);
   }
+}
+
+// --- the TLS data path: records, deadlines, the ends of a connection --------------------------
+
+const ResourceType kPods = dynamic_resource({"", "v1", "pods", "Pod", true});
+
+// A Pod named p<i> at resourceVersion <i>, its spec padded with `pad` bytes.
+std::string padded_pod(int i, std::size_t pad) {
+  return R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"p)" + std::to_string(i) +
+         R"(","namespace":"ns","resourceVersion":")" + std::to_string(i) + R"("},"spec":{"pad":")" +
+         std::string(pad, 'x') + R"("}})";
+}
+
+// A body of many TLS records arrives whole, and the connection is reused after it.
+TEST(TransportTlsData, ALargeBodyArrivesWholeAndTheConnectionIsReused) {
+  auto server = tls_server();
+  std::string list =
+      R"({"apiVersion":"v1","kind":"PodList","metadata":{"resourceVersion":"9"},"items":[)";
+  constexpr int kPodsInList = 3000;
+  for (int i = 0; i < kPodsInList; ++i) {
+    if (i != 0) list += ',';
+    list += padded_pod(i, static_cast<std::size_t>(i % 1500));
+  }
+  list += "]}";
+  ASSERT_GT(list.size(), std::size_t{2} << 20);  // more than a hundred 16 KiB records
+  server->on("GET", "/api/v1/pods", [&list](const Request&) { return Reply::json(list); });
+  RestClient client(server->cluster_config(), fast());
+  for (int round = 0; round < 2; ++round) {
+    auto r = client.list(kPods, "", {});
+    ASSERT_TRUE(r) << r.error().to_string();
+    ASSERT_EQ(r->items.size(), std::size_t{kPodsInList});
+    EXPECT_EQ(r->items.back()->metadata.name, "p" + std::to_string(kPodsInList - 1));
+    EXPECT_EQ(r->resource_version, "9");
+  }
+  const auto requests = server->requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(requests[1].connection, requests[0].connection);
+}
+
+// Every event of a watch over TLS arrives in order, small ones and ones that span several
+// records; a stream cut without its last chunk is reported as cut, after what came before it.
+TEST(TransportTlsData, AWatchDeliversEveryEventThenReportsTheCut) {
+  auto server = tls_server();
+  auto stream = std::make_shared<testing::ScriptedStream>();
+  server->on("GET", "/api/v1/pods", [stream](const Request&) { return Reply::streaming(stream); });
+  RestClient client(server->cluster_config(), fast());
+  auto w = client.watch(kPods, "", {});
+  ASSERT_TRUE(w) << w.error().to_string();
+  constexpr int kEvents = 300;
+  std::string batch;
+  for (int i = 0; i < kEvents; ++i) {
+    const std::size_t pad = i % 10 == 0 ? 40'000 : static_cast<std::size_t>(i);
+    batch += testing::watch_event_line("ADDED", padded_pod(i, pad));
+    if (i % 7 == 6) stream->send(std::exchange(batch, {}));
+  }
+  stream->send(batch);
+  ASSERT_TRUE(stream->wait_drained(std::chrono::seconds(30)));
+  stream->abort();
+  for (int i = 0; i < kEvents; ++i) {
+    auto e = (*w)->next();
+    ASSERT_TRUE(e) << "event " << i << ": " << e.error().to_string();
+    ASSERT_TRUE(e->has_value()) << "the stream ended early, at event " << i;
+    EXPECT_EQ((*e)->object->metadata.name, "p" + std::to_string(i));
+  }
+  auto end = (*w)->next();
+  ASSERT_FALSE(end);
+  EXPECT_EQ(end.error().code, Errc::truncated) << end.error().to_string();
+}
+
+// A watch ended by the server's terminating chunk ends cleanly over TLS.
+TEST(TransportTlsData, AWatchTheServerEndsEndsCleanly) {
+  auto server = tls_server();
+  auto stream = std::make_shared<testing::ScriptedStream>();
+  server->on("GET", "/api/v1/pods", [stream](const Request&) { return Reply::streaming(stream); });
+  RestClient client(server->cluster_config(), fast());
+  auto w = client.watch(kPods, "", {});
+  ASSERT_TRUE(w) << w.error().to_string();
+  stream->send(testing::watch_event_line("ADDED", padded_pod(1, 10)));
+  stream->end();
+  auto e = (*w)->next();
+  ASSERT_TRUE(e && e->has_value());
+  auto end = (*w)->next();
+  ASSERT_TRUE(end) << end.error().to_string();
+  EXPECT_FALSE(end->has_value());
+}
+
+// A quiet TLS watch is cut by its read-idle deadline, as a plain one is.
+TEST(TransportTlsData, AQuietWatchIsCutByItsIdleDeadline) {
+  auto server = tls_server();
+  auto stream = std::make_shared<testing::ScriptedStream>();
+  server->on("GET", "/api/v1/pods", [stream](const Request&) { return Reply::streaming(stream); });
+  RestClient client(server->cluster_config(), fast());
+  ListOptions o;
+  o.idle_timeout = std::chrono::milliseconds(200);
+  auto w = client.watch(kPods, "", o);
+  ASSERT_TRUE(w) << w.error().to_string();
+  auto e = (*w)->next();
+  ASSERT_FALSE(e);
+  EXPECT_EQ(e.error().code, Errc::timeout) << e.error().to_string();
+  EXPECT_NE(e.error().message.find("no data from the server"), std::string::npos)
+      << e.error().message;
+  EXPECT_TRUE(stream->wait_client_closed(std::chrono::seconds(30)));
+}
+
+// The request deadline ends a TLS exchange whose answer does not come, as a timeout.
+TEST(TransportTlsData, TheRequestDeadlineEndsAnUnansweredExchange) {
+  auto server = tls_server();
+  auto gate = std::make_shared<testing::ReplyGate>();
+  server->on("GET", "/held", [gate](const Request&) {
+    Reply r = Reply::text("late");
+    r.gate = gate;
+    return r;
+  });
+  RestClientOptions o = fast();
+  o.request_timeout = std::chrono::milliseconds(300);
+  RestClient client(server->cluster_config(), o);
+  auto r = client.get_raw("/held");
+  gate->open();
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, Errc::timeout) << r.error().to_string();
+  // The connection it was on is closed, not kept: the next request goes on a new one.
+  auto next = client.get_raw("/readyz");
+  ASSERT_TRUE(next) << next.error().to_string();
+  const auto requests = server->requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_NE(requests[1].connection, requests[0].connection);
+}
+
+// A kept TLS connection the server closed is not reused, and the request still succeeds.
+TEST(TransportTlsData, AKeptConnectionTheServerClosedIsNotReused) {
+  auto server = tls_server();
+  server->on("GET", "/closing", [](const Request&) {
+    Reply r = Reply::text("bye");
+    r.close_after = true;
+    return r;
+  });
+  RestClient client(server->cluster_config(), fast());
+  ASSERT_TRUE(client.get_raw("/closing"));
+  ASSERT_TRUE(server->wait_for_open_connections(0, std::chrono::seconds(30)));
+  auto r = client.get_raw("/readyz");
+  ASSERT_TRUE(r) << r.error().to_string();
+  EXPECT_EQ(r->body, "ok");
+  const auto requests = server->requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_NE(requests[1].connection, requests[0].connection);
 }
 
 }  // namespace
