@@ -9,6 +9,12 @@
 # mutation check prints its own "mutants: N killed, N survived" line before it, the fuzzers
 # "fuzz: N targets, N findings"; each fuzz target and each style check counts as one test).
 #
+# Two lanes: the Go work (vetting the bench toolkit, building and starting the e2e launcher's
+# kube-apiserver) runs beside the main build, and the e2e suites, which mostly wait on the API
+# server, run beside the CPU-bound stages after it; those run at a lower priority (nice 10), so
+# the API server and the e2e tests get the CPU when they need it. Their output goes to
+# $build/test-logs; a failure prints its tail.
+#
 # Environment: KINFORMER_BUILD_DIR (default ./build), KUBECONFIG (use that cluster for e2e),
 # KINFORMER_SKIP_SANITIZERS=1 (local quick runs only; CI never sets it), KINFORMER_FUZZ_SECONDS
 # (time per fuzz target, default 30; tools/scripts/fuzz.sh --seconds 3600 TARGET for a long run).
@@ -23,23 +29,36 @@ step() { printf '\n==> [%s, +%ss] %s\n' "$(date +%H:%M:%S)" "$(( $(date +%s) - s
 step "setup: Debian packages"
 bash "$root/tools/scripts/setup.sh"
 mkdir -p "$log_dir"
-rm -f "$log_dir"/*.ctest
+rm -f "$log_dir"/*.ctest "$log_dir"/*.rc
 
 passed=0; failed=0; skipped=0; failures=()
-# run_ctest NAME DIR ARGS...: runs ctest, keeps its summary, never stops the script.
-run_ctest() {
+# ctest_into NAME DIR ARGS...: runs ctest, its output into $log_dir/NAME.ctest (and the terminal
+# unless QUIET=1); never fails.
+ctest_into() {
   local name=$1 dir=$2; shift 2
   local out=$log_dir/$name.ctest rc=0
-  ctest --test-dir "$dir" --output-on-failure --timeout 600 "$@" 2>&1 | tee "$out" || rc=$?
+  if [ "${QUIET:-0}" = 1 ]; then
+    ctest --test-dir "$dir" --output-on-failure --timeout 600 "$@" >"$out" 2>&1 || rc=$?
+  else
+    ctest --test-dir "$dir" --output-on-failure --timeout 600 "$@" 2>&1 | tee "$out" || rc=$?
+  fi
+  echo "$rc" >"$log_dir/$name.rc"
+}
+# count_ctest NAME: adds what ctest_into NAME ran to the totals.
+count_ctest() {
+  local name=$1
+  local out=$log_dir/$name.ctest rc
+  rc=$(cat "$log_dir/$name.rc" 2>/dev/null || echo 1)
   local line p f t s
-  line=$(grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+' "$out" | tail -1 || true)
+  line=$(grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+' "$out" 2>/dev/null | tail -1 || true)
   # ctest counts a skipped test (GTEST_SKIP) as passed in its summary line; count it apart.
-  s=$(grep -cE '^[[:space:]]*[0-9]+ - .*\(Skipped\)$' "$out" || true)
+  s=$(grep -cE '^[[:space:]]*[0-9]+ - .*\(Skipped\)$' "$out" 2>/dev/null || true)
+  s=${s:-0}
   if [ -n "$line" ]; then
     f=$(sed -E 's/.* ([0-9]+) tests? failed out of ([0-9]+).*/\1/' <<<"$line")
     t=$(sed -E 's/.* failed out of ([0-9]+).*/\1/' <<<"$line")
     p=$((t - f - s))
-  elif grep -q 'No tests were found' "$out"; then
+  elif grep -q 'No tests were found' "$out" 2>/dev/null; then
     p=0; f=1; echo "[$name] no tests were found" >&2
   else
     p=0; f=1
@@ -50,26 +69,93 @@ run_ctest() {
   [ "$f" -ne 0 ] && failures+=("$name")
   return 0
 }
+run_ctest() { ctest_into "$@"; count_ctest "$1"; }
+# pass NAME / fail NAME: one more test passed or failed.
+pass() { passed=$((passed + 1)); }
+fail() { failed=$((failed + 1)); failures+=("$1"); }
+
+# The Go lane: vets the bench toolkit (one test: the benchmarks' Go module vets and builds, and
+# every bench script parses; their runs need minutes each and are not part of this command), then
+# builds (cold: minutes) and starts the e2e launcher's kube-apiserver and etcd unless KUBECONFIG
+# names a cluster.
+launched=0
+if [ -z "${KUBECONFIG:-}" ]; then
+  export KINFORMER_E2E_DIR=${KINFORMER_E2E_DIR:-/tmp/kinformer-e2e-test}
+  launched=1
+fi
+# On an early exit (a failed build): the lanes stop, and so does the launcher.
+cleanup() {
+  local pids
+  pids=$(jobs -p)
+  [ -n "$pids" ] && kill $pids 2>/dev/null
+  wait 2>/dev/null
+  if [ "$launched" = 1 ]; then
+    bash "$root/e2e/launcher.sh" down --dir "$KINFORMER_E2E_DIR" >&2 || true
+  fi
+}
+trap cleanup EXIT
+go_lane() {
+  local rc=0 f
+  (cd "$root/tools/bench" && go vet ./...) >"$log_dir/bench-toolkit.log" 2>&1 || rc=$?
+  for f in "$root"/tools/bench/*.sh; do bash -n "$f" >>"$log_dir/bench-toolkit.log" 2>&1 || rc=$?; done
+  echo "$rc" >"$log_dir/bench-toolkit.rc"
+  if [ "$launched" = 1 ]; then
+    rc=0
+    bash "$root/e2e/launcher.sh" up --dir "$KINFORMER_E2E_DIR" >"$log_dir/launcher-up.log" \
+      2>"$log_dir/launcher-up.err" || rc=$?
+    echo "$rc" >"$log_dir/launcher-up.rc"
+  fi
+}
 
 step "configure + build ($build, -Werror)"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_INSTALL_PREFIX="$build/install" >"$log_dir/configure.log"
+go_lane &
+go_pid=$!
+echo "Go lane started: go vet of tools/bench, then the e2e launcher (logs: $log_dir/bench-toolkit.log, launcher-up.err)" >&2
 ninja -C "$build" -j"$jobs"
-
-step "bench toolkit: the client-go peers (go vet ./... in tools/bench) and the scripts (bash -n)"
-# One test: the benchmarks' Go module vets and builds, and every bench script parses (their runs
-# need minutes each and are not part of this command).
-bench_rc=0
-(cd "$root/tools/bench" && go vet ./...) >"$log_dir/bench-toolkit.log" 2>&1 || bench_rc=$?
-for f in "$root"/tools/bench/*.sh; do bash -n "$f" >>"$log_dir/bench-toolkit.log" 2>&1 || bench_rc=$?; done
-if [ "$bench_rc" -eq 0 ]; then
-  passed=$((passed + 1)); echo "bench toolkit: ok" >&2
-else
-  failed=$((failed + 1)); failures+=(bench-toolkit); tail -30 "$log_dir/bench-toolkit.log" >&2
-fi
 
 step "unit tests"
 run_ctest unit "$build" -L unit -j"$jobs"
+
+step "waiting for the Go lane: bench toolkit (go vet ./... in tools/bench, bash -n of its scripts), e2e launcher"
+wait "$go_pid" || true
+if [ "$(cat "$log_dir/bench-toolkit.rc" 2>/dev/null || echo 1)" -eq 0 ]; then
+  pass bench-toolkit; echo "bench toolkit: ok" >&2
+else
+  fail bench-toolkit; tail -30 "$log_dir/bench-toolkit.log" >&2
+fi
+e2e_ready=1
+if [ "$launched" = 1 ]; then
+  if [ "$(cat "$log_dir/launcher-up.rc" 2>/dev/null || echo 1)" -eq 0 ]; then
+    KUBECONFIG=$(sed -n 's/^KUBECONFIG=//p' "$log_dir/launcher-up.log" | tail -1)
+    export KUBECONFIG
+    echo "KUBECONFIG=$KUBECONFIG (embedded kube-apiserver)" >&2
+  else
+    e2e_ready=0; fail e2e-launcher; tail -30 "$log_dir/launcher-up.err" >&2
+  fi
+fi
+export KINFORMER_E2E_LAUNCHED=$launched
+
+# The e2e lane: the suites, one at a time, then the launcher's teardown (one test: no
+# kube-apiserver, etcd or port left behind).
+e2e_lane() {
+  QUIET=1 ctest_into e2e "$build" -L e2e
+  if [ "$launched" = 1 ]; then
+    local down_rc=0 status_rc=0
+    bash "$root/e2e/launcher.sh" down --dir "$KINFORMER_E2E_DIR" --purge >"$log_dir/teardown.log" 2>&1 || down_rc=$?
+    bash "$root/e2e/launcher.sh" status --dir "$KINFORMER_E2E_DIR" >>"$log_dir/teardown.log" 2>&1 || status_rc=$?
+    echo "$down_rc $status_rc" >"$log_dir/teardown.rc"
+  fi
+}
+e2e_pid=""
+if [ "$e2e_ready" = 1 ]; then
+  step "e2e suites against a real API server: started beside the stages below (log: $log_dir/e2e.ctest)"
+  e2e_lane &
+  e2e_pid=$!
+fi
+# The CPU-bound stages from here on yield to the e2e lane.
+renice -n 10 -p $$ >/dev/null
 
 step "style: clang-format (no diff) and clang-tidy (library sources); every mutant still applies"
 # tools/scripts/style.sh prints "style format: ..." and "style tidy: ..."; each counts as a test.
@@ -92,11 +178,11 @@ fi
 step "mutation check (tests/mutation: every mutant must be killed)"
 # CI runs a rotating sample (the short run): every G-th mutant, starting at the day of the year
 # mod G, so each mutant runs at least once every G days. KINFORMER_MUTANTS=all (or a local run)
-# runs every mutant; KINFORMER_MUTANTS_SAMPLE sets the sample size (default 20).
+# runs every mutant; KINFORMER_MUTANTS_SAMPLE sets the sample size (default 12).
 mutants=()
 if [ "${CI:-}" = true ] && [ "${KINFORMER_MUTANTS:-sample}" != all ]; then
   mapfile -t all_mutants < <(cd "$root/tests/mutation" && ls ./*.mutant | sed 's|^\./||; s|\.mutant$||' | sort)
-  k=${KINFORMER_MUTANTS_SAMPLE:-20}
+  k=${KINFORMER_MUTANTS_SAMPLE:-12}
   groups=$(( (${#all_mutants[@]} + k - 1) / k ))
   group=$(( 10#$(date -u +%j) % groups ))
   for ((i = group; i < ${#all_mutants[@]}; i += groups)); do mutants+=("${all_mutants[$i]}"); done
@@ -149,34 +235,24 @@ else
   failed=$((failed + 1)); failures+=(consumer); tail -30 "$log_dir/consumer.log" >&2
 fi
 
-step "e2e suites against a real API server"
-launched=0
-if [ -z "${KUBECONFIG:-}" ]; then
-  export KINFORMER_E2E_DIR=${KINFORMER_E2E_DIR:-/tmp/kinformer-e2e-test}
-  trap 'bash "$root/e2e/launcher.sh" down --dir "$KINFORMER_E2E_DIR" >&2 || true' EXIT
-  bash "$root/e2e/launcher.sh" up --dir "$KINFORMER_E2E_DIR" >"$log_dir/launcher-up.log"
-  KUBECONFIG=$(sed -n 's/^KUBECONFIG=//p' "$log_dir/launcher-up.log" | tail -1)
-  export KUBECONFIG
-  launched=1
-  echo "KUBECONFIG=$KUBECONFIG (embedded kube-apiserver)" >&2
-fi
-export KINFORMER_E2E_LAUNCHED=$launched
-run_ctest e2e "$build" -L e2e
-
-if [ "$launched" = 1 ]; then
-  step "teardown: no kube-apiserver, etcd or port left behind"
-  trap - EXIT
-  down_rc=0; status_rc=0
-  bash "$root/e2e/launcher.sh" down --dir "$KINFORMER_E2E_DIR" --purge >&2 || down_rc=$?
-  bash "$root/e2e/launcher.sh" status --dir "$KINFORMER_E2E_DIR" >&2 || status_rc=$?
-  if [ "$down_rc" -eq 0 ] && [ "$status_rc" -ne 0 ]; then
-    passed=$((passed + 1)); echo "teardown: ok" >&2
-  else
-    failed=$((failed + 1)); failures+=(teardown)
-    echo "teardown: down exited $down_rc, status exited $status_rc (0 = still running)" >&2
+if [ -n "$e2e_pid" ]; then
+  step "waiting for the e2e lane"
+  wait "$e2e_pid" || true
+  grep -E '^[[:space:]]*[0-9]+/[0-9]+ Test|tests passed|Failed|\*\*\*' "$log_dir/e2e.ctest" >&2 || true
+  count_ctest e2e
+  if [ "$launched" = 1 ]; then
+    read -r down_rc status_rc <"$log_dir/teardown.rc" || { down_rc=1; status_rc=0; }
+    if [ "$down_rc" -eq 0 ] && [ "$status_rc" -ne 0 ]; then
+      pass teardown; echo "teardown: ok" >&2
+    else
+      fail teardown; cat "$log_dir/teardown.log" >&2
+      echo "teardown: down exited $down_rc, status exited $status_rc (0 = still running)" >&2
+    fi
   fi
 fi
 
+cleanup  # idempotent: the launcher is down already unless its lane never ran
+trap - EXIT
 printf '\n' >&2
 [ ${#failures[@]} -gt 0 ] && echo "failed stages: ${failures[*]}" >&2
 echo "$passed passed, $failed failed, $skipped skipped"
