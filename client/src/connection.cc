@@ -223,6 +223,9 @@ Connection::Connection(asio::any_io_executor ex, std::shared_ptr<ssl::context> c
 }
 
 void Connection::close() {
+  // A deadline left armed would fire after the close, possibly while the stream is destroyed
+  // on another thread (a watch's last reference is the reader's).
+  if (tls) tls->expires_never();
   error_code ec;
   lowest().socket().shutdown(tcp::socket::shutdown_both, ec);
   lowest().socket().close(ec);

@@ -53,6 +53,20 @@ struct Connection {
   [[nodiscard]] std::size_t tls_pending() const {
     return tls ? static_cast<std::size_t>(SSL_pending(tls->native_handle())) : 0;
   }
+  /// Ends the read or write in progress with asio::error::operation_aborted (under TLS, also one
+  /// between two waits for the socket), and those started before uncancel().
+  void cancel() {
+    if (tls) {
+      tls->cancel();
+    } else {
+      error_code ignored;
+      plain->socket().cancel(ignored);
+    }
+  }
+  void uncancel() {
+    if (tls) tls->uncancel();
+  }
+  /// Closes the socket; the deadline is disarmed.
   void close();
 
   std::shared_ptr<ssl::context> ctx;  // outlives tls

@@ -125,6 +125,12 @@ void TlsStream::expires_never() {
   deadline_->timer.cancel();
 }
 
+void TlsStream::cancel() {
+  cancelled_ = true;
+  error_code ignored;
+  tcp_.socket().cancel(ignored);
+}
+
 error_code TlsStream::wait_failed(const error_code& ec) const {
   return deadline_passed() ? error_code(beast::error::timeout) : ec;
 }
@@ -171,17 +177,29 @@ TlsStream::Outcome TlsStream::attempt(Step step, void* data, std::size_t size) {
         out.ec = ssl::error::stream_truncated;  // closed without close_notify
       }
       break;
-    default: {
-      const unsigned long e = ERR_peek_last_error();  // NOLINT(google-runtime-int): OpenSSL's type
-      if (ERR_GET_REASON(e) == SSL_R_UNEXPECTED_EOF_WHILE_READING) {
-        out.ec = ssl::error::stream_truncated;
-      } else if (transport_.error != 0) {
-        out.ec = error_code(transport_.error, boost::system::system_category());
-      } else {
-        out.ec = error_code(static_cast<int>(e), asio::error::get_ssl_category());
+    case SSL_ERROR_SSL: {
+      // As Asio's stream: the first error (the cause), or stream_truncated for a connection
+      // closed without close_notify (OpenSSL 3 reports that as an SSL error).
+      // NOLINTNEXTLINE(google-runtime-int): OpenSSL's type
+      unsigned long first = 0;
+      for (;;) {
+        const unsigned long e = ERR_get_error();  // NOLINT(google-runtime-int): OpenSSL's type
+        if (e == 0) break;
+        if (first == 0) first = e;
+        if (ERR_GET_LIB(e) == ERR_LIB_SSL &&
+            ERR_GET_REASON(e) == SSL_R_UNEXPECTED_EOF_WHILE_READING) {
+          out.ec = ssl::error::stream_truncated;
+        }
+      }
+      if (!out.ec) {
+        out.ec = first != 0 ? error_code(static_cast<int>(first), asio::error::get_ssl_category())
+                            : error_code(ssl::error::unexpected_result);
       }
       break;
     }
+    default:  // a state no setting of ours asks for (X509 lookup, async, client hello callback)
+      out.ec = ssl::error::unexpected_result;
+      break;
   }
   ERR_clear_error();  // nothing left for the next SSL call on this thread to misread
   return out;

@@ -26,8 +26,9 @@ namespace kinformer::client::detail {
 /// operation at a time (HTTP/1.1 writes a request, then reads its response). Errors are Asio's
 /// and OpenSSL's as from Asio's own TLS stream: eof after the server's close_notify,
 /// ssl::error::stream_truncated when the connection ends without one, the SSL category for
-/// OpenSSL's errors, beast::error::timeout once the deadline passed. Used on one thread (the io
-/// thread); not movable (OpenSSL's transport refers to it).
+/// OpenSSL's errors, beast::error::timeout once the deadline passed. Used on its connection's
+/// strand of the io runtime, and destroyed there or once closed (close_io()); not movable
+/// (OpenSSL's transport refers to it).
 class TlsStream {
  public:
   using executor_type = asio::any_io_executor;
@@ -48,6 +49,11 @@ class TlsStream {
   /// an operation in progress ends with beast::error::timeout, and so do later ones.
   void expires_at(time_point deadline);
   void expires_never();
+  /// Ends the operation in progress with asio::error::operation_aborted, and any started before
+  /// uncancel(): unlike a bare cancel of the socket, it also ends an operation that is between
+  /// two waits (part of a TLS record came, the rest has not).
+  void cancel();
+  void uncancel() { cancelled_ = false; }
 
   /// Completes with (error_code) once the handshake is done (call after connecting).
   template <class Token>
@@ -133,7 +139,7 @@ class TlsStream {
         self.complete(result, bytes);
         return;
       }
-      if (wait_ec || s.deadline_passed()) {
+      if (wait_ec || s.deadline_passed() || s.cancelled_) {
         finish(self, s.wait_failed(wait_ec ? wait_ec : asio::error::operation_aborted), 0);
         return;
       }
@@ -178,6 +184,7 @@ class TlsStream {
 
   beast::tcp_stream tcp_;
   SSL* ssl_ = nullptr;
+  bool cancelled_ = false;
   std::shared_ptr<Deadline> deadline_;  // made by the first expires_at()
   /// What OpenSSL's socket transport last saw (read by its BIO's control call and by attempt()).
   struct Transport {

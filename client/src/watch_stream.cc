@@ -122,14 +122,14 @@ void arm_idle(const std::shared_ptr<WatchState>& st, std::chrono::milliseconds t
   const std::uint64_t generation = ++st->idle_generation;
   st->idle_armed = timeout;
   st->idle_fired = false;
+  if (st->conn) st->conn->uncancel();  // a cut of an earlier read that had already completed
   st->idle_timer->expires_after(timeout);
   st->idle_timer->async_wait([st, generation](error_code ec) {
     // A wait that had already expired when it was re-armed or cancelled still runs, with no
     // error: only the current arming of a read in progress may cut it.
     if (ec || generation != st->idle_generation || !st->reading || !st->conn) return;
     st->idle_fired = true;
-    error_code ignored;
-    st->conn->lowest().socket().cancel(ignored);
+    st->conn->cancel();
   });
 }
 
