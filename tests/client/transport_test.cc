@@ -417,14 +417,23 @@ TEST(TransportTlsData, ALargeBodyArrivesWholeAndTheConnectionIsReused) {
   EXPECT_EQ(requests[1].connection, requests[0].connection);
 }
 
+// A TLS server whose Pod watch is `stream`, and a client of it.
+struct TlsWatch {
+  std::unique_ptr<FakeApiServer> server = tls_server();
+  std::shared_ptr<testing::ScriptedStream> stream = [this] {
+    auto s = std::make_shared<testing::ScriptedStream>();
+    server->on("GET", "/api/v1/pods", [s](const Request&) { return Reply::streaming(s); });
+    return s;
+  }();
+  RestClient client{server->cluster_config(), fast()};
+};
+
 // Every event of a watch over TLS arrives in order, small ones and ones that span several
 // records; a stream cut without its last chunk is reported as cut, after what came before it.
 TEST(TransportTlsData, AWatchDeliversEveryEventThenReportsTheCut) {
-  auto server = tls_server();
-  auto stream = std::make_shared<testing::ScriptedStream>();
-  server->on("GET", "/api/v1/pods", [stream](const Request&) { return Reply::streaming(stream); });
-  RestClient client(server->cluster_config(), fast());
-  auto w = client.watch(kPods, "", {});
+  TlsWatch t;
+  auto& stream = t.stream;
+  auto w = t.client.watch(kPods, "", {});
   ASSERT_TRUE(w) << w.error().to_string();
   constexpr int kEvents = 300;
   std::string batch;
@@ -449,11 +458,9 @@ TEST(TransportTlsData, AWatchDeliversEveryEventThenReportsTheCut) {
 
 // A watch ended by the server's terminating chunk ends cleanly over TLS.
 TEST(TransportTlsData, AWatchTheServerEndsEndsCleanly) {
-  auto server = tls_server();
-  auto stream = std::make_shared<testing::ScriptedStream>();
-  server->on("GET", "/api/v1/pods", [stream](const Request&) { return Reply::streaming(stream); });
-  RestClient client(server->cluster_config(), fast());
-  auto w = client.watch(kPods, "", {});
+  TlsWatch t;
+  auto& stream = t.stream;
+  auto w = t.client.watch(kPods, "", {});
   ASSERT_TRUE(w) << w.error().to_string();
   stream->send(testing::watch_event_line("ADDED", padded_pod(1, 10)));
   stream->end();
