@@ -180,10 +180,9 @@ TlsStream::Outcome TlsStream::attempt(Step step, void* data, std::size_t size) {
     case SSL_ERROR_SSL: {
       // As Asio's stream: the first error (the cause), or stream_truncated for a connection
       // closed without close_notify (OpenSSL 3 reports that as an SSL error).
-      // NOLINTNEXTLINE(google-runtime-int): OpenSSL's type
-      unsigned long first = 0;
+      unsigned long first = 0;  // OpenSSL's error type
       for (;;) {
-        const unsigned long e = ERR_get_error();  // NOLINT(google-runtime-int): OpenSSL's type
+        const unsigned long e = ERR_get_error();
         if (e == 0) break;
         if (first == 0) first = e;
         if (ERR_GET_LIB(e) == ERR_LIB_SSL &&
