@@ -1371,8 +1371,11 @@ TEST(ReflectorThreadsTest, WatchingInformersHoldNoThreadOfTheirOwn) {
   s7->send(testing::watch_event_line(
       "ADDED", R"({"kind":"Secret","apiVersion":"v1","metadata":{"name":"a","namespace":"ns7",)"
                R"("resourceVersion":"11"},"type":"Opaque"})"));
-  ASSERT_TRUE(testing::eventually([&] { return informers[7]->store().size() == 1; }));
-  EXPECT_EQ(informers[7]->last_sync_resource_version(), "11");
+  // The store takes the event before the reflector records its resourceVersion: wait for both.
+  ASSERT_TRUE(testing::eventually([&] {
+    return informers[7]->store().size() == 1 && informers[7]->last_sync_resource_version() == "11";
+  })) << "store "
+      << informers[7]->store().size() << ", rv " << informers[7]->last_sync_resource_version();
   auto gone = std::async(std::launch::async, [&] { factory.reset(); });
   EXPECT_EQ(gone.wait_for(testing::kDeadline), std::future_status::ready);
 }
