@@ -92,7 +92,7 @@ class TlsStream {
       const char* p = static_cast<const char*>(b.data());
       joined.insert(joined.end(), p, p + n);
     }
-    return run(Step::write, std::move(joined), std::forward<Token>(token));
+    return run(Step::write, nullptr, 0, std::forward<Token>(token), std::move(joined));
   }
 
  private:
@@ -169,15 +169,13 @@ class TlsStream {
     }
   };
 
+  /// `joined`, when not empty, is a write's copy of its buffers, and what it writes.
   template <class Token>
-  auto run(Step step, void* data, std::size_t size, Token&& token) {
-    return asio::async_compose<Token, void(error_code, std::size_t)>(
-        Op{*this, step, data, size, {}}, token, tcp_.socket());
-  }
-  template <class Token>
-  auto run(Step step, std::vector<char> joined, Token&& token) {
-    void* data = joined.data();
-    const std::size_t size = joined.size();
+  auto run(Step step, void* data, std::size_t size, Token&& token, std::vector<char> joined = {}) {
+    if (!joined.empty()) {
+      data = joined.data();  // a vector's move keeps its storage: the operation's copy is this
+      size = joined.size();
+    }
     return asio::async_compose<Token, void(error_code, std::size_t)>(
         Op{*this, step, data, size, std::move(joined)}, token, tcp_.socket());
   }

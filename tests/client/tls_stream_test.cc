@@ -1,0 +1,219 @@
+// kinformer's TLS stream against a server on Asio's TLS stream, on one io_context driven by the
+// test: how a connection's end is reported (close_notify or not), a write larger than the
+// socket buffers (OpenSSL's write waits for the socket), a deadline inside the handshake, and
+// the sticky cancel.
+
+#include "tls_stream.h"
+
+#include <sys/socket.h>
+
+#include <chrono>
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
+
+#include "certs.h"
+
+namespace kinformer::client::detail {
+namespace {
+
+using namespace std::chrono_literals;
+
+/// The result of one asynchronous operation, once it completed.
+struct Done {
+  std::optional<error_code> ec;
+  std::size_t bytes = 0;
+  /// Its error; in_progress when it did not complete.
+  [[nodiscard]] error_code result() const { return ec.value_or(asio::error::in_progress); }
+  auto handler() {
+    return [this](error_code e, std::size_t n) {
+      ec = e;
+      bytes = n;
+    };
+  }
+};
+
+class TlsStreamTest : public ::testing::Test {
+ protected:
+  TlsStreamTest()
+      : pki_(testing::make_pki()),
+        server_ctx_(ssl::context::tls_server),
+        client_ctx_(ssl::context::tls_client),
+        acceptor_(io_, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)) {
+    server_ctx_.use_certificate_chain(asio::buffer(pki_.server.cert_pem));
+    server_ctx_.use_private_key(asio::buffer(pki_.server.key_pem), ssl::context::pem);
+    client_ctx_.add_certificate_authority(asio::buffer(pki_.ca.cert_pem));
+    client_ctx_.set_verify_mode(ssl::verify_peer);
+    // Both streams after their contexts are set: a connection takes its context's settings
+    // when made.
+    server_.emplace(io_, server_ctx_);
+    client_.emplace(io_.get_executor(), client_ctx_);
+  }
+
+  /// Runs the io_context until `done` or, at the latest, 10 s (a guard against a hang, not a
+  /// measure: every test asserts on what completed, never on how long it took).
+  template <class Pred>
+  bool run_until(Pred done) {
+    const auto give_up = std::chrono::steady_clock::now() + 10s;
+    while (!done() && std::chrono::steady_clock::now() < give_up) {
+      io_.restart();
+      io_.run_one_for(100ms);
+    }
+    return done();
+  }
+
+  /// A TCP connection from the client's stream to the server's; no TLS yet.
+  void connect() {
+    std::optional<error_code> accepted;
+    acceptor_.async_accept(server_->next_layer(), [&](error_code ec) { accepted = ec; });
+    client_->next_layer().socket().connect(acceptor_.local_endpoint());
+    ASSERT_TRUE(run_until([&] { return accepted.has_value(); }));
+    ASSERT_FALSE(*accepted) << accepted->message();
+  }
+
+  /// connect(), then both sides' handshakes.
+  void handshake() {
+    connect();
+    std::optional<error_code> server_done;
+    Done client_done;
+    server_->async_handshake(ssl::stream_base::server, [&](error_code ec) { server_done = ec; });
+    client_->async_handshake(client_done.handler());
+    ASSERT_TRUE(run_until([&] { return server_done && client_done.ec; }));
+    ASSERT_FALSE(*server_done) << server_done->message();
+    ASSERT_FALSE(client_done.result()) << client_done.result().message();
+  }
+
+  /// The server sends `text`.
+  void server_sends(const std::string& text) {
+    Done sent;
+    asio::async_write(*server_, asio::buffer(text), sent.handler());
+    ASSERT_TRUE(run_until([&] { return sent.ec.has_value(); }));
+    ASSERT_FALSE(sent.result()) << sent.result().message();
+  }
+
+  /// One read of the client's, to its end.
+  Done client_reads(std::string& into) {
+    into.assign(256, '\0');
+    Done read;
+    client_->async_read_some(asio::buffer(into), read.handler());
+    EXPECT_TRUE(run_until([&] { return read.ec.has_value(); }));
+    into.resize(read.bytes);
+    return read;
+  }
+
+  testing::Pki pki_;
+  asio::io_context io_;
+  ssl::context server_ctx_;
+  ssl::context client_ctx_;
+  tcp::acceptor acceptor_;
+  std::optional<ssl::stream<tcp::socket>> server_;
+  std::optional<TlsStream> client_;
+};
+
+TEST_F(TlsStreamTest, TheServersCloseNotifyEndsTheStreamAsEof) {
+  ASSERT_NO_FATAL_FAILURE(handshake());
+  ASSERT_NO_FATAL_FAILURE(server_sends("last words"));
+  // The server's shutdown sends close_notify, then waits for the client's (which never comes).
+  server_->async_shutdown([](error_code) {});
+
+  std::string got;
+  Done first = client_reads(got);
+  ASSERT_FALSE(first.result()) << first.result().message();
+  EXPECT_EQ(got, "last words");
+  Done end = client_reads(got);
+  EXPECT_EQ(end.result(), asio::error::eof) << end.result().message();
+}
+
+TEST_F(TlsStreamTest, AConnectionClosedWithoutCloseNotifyIsTruncated) {
+  ASSERT_NO_FATAL_FAILURE(handshake());
+  ASSERT_NO_FATAL_FAILURE(server_sends("cut"));
+  server_->next_layer().close();
+
+  std::string got;
+  Done first = client_reads(got);
+  ASSERT_FALSE(first.result()) << first.result().message();
+  EXPECT_EQ(got, "cut");
+  Done end = client_reads(got);
+  EXPECT_EQ(end.result(), ssl::error::stream_truncated) << end.result().message();
+}
+
+TEST_F(TlsStreamTest, AWriteLargerThanTheSocketBuffersWaitsForTheReaderAndArrivesWhole) {
+  ASSERT_NO_FATAL_FAILURE(handshake());
+  // Small kernel buffers on both sides: 4 MiB cannot be in flight at once, so the client's
+  // SSL_write must wait for the socket to become writable again, many times over.
+  const int small = 16 * 1024;
+  ASSERT_EQ(::setsockopt(client_->next_layer().socket().native_handle(), SOL_SOCKET, SO_SNDBUF,
+                         &small, sizeof small),
+            0);
+  ASSERT_EQ(::setsockopt(server_->next_layer().native_handle(), SOL_SOCKET, SO_RCVBUF, &small,
+                         sizeof small),
+            0);
+  // A read first takes what the server sent after the handshake (TLS 1.3's session tickets):
+  // nothing is left to read, so only the socket's room for writing can wake the writer.
+  ASSERT_NO_FATAL_FAILURE(server_sends("go"));
+  std::string go;
+  ASSERT_FALSE(client_reads(go).result());
+  ASSERT_EQ(go, "go");
+  std::vector<char> out(std::size_t{4} << 20);
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<char>((i * 131) % 251);
+  std::vector<char> in(out.size());
+
+  Done written;
+  Done read;
+  asio::async_write(*client_, asio::buffer(out), written.handler());
+  asio::async_read(*server_, asio::buffer(in), read.handler());
+  ASSERT_TRUE(run_until([&] { return written.ec && read.ec; }));
+  ASSERT_FALSE(written.result()) << written.result().message();
+  ASSERT_FALSE(read.result()) << read.result().message();
+  EXPECT_EQ(written.bytes, out.size());
+  EXPECT_TRUE(in == out) << "the bytes the server read differ from those written";
+}
+
+TEST_F(TlsStreamTest, ADeadlineInsideTheHandshakeEndsItAsATimeout) {
+  ASSERT_NO_FATAL_FAILURE(connect());  // the server accepts, and never answers the hello
+  client_->expires_at(std::chrono::steady_clock::now() + 50ms);
+  Done hs;
+  client_->async_handshake(hs.handler());
+  ASSERT_TRUE(run_until([&] { return hs.ec.has_value(); }));
+  EXPECT_EQ(hs.result(), beast::error::timeout) << hs.result().message();
+}
+
+TEST_F(TlsStreamTest, ACancelEndsEveryReadUntilUncancelled) {
+  ASSERT_NO_FATAL_FAILURE(handshake());
+  // A cancel with no operation in progress still ends the next one: the watch's idle cut can
+  // land between two reads' waits.
+  client_->cancel();
+  std::string got;
+  Done cut = client_reads(got);
+  EXPECT_EQ(cut.result(), asio::error::operation_aborted) << cut.result().message();
+  Done again = client_reads(got);
+  EXPECT_EQ(again.result(), asio::error::operation_aborted) << again.result().message();
+
+  client_->uncancel();
+  ASSERT_NO_FATAL_FAILURE(server_sends("after"));
+  Done read = client_reads(got);
+  ASSERT_FALSE(read.result()) << read.result().message();
+  EXPECT_EQ(got, "after");
+}
+
+TEST_F(TlsStreamTest, ACancelEndsAReadThatWaitsForTheServer) {
+  ASSERT_NO_FATAL_FAILURE(handshake());
+  std::string buf(64, '\0');
+  Done read;
+  client_->async_read_some(asio::buffer(buf), read.handler());
+  io_.restart();
+  io_.poll();  // the read tries OpenSSL, which wants bytes: it waits for the socket
+  ASSERT_FALSE(read.ec.has_value());
+  client_->cancel();
+  ASSERT_TRUE(run_until([&] { return read.ec.has_value(); }));
+  EXPECT_EQ(read.result(), asio::error::operation_aborted) << read.result().message();
+}
+
+}  // namespace
+}  // namespace kinformer::client::detail
