@@ -18,7 +18,7 @@ namespace kinformer::informer {
 namespace detail {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 
 }  // namespace
 
@@ -90,7 +90,7 @@ class ExecutorState : public std::enable_shared_from_this<ExecutorState> {
   struct Worker {
     std::thread thread;                   // joined by the monitor or shutdown, or detached
     std::shared_ptr<StrandState> strand;  // guarded by mu_: the strand in drain(), or null
-    Clock::time_point started;            // guarded by mu_: when that turn began
+    SteadyClock::time_point started;      // guarded by mu_: when that turn began
     bool blocked = false;                 // guarded by mu_: the turn is past the threshold
     bool exited = false;                  // guarded by mu_: the thread left run_worker()
   };
@@ -100,7 +100,7 @@ class ExecutorState : public std::enable_shared_from_this<ExecutorState> {
   /// Adds a worker to workers_ and starts its thread. mu_ held. Throws std::system_error.
   void start_worker_locked();
   /// Marks long turns blocked and starts replacements while work waits. mu_ held.
-  void compensate_locked(Clock::time_point now, std::vector<std::string>& newly_blocked,
+  void compensate_locked(SteadyClock::time_point now, std::vector<std::string>& newly_blocked,
                          bool& cap_reached);
   [[nodiscard]] std::size_t unblocked_locked() const { return live_ - blocked_; }
 
@@ -297,7 +297,7 @@ void ExecutorState::run_worker(Worker* self) {
     strand = std::move(ready_.front());
     ready_.pop_front();
     self->strand = strand;
-    self->started = Clock::now();
+    self->started = SteadyClock::now();
     lock.unlock();
 
     const bool again = strand->run_turn();
@@ -320,7 +320,7 @@ void ExecutorState::run_worker(Worker* self) {
   tl_pool = nullptr;
 }
 
-void ExecutorState::compensate_locked(Clock::time_point now,
+void ExecutorState::compensate_locked(SteadyClock::time_point now,
                                       std::vector<std::string>& newly_blocked, bool& cap_reached) {
   for (Worker& w : workers_) {
     if (w.strand && !w.blocked && now - w.started >= threshold_) {
@@ -356,7 +356,7 @@ void ExecutorState::run_monitor() {
     bool cap_reached = false;
     std::string spawn_error;  // logged below, without mu_: the sink is user code
     try {
-      compensate_locked(Clock::now(), newly_blocked, cap_reached);
+      compensate_locked(SteadyClock::now(), newly_blocked, cap_reached);
     } catch (const std::system_error& e) {
       spawn_error = e.what();
     }
