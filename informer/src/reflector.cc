@@ -154,6 +154,14 @@ struct Reflector::Loop {
                                                Phase phase, const std::stop_token& stop);
   // Waits as `next` says; false when stopped.
   static detail::awaitable<bool> wait(Reflector& r, const Next& next, const std::stop_token& stop);
+  // Said when the blocking pool cannot start a thread for a call (which is tried again).
+  static std::function<void()> pool_refused(Reflector& r) {
+    return [&r] {
+      r.log_.warn(
+          "no thread could be started for a blocking call (a thread or memory limit?); trying "
+          "again until one starts");
+    };
+  }
 };
 
 ReflectorMetrics& ReflectorMetrics::null() {
@@ -436,7 +444,9 @@ detail::awaitable<Reflector::WatchOutcome> Reflector::Loop::watch(Reflector& r,
   };
   auto start = r.options_.clock->now();
   auto open_watch = [&r, &opts] { return r.lw_.watch(opts); };
-  auto opened = co_await detail::on_pool(open_watch, stop);
+  const std::function<void()> refused = pool_refused(r);
+  auto opened =
+      co_await detail::on_pool(open_watch, stop, detail::BlockingPool::instance(), refused);
   if (!opened) co_return fail(std::move(opened).error());
   client::WatchStreamPtr stream = std::move(opened).value();
   // The server answered; after an idle cut only data counts (a path that passes response
@@ -706,6 +716,7 @@ detail::awaitable<void> Reflector::Loop::run(Reflector& r, std::stop_token stop)
     if (r.current_ != nullptr) r.current_->cancel();
   });
   auto list = [&r, &stop] { return r.list_and_replace(stop); };
+  const std::function<void()> refused = pool_refused(r);
   // The first sync needs no wait. Every later request waits as its Next says: a relist or a
   // reconnect spends a budget token, a failure backs off first.
   // (Every co_await is a statement of its own, on named values: GCC 12 mishandles temporaries
@@ -717,7 +728,8 @@ detail::awaitable<void> Reflector::Loop::run(Reflector& r, std::stop_token stop)
     if (!waited) co_return;
     if (next.step == Step::sync) r.resyncing_ = true;
     if (next.step == Step::list || (next.step == Step::sync && !r.options_.use_watch_list)) {
-      client::Status listed = co_await detail::on_pool(list, stop);
+      client::Status listed =
+          co_await detail::on_pool(list, stop, detail::BlockingPool::instance(), refused);
       next = r.after_list(std::move(listed), stop);
     } else {
       // A sync attempt starts as a WatchList (a refusal falls back to LIST for that attempt).

@@ -5,6 +5,7 @@
 #endif
 #include <algorithm>
 #include <atomic>
+#include <functional>
 #include <latch>
 #include <stdexcept>
 #include <stop_token>
@@ -293,10 +294,12 @@ TEST(BlockingPoolTest, ACallOnThePoolIsRetriedUntilAThreadStarts) {
   std::exception_ptr failure;
   auto job = [] { return 42; };
   const std::stop_token never;
+  int told = 0;
+  const std::function<void()> refused = [&] { ++told; };
   boost::asio::co_spawn(
       ioc,
       [&]() -> detail::awaitable<void> {
-        const int got = co_await detail::on_pool(job, never, pool);
+        const int got = co_await detail::on_pool(job, never, pool, refused);
         result = got;
       },
       [&](const std::exception_ptr& e) { failure = e; });
@@ -304,6 +307,7 @@ TEST(BlockingPoolTest, ACallOnThePoolIsRetriedUntilAThreadStarts) {
   EXPECT_FALSE(failure);
   EXPECT_EQ(result, 42);
   EXPECT_EQ(calls->load(), 4) << "three refused starts, then one that ran the call";
+  EXPECT_EQ(told, 1) << "the caller is told of the refusal once, not at every try";
 }
 
 // What the call throws reaches the caller.
@@ -315,10 +319,14 @@ TEST(BlockingPoolTest, WhatTheCallThrowsReachesTheCaller) {
   std::exception_ptr failure;
   auto job = []() -> int { throw std::runtime_error("list failed"); };
   const std::stop_token never;
+  int told = 0;
+  const std::function<void()> refused = [&] { ++told; };
   boost::asio::co_spawn(
-      ioc, [&]() -> detail::awaitable<void> { co_await detail::on_pool(job, never, pool); },
+      ioc,
+      [&]() -> detail::awaitable<void> { co_await detail::on_pool(job, never, pool, refused); },
       [&](const std::exception_ptr& e) { failure = e; });
   ioc.run();
+  EXPECT_EQ(told, 0) << "a thread started: nothing was refused";
   ASSERT_TRUE(failure);
   EXPECT_THROW(std::rethrow_exception(failure), std::runtime_error);
 }

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stop_token>
@@ -86,10 +87,12 @@ inline awaitable<bool> timer_wait(Clock::Duration duration, const std::stop_toke
 /// Runs `fn()` on `pool`; the caller resumes with its result on its own executor. An exception
 /// thrown by `fn` is rethrown to the caller. While no pool thread can be started, the call is
 /// tried again after a short wait (10 ms, doubling to 1 s), or PoolStopped is thrown once `stop`
-/// is requested. `stop` must outlive the call (the caller's).
+/// is requested; `refused` (if set) is called at the first refusal, so the caller can say why it
+/// waits. `stop` and `refused` must outlive the call (the caller's).
 template <class F>
 awaitable<std::invoke_result_t<F&>> on_pool(F fn, const std::stop_token& stop,
-                                            BlockingPool& pool = BlockingPool::instance()) {
+                                            BlockingPool& pool = BlockingPool::instance(),
+                                            const std::function<void()>& refused = {}) {
   static_assert(std::is_copy_constructible_v<F>, "each try hands the pool a copy of fn");
   using R = std::invoke_result_t<F&>;
   // Completes with no value and no exception when the pool could not take the job.
@@ -114,12 +117,17 @@ awaitable<std::invoke_result_t<F&>> on_pool(F fn, const std::stop_token& stop,
     if (!taken) resume(std::exception_ptr{}, std::optional<R>{});
   };
   Clock::Duration retry = std::chrono::milliseconds(10);
+  bool told = false;  // refused() was called
   for (;;) {
     std::optional<R> result =
         co_await asio::async_initiate<const asio::use_awaitable_t<>&,
                                       void(std::exception_ptr, std::optional<R>)>(
             initiate, asio::use_awaitable, fn);
     if (result) co_return std::move(*result);
+    if (refused && !told) {
+      told = true;
+      refused();
+    }
     const bool waited = co_await timer_wait(retry, stop);
     if (!waited) throw PoolStopped{};
     retry = std::min<Clock::Duration>(retry * 2, std::chrono::seconds(1));
