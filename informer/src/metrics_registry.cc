@@ -114,13 +114,17 @@ struct MemoryRegistry final : MetricsRegistry {
   }
 
   template <typename Metric, typename Impl>
-  MetricFamily<Metric>& family(const std::string& name, std::vector<double> buckets) {
+  MetricFamily<Metric>& family(const std::string& name, const std::vector<double>& buckets) {
     std::lock_guard lock(mu);
     auto& slot = families[name];
-    if (!slot) slot = std::make_unique<MemoryFamily<Metric, Impl>>(std::move(buckets));
+    if (!slot) slot = std::make_unique<MemoryFamily<Metric, Impl>>(buckets);
     auto* f = dynamic_cast<MemoryFamily<Metric, Impl>*>(slot.get());
     if (f == nullptr) {
       throw std::invalid_argument("metric " + name + " is already registered with another type");
+    }
+    if (f->buckets != buckets) {
+      throw std::invalid_argument("metric " + name +
+                                  " is already registered with other bucket bounds");
     }
     return *f;
   }

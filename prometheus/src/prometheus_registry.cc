@@ -1,6 +1,7 @@
 #include "kinformer/prometheus/prometheus_registry.h"
 
 #include <map>
+#include <stdexcept>
 
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
@@ -56,6 +57,9 @@ class FamilyAdapter final : public informer::MetricFamily<Metric> {
     return *slot;
   }
 
+  /// The bucket bounds of every series (empty unless a histogram).
+  [[nodiscard]] const std::vector<double>& buckets() const { return buckets_; }
+
   void remove(Metric* metric) override {
     std::lock_guard lock(mu_);
     for (auto it = series_.begin(); it != series_.end(); ++it) {
@@ -110,7 +114,15 @@ Adapter& PrometheusRegistry::adapt(Family& family, const std::vector<double>& bu
   std::lock_guard lock(adapters_->mu);
   auto& families = adapters_->families;
   for (auto& [key, held] : families) {
-    if (key == &family) return static_cast<Held&>(*held).adapter;
+    if (key != &family) continue;
+    Adapter& adapter = static_cast<Held&>(*held).adapter;
+    if (adapter.buckets() != buckets) {
+      // prometheus-cpp would keep the first bounds for every series: the second caller's
+      // observations would land in buckets it did not ask for.
+      throw std::invalid_argument("metric " + family.GetName() +
+                                  " is already registered with other bucket bounds");
+    }
+    return adapter;
   }
   families.emplace_back(&family, std::make_unique<Held>(family, buckets));
   return static_cast<Held&>(*families.back().second).adapter;

@@ -182,5 +182,12 @@ TEST(MetricsRegistryTest, TheDefaultRegistryKeepsValuesInMemory) {
   EXPECT_THROW(registry.counter("test_gauge", "help"), std::invalid_argument);
 }
 
+TEST(MetricsRegistryTest, AHistogramRegisteredAgainWithOtherBucketsIsRefused) {
+  auto registry = informer::MetricsRegistry::in_memory();
+  auto& first = registry->histogram("test_seconds", "help", {0.1, 1});
+  EXPECT_EQ(&registry->histogram("test_seconds", "help", {0.1, 1}), &first);
+  EXPECT_THROW(registry->histogram("test_seconds", "help", {0.5, 5}), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace kinformer::testing

@@ -3,6 +3,8 @@
 
 #include "kinformer/prometheus/prometheus_registry.h"
 
+#include <stdexcept>
+
 #include <gtest/gtest.h>
 
 #include <prometheus/registry.h>
@@ -58,6 +60,15 @@ TEST(PrometheusRegistryTest, SeriesAreExportedAsGivenAndRemovedOnRequest) {
   EXPECT_TRUE(c == nullptr || c->metric.empty());
   // A second registration of the name is the same family.
   EXPECT_EQ(&registry.counter("test_total", "Things counted"), &counters);
+}
+
+// prometheus-cpp keeps a family's first bucket bounds for every series: a second registration
+// with others is refused, not served with buckets its caller did not ask for.
+TEST(PrometheusRegistryTest, AHistogramRegisteredAgainWithOtherBucketsIsRefused) {
+  prom::PrometheusRegistry registry;
+  auto& first = registry.histogram("test_seconds", "help", {0.1, 1});
+  EXPECT_EQ(&registry.histogram("test_seconds", "help", {0.1, 1}), &first);
+  EXPECT_THROW(registry.histogram("test_seconds", "help", {0.5, 5}), std::invalid_argument);
 }
 
 TEST(PrometheusRegistryTest, WrapsTheApplicationsRegistry) {

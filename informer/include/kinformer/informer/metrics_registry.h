@@ -58,9 +58,9 @@ using CounterFamily = MetricFamily<Counter>;
 using GaugeFamily = MetricFamily<Gauge>;
 using HistogramFamily = MetricFamily<Histogram>;
 
-/// Registers metric families. A second registration of a name with the same type returns the
-/// family already registered (a Prometheus registry's merge); an implementation may refuse one
-/// (throw). Names, help texts and bucket bounds are each component's; see informer/METRICS.md.
+/// Registers metric families. A name registered again with the same type (and bounds, for a
+/// histogram) gives the family already registered; another type or other bounds are refused
+/// (std::invalid_argument). Names, help texts and bounds: each component's, informer/METRICS.md.
 /// Thread-safe; families and series live as long as the registry, which components keep alive
 /// (a shared_ptr) while they report to it.
 class MetricsRegistry {
