@@ -446,7 +446,7 @@ detail::awaitable<Reflector::WatchOutcome> Reflector::Loop::watch(Reflector& r,
   auto open_watch = [&r, &opts] { return r.lw_.watch(opts); };
   const std::function<void()> refused = pool_refused(r);
   auto opened =
-      co_await detail::on_pool(open_watch, stop, detail::BlockingPool::instance(), refused);
+      co_await detail::on_pool(open_watch, stop, detail::BlockingPool::instance(), &refused);
   if (!opened) co_return fail(std::move(opened).error());
   client::WatchStreamPtr stream = std::move(opened).value();
   // The server answered; after an idle cut only data counts (a path that passes response
@@ -729,7 +729,7 @@ detail::awaitable<void> Reflector::Loop::run(Reflector& r, std::stop_token stop)
     if (next.step == Step::sync) r.resyncing_ = true;
     if (next.step == Step::list || (next.step == Step::sync && !r.options_.use_watch_list)) {
       client::Status listed =
-          co_await detail::on_pool(list, stop, detail::BlockingPool::instance(), refused);
+          co_await detail::on_pool(list, stop, detail::BlockingPool::instance(), &refused);
       next = r.after_list(std::move(listed), stop);
     } else {
       // A sync attempt starts as a WatchList (a refusal falls back to LIST for that attempt).

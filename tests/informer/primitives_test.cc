@@ -299,7 +299,7 @@ TEST(BlockingPoolTest, ACallOnThePoolIsRetriedUntilAThreadStarts) {
   boost::asio::co_spawn(
       ioc,
       [&]() -> detail::awaitable<void> {
-        const int got = co_await detail::on_pool(job, never, pool, refused);
+        const int got = co_await detail::on_pool(job, never, pool, &refused);
         result = got;
       },
       [&](const std::exception_ptr& e) { failure = e; });
@@ -323,7 +323,7 @@ TEST(BlockingPoolTest, WhatTheCallThrowsReachesTheCaller) {
   const std::function<void()> refused = [&] { ++told; };
   boost::asio::co_spawn(
       ioc,
-      [&]() -> detail::awaitable<void> { co_await detail::on_pool(job, never, pool, refused); },
+      [&]() -> detail::awaitable<void> { co_await detail::on_pool(job, never, pool, &refused); },
       [&](const std::exception_ptr& e) { failure = e; });
   ioc.run();
   EXPECT_EQ(told, 0) << "a thread started: nothing was refused";

@@ -87,12 +87,13 @@ inline awaitable<bool> timer_wait(Clock::Duration duration, const std::stop_toke
 /// Runs `fn()` on `pool`; the caller resumes with its result on its own executor. An exception
 /// thrown by `fn` is rethrown to the caller. While no pool thread can be started, the call is
 /// tried again after a short wait (10 ms, doubling to 1 s), or PoolStopped is thrown once `stop`
-/// is requested; `refused` (if set) is called at the first refusal, so the caller can say why it
-/// waits. `stop` and `refused` must outlive the call (the caller's).
+/// is requested; `refused` (if not null) is called at the first refusal, so the caller can say
+/// why it waits. `stop` and `*refused` must outlive the call (the caller's named values: a
+/// defaulted std::function would be a temporary spanning the co_await, which GCC 12 mishandles).
 template <class F>
 awaitable<std::invoke_result_t<F&>> on_pool(F fn, const std::stop_token& stop,
                                             BlockingPool& pool = BlockingPool::instance(),
-                                            const std::function<void()>& refused = {}) {
+                                            const std::function<void()>* refused = nullptr) {
   static_assert(std::is_copy_constructible_v<F>, "each try hands the pool a copy of fn");
   using R = std::invoke_result_t<F&>;
   // Completes with no value and no exception when the pool could not take the job.
@@ -124,9 +125,9 @@ awaitable<std::invoke_result_t<F&>> on_pool(F fn, const std::stop_token& stop,
                                       void(std::exception_ptr, std::optional<R>)>(
             initiate, asio::use_awaitable, fn);
     if (result) co_return std::move(*result);
-    if (refused && !told) {
+    if (refused != nullptr && !told) {
       told = true;
-      refused();
+      (*refused)();
     }
     const bool waited = co_await timer_wait(retry, stop);
     if (!waited) throw PoolStopped{};
