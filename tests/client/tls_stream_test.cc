@@ -116,6 +116,16 @@ class TlsStreamTest : public ::testing::Test {
     return read;
   }
 
+  /// The client reads `text`, then its next read ends with `end`.
+  void client_reads_then_ends(const std::string& text, error_code end) {
+    std::string got;
+    Done first = client_reads(got);
+    ASSERT_FALSE(first.result()) << first.result().message();
+    EXPECT_EQ(got, text);
+    Done last = client_reads(got);
+    EXPECT_EQ(last.result(), end) << last.result().message();
+  }
+
   testing::Pki pki_;
   asio::io_context io_;
   ssl::context server_ctx_;
@@ -130,26 +140,14 @@ TEST_F(TlsStreamTest, TheServersCloseNotifyEndsTheStreamAsEof) {
   ASSERT_NO_FATAL_FAILURE(server_sends("last words"));
   // The server's shutdown sends close_notify, then waits for the client's (which never comes).
   server_->async_shutdown([](error_code) {});
-
-  std::string got;
-  Done first = client_reads(got);
-  ASSERT_FALSE(first.result()) << first.result().message();
-  EXPECT_EQ(got, "last words");
-  Done end = client_reads(got);
-  EXPECT_EQ(end.result(), asio::error::eof) << end.result().message();
+  client_reads_then_ends("last words", asio::error::eof);
 }
 
 TEST_F(TlsStreamTest, AConnectionClosedWithoutCloseNotifyIsTruncated) {
   ASSERT_NO_FATAL_FAILURE(handshake());
   ASSERT_NO_FATAL_FAILURE(server_sends("cut"));
   server_->next_layer().close();
-
-  std::string got;
-  Done first = client_reads(got);
-  ASSERT_FALSE(first.result()) << first.result().message();
-  EXPECT_EQ(got, "cut");
-  Done end = client_reads(got);
-  EXPECT_EQ(end.result(), ssl::error::stream_truncated) << end.result().message();
+  client_reads_then_ends("cut", ssl::error::stream_truncated);
 }
 
 TEST_F(TlsStreamTest, AWriteLargerThanTheSocketBuffersWaitsForTheReaderAndArrivesWhole) {
