@@ -1,7 +1,7 @@
 // kinformer's TLS stream against a server on Asio's TLS stream, on one io_context driven by the
 // test: how a connection's end is reported (close_notify or not), a write larger than the
 // socket buffers (OpenSSL's write waits for the socket), a deadline inside the handshake, and
-// the sticky cancel.
+// the sticky cancel, also when it lands between a read's wait and its next try.
 
 #include "tls_stream.h"
 
@@ -14,6 +14,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
@@ -221,6 +222,35 @@ TEST_F(TlsStreamTest, ACancelEndsAReadThatWaitsForTheServer) {
   client_->cancel();
   ASSERT_TRUE(run_until([&] { return read.ec.has_value(); }));
   EXPECT_EQ(read.result(), asio::error::operation_aborted) << read.result().message();
+}
+
+TEST_F(TlsStreamTest, ACancelBetweenTheSocketWakingAReadAndTheReadGoingOnEndsIt) {
+  ASSERT_NO_FATAL_FAILURE(handshake());
+  ASSERT_NO_FATAL_FAILURE(server_sends("go"));  // takes TLS 1.3's session tickets first
+  std::string got;
+  ASSERT_FALSE(client_reads(got).result());
+  // The read's handler runs on `held`, and so does the rest of the read after each wait: once
+  // the socket is readable, the read stays held between its wait and its next try, with bytes
+  // ready for it. A cancel landing there finds no wait of the socket's to cancel.
+  asio::io_context held;
+  std::string buf(64, '\0');
+  Done read;
+  client_->async_read_some(asio::buffer(buf), asio::bind_executor(held, read.handler()));
+  ASSERT_NO_FATAL_FAILURE(server_sends("unread"));
+  io_.restart();
+  io_.poll();  // the reactor sees the socket readable and hands the read's wait to `held`
+  ASSERT_FALSE(read.ec.has_value());
+  client_->cancel();
+  held.poll();
+  EXPECT_EQ(read.result(), asio::error::operation_aborted) << read.result().message();
+  if (!read.ec) {  // the read waits again: end it before `held` and `buf` go
+    error_code ignored;
+    client_->next_layer().socket().close(ignored);
+    io_.restart();
+    io_.poll();
+    held.restart();
+    held.poll();
+  }
 }
 
 }  // namespace
