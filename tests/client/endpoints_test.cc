@@ -7,7 +7,7 @@
 namespace kinformer::client {
 namespace {
 
-Result<std::shared_ptr<Object>> decode(const std::string& json) {
+Result<std::shared_ptr<Object>> decode_endpoints(const std::string& json) {
   rapidjson::Document doc;
   doc.Parse(json.c_str());
   EXPECT_FALSE(doc.HasParseError()) << json;
@@ -52,7 +52,7 @@ constexpr const char* kServerEndpoints = R"({
 })";
 
 TEST(Endpoints, DecodesFullServerObject) {
-  auto r = decode(kServerEndpoints);
+  auto r = decode_endpoints(kServerEndpoints);
   ASSERT_TRUE(r) << r.error().to_string();
   const auto& e = dynamic_cast<const Endpoints&>(*r.value());
   EXPECT_EQ(e.key(), "bookinfo/reviews");
@@ -75,11 +75,11 @@ TEST(Endpoints, DecodesFullServerObject) {
 
 TEST(Endpoints, EmptyAndMissingFields) {
   // A Service without ready or unready Pods: no subsets at all. A real state, not an error.
-  auto none = decode(R"({"metadata":{"name":"svc","namespace":"ns"}})");
+  auto none = decode_endpoints(R"({"metadata":{"name":"svc","namespace":"ns"}})");
   ASSERT_TRUE(none) << none.error().to_string();
   EXPECT_TRUE(dynamic_cast<const Endpoints&>(*none.value()).subsets.empty());
 
-  auto r = decode(
+  auto r = decode_endpoints(
       R"({"metadata":{"name":"svc","namespace":"ns"},"subsets":[{"addresses":[{"ip":"10.0.0.1"}],"ports":[{"port":53}]}]})");
   ASSERT_TRUE(r) << r.error().to_string();
   const auto& e = dynamic_cast<const Endpoints&>(*r.value());
@@ -106,7 +106,7 @@ TEST(Endpoints, WrongShapesNameTheField) {
        "subsets[0].ports[0].port: expected a 32-bit integer, got a number"},
   };
   for (const auto& c : cases) {
-    auto r = decode(c.json);
+    auto r = decode_endpoints(c.json);
     ASSERT_FALSE(r) << c.json;
     EXPECT_EQ(r.error().code, Errc::decode);
     EXPECT_NE(r.error().message.find("Endpoints ns/svc: "), std::string::npos) << r.error().message;
@@ -115,12 +115,12 @@ TEST(Endpoints, WrongShapesNameTheField) {
 }
 
 TEST(Endpoints, EncodeDecodeRoundTrip) {
-  auto r = decode(kServerEndpoints);
+  auto r = decode_endpoints(kServerEndpoints);
   ASSERT_TRUE(r);
   const auto& e = dynamic_cast<const Endpoints&>(*r.value());
   std::string encoded = ResourceTraits<Endpoints>::type().codec->encode(e);
   EXPECT_EQ(encoded.find("managedFields"), std::string::npos);
-  auto again = decode(encoded);
+  auto again = decode_endpoints(encoded);
   ASSERT_TRUE(again) << again.error().to_string();
   const auto& e2 = dynamic_cast<const Endpoints&>(*again.value());
   EXPECT_EQ(e2.subsets, e.subsets);

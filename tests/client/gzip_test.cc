@@ -13,6 +13,7 @@
 #include "kinformer/client/pod.h"
 #include "kinformer/client/rest_client.h"
 #include "protobuf_samples.h"
+#include "test_resources.h"
 
 namespace kinformer::client {
 namespace {
@@ -38,17 +39,17 @@ std::string sample_text(std::size_t n, unsigned seed = 7) {
   return out;
 }
 
-struct Decoded {
+struct Gunzipped {
   Status status = Ok{};
   std::string out;
   std::vector<std::size_t> pieces;
 };
 
 // Feeds `body` cut at `cuts` (ascending offsets), then finish() unless a feed failed.
-Decoded decode(const std::string& body, const std::vector<std::size_t>& cuts,
-               std::size_t max_output = std::size_t{1} << 30) {
+Gunzipped gunzip(const std::string& body, const std::vector<std::size_t>& cuts,
+                 std::size_t max_output = std::size_t{1} << 30) {
   GzipDecoder d(max_output, "GET /test");
-  Decoded r;
+  Gunzipped r;
   auto out = [&](std::string_view piece) -> Status {
     r.out.append(piece);
     r.pieces.push_back(piece.size());
@@ -71,20 +72,20 @@ TEST(GzipDecoder, DecodesAtEverySplitPointAndByteByByte) {
   const std::string body = kinformer::testing::gzip(text);
   ASSERT_LT(body.size(), text.size());
   for (std::size_t cut = 0; cut <= body.size(); ++cut) {
-    auto r = decode(body, {cut});
+    auto r = gunzip(body, {cut});
     ASSERT_TRUE(r.status) << "cut at " << cut << ": " << r.status.error().to_string();
     ASSERT_EQ(r.out, text) << "cut at " << cut;
   }
   std::vector<std::size_t> every;
   for (std::size_t i = 1; i < body.size(); ++i) every.push_back(i);
-  auto r = decode(body, every);
+  auto r = gunzip(body, every);
   ASSERT_TRUE(r.status) << r.status.error().to_string();
   EXPECT_EQ(r.out, text);
 }
 
 TEST(GzipDecoder, HandsOutPiecesOfAtMost64KiBInOrder) {
   const std::string text = sample_text(std::size_t{1} << 20);  // 1 MiB
-  auto r = decode(kinformer::testing::gzip(text), {});
+  auto r = gunzip(kinformer::testing::gzip(text), {});
   ASSERT_TRUE(r.status) << r.status.error().to_string();
   EXPECT_EQ(r.out, text);
   ASSERT_GT(r.pieces.size(), 1u);
@@ -95,14 +96,14 @@ TEST(GzipDecoder, ReadsMembersInARow) {
   const std::string a = sample_text(500, 1), b = sample_text(700, 2);
   const std::string body = kinformer::testing::gzip(a) + kinformer::testing::gzip(b, 9);
   for (std::size_t cut = 0; cut <= body.size(); cut += 7) {
-    auto r = decode(body, {cut});
+    auto r = gunzip(body, {cut});
     ASSERT_TRUE(r.status) << "cut at " << cut << ": " << r.status.error().to_string();
     ASSERT_EQ(r.out, a + b) << "cut at " << cut;
   }
 }
 
 TEST(GzipDecoder, AnEmptyBodyIsAnEmptyBody) {
-  auto r = decode("", {});
+  auto r = gunzip("", {});
   EXPECT_TRUE(r.status);
   EXPECT_EQ(r.out, "");
   EXPECT_TRUE(r.pieces.empty());
@@ -112,7 +113,7 @@ TEST(GzipDecoder, ABodyCutAnywhereBeforeItsTrailerIsTruncated) {
   const std::string text = sample_text(2000);
   const std::string body = kinformer::testing::gzip(text);
   for (std::size_t len = 1; len < body.size(); ++len) {
-    auto r = decode(body.substr(0, len), {});
+    auto r = gunzip(body.substr(0, len), {});
     ASSERT_FALSE(r.status) << "length " << len;
     EXPECT_EQ(r.status.error().code, Errc::decode) << "length " << len;
     EXPECT_NE(r.status.error().message.find("GET /test"), std::string::npos);
@@ -126,7 +127,7 @@ TEST(GzipDecoder, AWrongChecksumOrLengthIsAnError) {
   const std::string body = kinformer::testing::gzip(text);
   std::string bad_crc = body;
   bad_crc[bad_crc.size() - 8] = static_cast<char>(bad_crc[bad_crc.size() - 8] ^ 0x01);
-  auto r = decode(bad_crc, {});
+  auto r = gunzip(bad_crc, {});
   ASSERT_FALSE(r.status);
   EXPECT_EQ(r.status.error().code, Errc::decode);
   EXPECT_NE(r.status.error().message.find("incorrect data check"), std::string::npos)
@@ -134,14 +135,14 @@ TEST(GzipDecoder, AWrongChecksumOrLengthIsAnError) {
 
   std::string bad_length = body;
   bad_length[bad_length.size() - 4] = static_cast<char>(bad_length[bad_length.size() - 4] ^ 0x01);
-  r = decode(bad_length, {});
+  r = gunzip(bad_length, {});
   ASSERT_FALSE(r.status);
   EXPECT_NE(r.status.error().message.find("incorrect length check"), std::string::npos)
       << r.status.error().message;
 }
 
 TEST(GzipDecoder, BytesThatAreNotGzipAreAnErrorThatSaysWhere) {
-  auto r = decode(R"({"kind":"PodList"})", {});
+  auto r = gunzip(R"({"kind":"PodList"})", {});
   ASSERT_FALSE(r.status);
   EXPECT_EQ(r.status.error().code, Errc::decode);
   EXPECT_NE(r.status.error().message.find("gzip-encoded body: incorrect header check"),
@@ -150,7 +151,7 @@ TEST(GzipDecoder, BytesThatAreNotGzipAreAnErrorThatSaysWhere) {
 
   // A member, then bytes that do not start another.
   const std::string text = sample_text(300);
-  r = decode(kinformer::testing::gzip(text) + "trailing", {});
+  r = gunzip(kinformer::testing::gzip(text) + "trailing", {});
   ASSERT_FALSE(r.status);
   EXPECT_EQ(r.out, text);
   EXPECT_NE(r.status.error().message.find("incorrect header check"), std::string::npos);
@@ -160,14 +161,14 @@ TEST(GzipDecoder, ABodyThatExpandsPastTheLimitIsTooLarge) {
   const std::string zeros(std::size_t{1} << 20, '\0');  // 1 MiB of zeros: about 1 KiB gzipped
   const std::string body = kinformer::testing::gzip(zeros);
   ASSERT_LT(body.size(), std::size_t{8} * 1024);
-  auto r = decode(body, {}, std::size_t{64} * 1024);
+  auto r = gunzip(body, {}, std::size_t{64} * 1024);
   ASSERT_FALSE(r.status);
   EXPECT_EQ(r.status.error().code, Errc::too_large);
   EXPECT_NE(r.status.error().message.find("max_response_bytes"), std::string::npos);
   EXPECT_LE(r.out.size(), std::size_t{64} * 1024);
   // Exactly at the limit is fine; one byte less is not.
-  EXPECT_TRUE(decode(body, {}, zeros.size()).status);
-  EXPECT_FALSE(decode(body, {}, zeros.size() - 1).status);
+  EXPECT_TRUE(gunzip(body, {}, zeros.size()).status);
+  EXPECT_FALSE(gunzip(body, {}, zeros.size() - 1).status);
 }
 
 TEST(GzipDecoder, TheReceiversErrorStopsItAsItIs) {
@@ -184,8 +185,6 @@ TEST(GzipDecoder, TheReceiversErrorStopsItAsItIs) {
 }
 
 // --- RestClient against the scripted server --------------------------------------------------
-
-const ResourceType& pods() { return ResourceTraits<Pod>::type(); }
 
 RestClientOptions unlimited() {
   RestClientOptions o;

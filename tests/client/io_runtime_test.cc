@@ -18,18 +18,17 @@
 #include "kinformer/client/dynamic_object.h"
 #include "kinformer/client/rest_client.h"
 #include "process_threads.h"
+#include "test_resources.h"
 
 namespace kinformer::client {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::FakeApiServer;
-using testing::Reply;
-using testing::Request;
-using testing::ScriptedStream;
-using testing::watch_event_line;
-
-const ResourceType kPods = dynamic_resource({"", "v1", "pods", "Pod", true});
+using kinformer::testing::FakeApiServer;
+using kinformer::testing::Reply;
+using kinformer::testing::Request;
+using kinformer::testing::ScriptedStream;
+using kinformer::testing::watch_event_line;
 
 std::string pod_json(const std::string& name, const std::string& rv) {
   return R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":")" + name +

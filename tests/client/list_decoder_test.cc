@@ -12,16 +12,10 @@
 #include "kinformer/client/pod.h"
 #include "list_streaming.h"
 #include "protobuf_samples.h"
+#include "test_resources.h"
 
 namespace kinformer::client {
 namespace {
-
-const ResourceType& pods() { return ResourceTraits<Pod>::type(); }
-
-std::string one_line(std::string json) {
-  std::erase(json, '\n');
-  return json;
-}
 
 // The decoder RestClient::list used before lists streamed: RapidJSON over the whole body (in
 // situ, stopping at the value, then only whitespace), then metadata and the items.

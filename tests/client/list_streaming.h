@@ -12,12 +12,12 @@
 #include "kinformer/client/watch.h"
 #include "protobuf_samples.h"
 
-namespace kinformer::client::testing {
+namespace kinformer::testing {
 
 /// Feeds `body` to `decoder` in pieces cut at `cuts` (offsets, ascending), then finishes.
 template <typename Decoder>
-Result<ObjectList> feed_in_pieces(Decoder& decoder, std::string_view body,
-                                  const std::vector<std::size_t>& cuts) {
+client::Result<client::ObjectList> feed_in_pieces(Decoder& decoder, std::string_view body,
+                                                  const std::vector<std::size_t>& cuts) {
   std::size_t from = 0;
   for (std::size_t cut : cuts) {
     if (auto s = decoder.feed(body.substr(from, cut - from)); !s) return std::move(s).error();
@@ -44,7 +44,8 @@ std::size_t largest_buffer_after_first_item(Decoder& decoder, std::string_view b
 
 /// Two lists of Pods (or two errors) are the same: the same error code and message, or the
 /// same resourceVersion, continue token and items field by field.
-inline void expect_same_list(const Result<ObjectList>& got, const Result<ObjectList>& want,
+inline void expect_same_list(const client::Result<client::ObjectList>& got,
+                             const client::Result<client::ObjectList>& want,
                              const std::string& where) {
   ASSERT_EQ(got.ok(), want.ok()) << where << ": "
                                  << (got ? want.error().to_string() : got.error().to_string());
@@ -57,9 +58,9 @@ inline void expect_same_list(const Result<ObjectList>& got, const Result<ObjectL
   EXPECT_EQ(got->continue_token, want->continue_token) << where;
   ASSERT_EQ(got->items.size(), want->items.size()) << where;
   for (std::size_t i = 0; i < got->items.size(); ++i) {
-    expect_same(dynamic_cast<const Pod&>(*got->items[i]),
-                dynamic_cast<const Pod&>(*want->items[i]));
+    expect_same(dynamic_cast<const client::Pod&>(*got->items[i]),
+                dynamic_cast<const client::Pod&>(*want->items[i]));
   }
 }
 
-}  // namespace kinformer::client::testing
+}  // namespace kinformer::testing

@@ -11,7 +11,7 @@ namespace kinformer::client {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::LogCapture;
+using kinformer::testing::LogCapture;
 
 TEST(Log, FormatsLogfmtAndQuotesOnlyWhereNeeded) {
   std::vector<LogField> fields{

@@ -18,7 +18,7 @@ ObjectPtr named(std::string name) {
   return o;
 }
 
-ObjectList page(std::vector<std::string> names, std::string rv, std::string cont) {
+ObjectList list_page(std::vector<std::string> names, std::string rv, std::string cont) {
   ObjectList l;
   for (auto& n : names) l.items.push_back(named(std::move(n)));
   l.resource_version = std::move(rv);
@@ -65,7 +65,8 @@ ListOptions at_zero(std::int64_t limit) {
 
 TEST(ListPager, FollowsContinueTokensWithoutResourceVersionOnContinuations) {
   ScriptedPages pages;
-  pages.script = {page({"a", "b"}, "10", "c1"), page({"c"}, "11", "c2"), page({"d"}, "12", "")};
+  pages.script = {list_page({"a", "b"}, "10", "c1"), list_page({"c"}, "11", "c2"),
+                  list_page({"d"}, "12", "")};
   auto r = ListPager(pages.fn()).list(at_zero(2));
   ASSERT_TRUE(r) << r.error().to_string();
   EXPECT_EQ(names(*r), (std::vector<std::string>{"a", "b", "c", "d"}));
@@ -89,8 +90,8 @@ TEST(ListPager, FollowsContinueTokensWithoutResourceVersionOnContinuations) {
 
 TEST(ListPager, AnExpiredContinueTokenRestartsFromScratchOnceThenIsReturned) {
   ScriptedPages pages;
-  pages.script = {page({"a"}, "10", "c1"), expired(), page({"a2"}, "20", "c3"),
-                  page({"b"}, "21", "")};
+  pages.script = {list_page({"a"}, "10", "c1"), expired(), list_page({"a2"}, "20", "c3"),
+                  list_page({"b"}, "21", "")};
   auto r = ListPager(pages.fn()).list(at_zero(1));
   ASSERT_TRUE(r) << r.error().to_string();
   EXPECT_EQ(names(*r), (std::vector<std::string>{"a2", "b"}));  // the first "a" was dropped
@@ -100,7 +101,7 @@ TEST(ListPager, AnExpiredContinueTokenRestartsFromScratchOnceThenIsReturned) {
   EXPECT_EQ(pages.calls[2].resource_version_match, "");
 
   ScriptedPages twice;
-  twice.script = {page({"a"}, "10", "c1"), expired(), page({"a"}, "20", "c3"), expired()};
+  twice.script = {list_page({"a"}, "10", "c1"), expired(), list_page({"a"}, "20", "c3"), expired()};
   auto again = ListPager(twice.fn()).list(at_zero(1));
   ASSERT_FALSE(again);
   EXPECT_TRUE(again.error().is_expired());
@@ -116,7 +117,7 @@ TEST(ListPager, AnExpiryOnTheFirstPageOrWithRestartsOffIsReturned) {
   EXPECT_EQ(first.calls.size(), 1u);
 
   ScriptedPages off;
-  off.script = {page({"a"}, "10", "c1"), expired()};
+  off.script = {list_page({"a"}, "10", "c1"), expired()};
   auto returned = ListPager(off.fn(), {.restarts_on_expired_continue = 0}).list(at_zero(1));
   ASSERT_FALSE(returned);
   EXPECT_TRUE(returned.error().is_expired());
@@ -125,8 +126,8 @@ TEST(ListPager, AnExpiryOnTheFirstPageOrWithRestartsOffIsReturned) {
 
 TEST(ListPager, TheRestartHookRestartsTheListWithTheOptionsItGives) {
   ScriptedPages pages;
-  pages.script = {Error::make(Errc::too_large, "too big"), page({"a"}, "10", "c1"),
-                  page({"b"}, "10", ""), Error::make(Errc::too_large, "too big"),
+  pages.script = {Error::make(Errc::too_large, "too big"), list_page({"a"}, "10", "c1"),
+                  list_page({"b"}, "10", ""), Error::make(Errc::too_large, "too big"),
                   Error::make(Errc::too_large, "still too big")};
   ListPagerOptions o;
   std::vector<std::string> asked;
@@ -160,7 +161,7 @@ TEST(ListPager, AContinueTokenThatRepeatsThePreviousOneFails) {
   std::size_t calls = 0;
   ListPager pager([&](const ListOptions&) -> Result<ObjectList> {
     if (++calls > 100) return Error::make(Errc::network, "the test's lister gave up");
-    return page({"a"}, "10", "same-token");
+    return list_page({"a"}, "10", "same-token");
   });
   auto r = pager.list(at_zero(1));
   ASSERT_FALSE(r);
@@ -181,7 +182,7 @@ TEST(ListPager, PagesAreCappedAtMaxPages) {
   ListPager pager(
       [&](const ListOptions&) -> Result<ObjectList> {
         if (++calls > 100) return Error::make(Errc::network, "the test's lister gave up");
-        return page({"a"}, "10", "token-" + std::to_string(calls % 2));  // t1, t0, t1, ...
+        return list_page({"a"}, "10", "token-" + std::to_string(calls % 2));  // t1, t0, t1, ...
       },
       options);
   auto r = pager.list(at_zero(1));
@@ -192,8 +193,9 @@ TEST(ListPager, PagesAreCappedAtMaxPages) {
 
   // Exactly max_pages pages is a whole list.
   ScriptedPages five;
-  five.script = {page({"a"}, "1", "c1"), page({"b"}, "1", "c2"), page({"c"}, "1", "c3"),
-                 page({"d"}, "1", "c4"), page({"e"}, "1", "")};
+  five.script = {list_page({"a"}, "1", "c1"), list_page({"b"}, "1", "c2"),
+                 list_page({"c"}, "1", "c3"), list_page({"d"}, "1", "c4"),
+                 list_page({"e"}, "1", "")};
   auto whole = ListPager(five.fn(), options).list(at_zero(1));
   ASSERT_TRUE(whole) << whole.error().to_string();
   EXPECT_EQ(whole->items.size(), 5u);

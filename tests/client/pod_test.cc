@@ -7,7 +7,7 @@
 namespace kinformer::client {
 namespace {
 
-Result<std::shared_ptr<Object>> decode(const std::string& json) {
+Result<std::shared_ptr<Object>> decode_pod(const std::string& json) {
   rapidjson::Document doc;
   doc.Parse(json.c_str());
   EXPECT_FALSE(doc.HasParseError()) << json;
@@ -138,7 +138,7 @@ constexpr const char* kServerPod = R"({
 })";
 
 TEST(Pod, DecodesFullServerObject) {
-  auto r = decode(kServerPod);
+  auto r = decode_pod(kServerPod);
   ASSERT_TRUE(r) << r.error().to_string();
   const auto& pod = dynamic_cast<const Pod&>(*r.value());
   EXPECT_EQ(pod.key(), "bookinfo/reviews-v1-5b5d6494f4-2xk8m");
@@ -166,7 +166,7 @@ TEST(Pod, DecodesFullServerObject) {
 }
 
 TEST(Pod, MissingOptionalFieldsAreDefaults) {
-  auto r = decode(R"({"metadata":{"name":"p","namespace":"ns"},
+  auto r = decode_pod(R"({"metadata":{"name":"p","namespace":"ns"},
     "spec":{"containers":[{"name":"c","ports":[{"containerPort":80}]}]},"status":{"phase":"Pending"}})");
   ASSERT_TRUE(r) << r.error().to_string();
   const auto& pod = dynamic_cast<const Pod&>(*r.value());
@@ -176,13 +176,13 @@ TEST(Pod, MissingOptionalFieldsAreDefaults) {
   EXPECT_TRUE(pod.pod_ips.empty());
   EXPECT_FALSE(pod.ready());
 
-  auto bare = decode(R"({"metadata":{"name":"p"},"spec":null})");
+  auto bare = decode_pod(R"({"metadata":{"name":"p"},"spec":null})");
   ASSERT_TRUE(bare) << bare.error().to_string();
   EXPECT_TRUE(dynamic_cast<const Pod&>(*bare.value()).containers.empty());
 }
 
 TEST(Pod, ReadyNeedsReadyTrue) {
-  auto r = decode(R"({"metadata":{"name":"p"},"status":{"conditions":[
+  auto r = decode_pod(R"({"metadata":{"name":"p"},"status":{"conditions":[
     {"type":"ContainersReady","status":"True"},{"type":"Ready","status":"False"}]}})");
   ASSERT_TRUE(r);
   EXPECT_FALSE(dynamic_cast<const Pod&>(*r.value()).ready());
@@ -196,7 +196,7 @@ struct WrongShape {
 class PodWrongShape : public ::testing::TestWithParam<WrongShape> {};
 
 TEST_P(PodWrongShape, IsDecodeErrorNamingTheField) {
-  auto r = decode(GetParam().json);
+  auto r = decode_pod(GetParam().json);
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, Errc::decode);
   EXPECT_NE(r.error().message.find(GetParam().field), std::string::npos) << r.error().message;
@@ -230,20 +230,20 @@ INSTANTIATE_TEST_SUITE_P(
             "status.conditions[0].status: expected a string, got a boolean"}));
 
 TEST(Pod, WrongShapeMessageNeverCarriesTheValue) {
-  auto r = decode(
+  auto r = decode_pod(
       R"({"metadata":{"name":"p","namespace":"ns"},"spec":{"nodeName":{"secret":"hunter2"}}})");
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().message.find("hunter2"), std::string::npos);
 }
 
 TEST(Pod, EncodeDecodeRoundTrip) {
-  auto r = decode(kServerPod);
+  auto r = decode_pod(kServerPod);
   ASSERT_TRUE(r);
   const auto& pod = dynamic_cast<const Pod&>(*r.value());
   std::string encoded = ResourceTraits<Pod>::type().codec->encode(pod);
   EXPECT_EQ(encoded.find("managedFields"), std::string::npos);
   EXPECT_NE(encoded.find(R"("apiVersion":"v1","kind":"Pod")"), std::string::npos);
-  auto again = decode(encoded);
+  auto again = decode_pod(encoded);
   ASSERT_TRUE(again) << again.error().to_string();
   const auto& pod2 = dynamic_cast<const Pod&>(*again.value());
   EXPECT_EQ(pod2.metadata, pod.metadata);  // every field, creationTimestamp included
@@ -260,7 +260,7 @@ TEST(Pod, EncodeDecodeRoundTrip) {
   Pod host;
   host.metadata.name = "h";
   host.host_network = true;
-  auto h = decode(ResourceTraits<Pod>::type().codec->encode(host));
+  auto h = decode_pod(ResourceTraits<Pod>::type().codec->encode(host));
   ASSERT_TRUE(h);
   EXPECT_TRUE(dynamic_cast<const Pod&>(*h.value()).host_network);
 }
@@ -268,10 +268,10 @@ TEST(Pod, EncodeDecodeRoundTrip) {
 // Found by model_fuzz: encode() dropped generation, creationTimestamp and deletionTimestamp, so
 // an object written back (a dynamic copy, a test server's state) lost them.
 TEST(Pod, EncodeKeepsGenerationAndTimestamps) {
-  auto r = decode(R"({"metadata":{"name":"p","namespace":"ns","generation":7,
+  auto r = decode_pod(R"({"metadata":{"name":"p","namespace":"ns","generation":7,
       "creationTimestamp":"2024-05-02T09:14:07Z","deletionTimestamp":"2024-05-03T00:00:00Z"}})");
   ASSERT_TRUE(r);
-  auto again = decode(ResourceTraits<Pod>::type().codec->encode(*r.value()));
+  auto again = decode_pod(ResourceTraits<Pod>::type().codec->encode(*r.value()));
   ASSERT_TRUE(again) << again.error().to_string();
   const ObjectMeta& meta = again.value()->metadata;
   EXPECT_EQ(meta.generation, 7);

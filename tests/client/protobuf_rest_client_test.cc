@@ -10,6 +10,7 @@
 #include "kinformer/client/dynamic_object.h"
 #include "kinformer/client/rest_client.h"
 #include "protobuf_samples.h"
+#include "test_resources.h"
 
 namespace kinformer::client {
 namespace {
@@ -26,8 +27,6 @@ using testing::watch_frame;
 constexpr std::string_view kListAccept = "application/vnd.kubernetes.protobuf, application/json";
 constexpr std::string_view kWatchAccept =
     "application/vnd.kubernetes.protobuf;stream=watch, application/json";
-
-const ResourceType& pods() { return ResourceTraits<Pod>::type(); }
 
 RestClientOptions unlimited(bool protobuf = true) {
   RestClientOptions o;
@@ -51,11 +50,6 @@ std::string pod_list_proto() {
                       .msg(1, Msg().str(2, "100").str(3, "next"))
                       .msg(2, testing::pod_proto("a", "1"))
                       .msg(2, testing::pod_proto("b", "2")));
-}
-
-std::string one_line(std::string json) {
-  std::erase(json, '\n');
-  return json;
 }
 
 TEST(ProtobufRestClient, TypedListAsksForProtobufAndDecodesIt) {

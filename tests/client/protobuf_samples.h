@@ -13,14 +13,14 @@
 #include "kinformer/client/secret.h"
 #include "protobuf_writer.h"
 
-namespace kinformer::client::testing {
+namespace kinformer::testing {
 
 template <typename T>
 std::shared_ptr<const T> decode_json(const std::string& json) {
   rapidjson::Document doc;
   doc.Parse(json.c_str());
   EXPECT_FALSE(doc.HasParseError()) << json;
-  auto r = ResourceTraits<T>::type().codec->decode(doc);
+  auto r = client::ResourceTraits<T>::type().codec->decode(doc);
   EXPECT_TRUE(r) << r.error().to_string();
   return r ? std::dynamic_pointer_cast<const T>(r.value()) : nullptr;
 }
@@ -97,7 +97,7 @@ inline Msg pod_proto(std::string_view name, std::string_view rv) {
   return Msg().msg(1, pod_meta_proto(name, rv)).msg(2, spec).msg(3, status).unknown();
 }
 
-inline void expect_same(const Pod& a, const Pod& b) {
+inline void expect_same(const client::Pod& a, const client::Pod& b) {
   EXPECT_EQ(a.metadata, b.metadata);
   EXPECT_EQ(a.node_name, b.node_name);
   EXPECT_EQ(a.service_account_name, b.service_account_name);
@@ -110,22 +110,22 @@ inline void expect_same(const Pod& a, const Pod& b) {
   EXPECT_EQ(a.conditions, b.conditions);
 }
 
-inline void expect_same(const Secret& a, const Secret& b) {
+inline void expect_same(const client::Secret& a, const client::Secret& b) {
   EXPECT_EQ(a.metadata, b.metadata);
   EXPECT_EQ(a.type, b.type);
   EXPECT_EQ(a.data, b.data);
 }
 
-inline void expect_same(const Endpoints& a, const Endpoints& b) {
+inline void expect_same(const client::Endpoints& a, const client::Endpoints& b) {
   EXPECT_EQ(a.metadata, b.metadata);
   EXPECT_EQ(a.subsets, b.subsets);
 }
 
-inline void expect_same(const EndpointSlice& a, const EndpointSlice& b) {
+inline void expect_same(const client::EndpointSlice& a, const client::EndpointSlice& b) {
   EXPECT_EQ(a.metadata, b.metadata);
   EXPECT_EQ(a.address_type, b.address_type);
   EXPECT_EQ(a.endpoints, b.endpoints);
   EXPECT_EQ(a.ports, b.ports);
 }
 
-}  // namespace kinformer::client::testing
+}  // namespace kinformer::testing

@@ -6,6 +6,7 @@
 
 #include "kinformer/client/watch_decoder.h"
 #include "protobuf_samples.h"
+#include "test_resources.h"
 
 namespace kinformer::client {
 namespace {
@@ -17,16 +18,16 @@ using testing::watch_frame;
 
 ProtobufCodecPtr pod_codec() { return protobuf_codec(ResourceTraits<Pod>::type()); }
 
-struct Decoded {
+struct ProtobufDecoded {
   std::vector<WatchEvent> events;
   std::optional<Error> error;
 };
 
 // Feeds `pieces` and finishes; collects every event and the first error.
-Decoded run(const std::vector<std::string_view>& pieces,
-            ProtobufWatchDecoder::Options options = {}) {
+ProtobufDecoded run_protobuf(const std::vector<std::string_view>& pieces,
+                             ProtobufWatchDecoder::Options options = {}) {
   ProtobufWatchDecoder decoder(pod_codec(), options);
-  Decoded d;
+  ProtobufDecoded d;
   for (auto piece : pieces) {
     if (auto s = decoder.feed(piece, d.events); !s) {
       d.error = s.error();
@@ -44,11 +45,6 @@ std::string pod_envelope(std::string_view name, std::string_view rv) {
 std::string bookmark_envelope() {
   return envelope("v1", "Pod",
                   Msg().msg(1, Msg().str(6, "4").entry(12, "k8s.io/initial-events-end", "true")));
-}
-
-std::string one_line(std::string json) {
-  std::erase(json, '\n');
-  return json;
 }
 
 // The same four events as a JSON watch body and as a protobuf one.
@@ -80,7 +76,7 @@ std::vector<WatchEvent> json_events() {
 }
 
 TEST(ProtobufWatchDecoder, SameEventsAsJson) {
-  Decoded d = run({kStream});
+  ProtobufDecoded d = run_protobuf({kStream});
   ASSERT_FALSE(d.error) << d.error->to_string();
   ASSERT_EQ(d.events.size(), 4u);
   expect_same_events(d.events, json_events());
@@ -103,20 +99,20 @@ TEST(ProtobufWatchDecoder, Counters) {
 }
 
 TEST(ProtobufWatchDecoder, OneByteChunksGiveIdenticalEvents) {
-  Decoded whole = run({kStream});
+  ProtobufDecoded whole = run_protobuf({kStream});
   std::vector<std::string_view> bytes;
   for (std::size_t i = 0; i < kStream.size(); ++i)
     bytes.push_back(std::string_view(kStream).substr(i, 1));
-  Decoded d = run(bytes);
+  ProtobufDecoded d = run_protobuf(bytes);
   ASSERT_FALSE(d.error) << d.error->to_string();
   expect_same_events(d.events, whole.events);
 }
 
 TEST(ProtobufWatchDecoder, TwoWaySplitAtEveryOffsetGivesIdenticalEvents) {
-  Decoded whole = run({kStream});
+  ProtobufDecoded whole = run_protobuf({kStream});
   std::string_view s(kStream);
   for (std::size_t i = 0; i <= s.size(); ++i) {
-    Decoded d = run({s.substr(0, i), s.substr(i)});
+    ProtobufDecoded d = run_protobuf({s.substr(0, i), s.substr(i)});
     ASSERT_FALSE(d.error) << "split at " << i << ": " << d.error->to_string();
     expect_same_events(d.events, whole.events);
     if (::testing::Test::HasFailure()) FAIL() << "split at " << i;
@@ -125,12 +121,12 @@ TEST(ProtobufWatchDecoder, TwoWaySplitAtEveryOffsetGivesIdenticalEvents) {
 
 TEST(ProtobufWatchDecoder, ThreeWaySplitsAroundEveryFrameHeader) {
   // Every split of the second frame's header and the bytes around it, with the rest whole.
-  Decoded whole = run({kStream});
+  ProtobufDecoded whole = run_protobuf({kStream});
   std::string_view s(kStream);
   std::size_t second = watch_frame("ADDED", pod_envelope("a", "1")).size();
   for (std::size_t i = second - 3; i <= second + 6; ++i) {
     for (std::size_t j = i; j <= second + 6; ++j) {
-      Decoded d = run({s.substr(0, i), s.substr(i, j - i), s.substr(j)});
+      ProtobufDecoded d = run_protobuf({s.substr(0, i), s.substr(i, j - i), s.substr(j)});
       ASSERT_FALSE(d.error) << "split at " << i << "," << j;
       ASSERT_EQ(d.events.size(), whole.events.size()) << "split at " << i << "," << j;
     }
@@ -138,7 +134,7 @@ TEST(ProtobufWatchDecoder, ThreeWaySplitsAroundEveryFrameHeader) {
 }
 
 TEST(ProtobufWatchDecoder, TruncationAtEveryOffsetIsTruncatedNeverHalfAnObject) {
-  Decoded whole = run({kStream});
+  ProtobufDecoded whole = run_protobuf({kStream});
   std::vector<std::size_t> boundaries{0};
   for (const auto& f : {watch_frame("ADDED", pod_envelope("a", "1")),
                         watch_frame("MODIFIED", pod_envelope("a", "2")),
@@ -149,7 +145,7 @@ TEST(ProtobufWatchDecoder, TruncationAtEveryOffsetIsTruncatedNeverHalfAnObject) 
   ASSERT_EQ(boundaries.back(), kStream.size());
   std::string_view s(kStream);
   for (std::size_t i = 0; i < s.size(); ++i) {
-    Decoded d = run({s.substr(0, i)});
+    ProtobufDecoded d = run_protobuf({s.substr(0, i)});
     bool at_boundary = std::find(boundaries.begin(), boundaries.end(), i) != boundaries.end();
     if (at_boundary) {
       EXPECT_FALSE(d.error) << "cut at " << i;
@@ -169,7 +165,7 @@ TEST(ProtobufWatchDecoder, SizeLimit) {
   std::string big = watch_frame(
       "ADDED", envelope("v1", "Pod", Msg().msg(1, Msg().str(1, std::string(200, 'x')))));
   std::size_t payload = big.size() - 4;
-  Decoded d = run({big}, {payload - 1});
+  ProtobufDecoded d = run_protobuf({big}, {payload - 1});
   ASSERT_TRUE(d.error);
   EXPECT_EQ(d.error->code, Errc::too_large);
   EXPECT_NE(d.error->message.find("watch event at byte offset 0 (" + std::to_string(payload) +
@@ -183,15 +179,15 @@ TEST(ProtobufWatchDecoder, SizeLimit) {
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.error().code, Errc::too_large);
   // At the limit: fine, whole or in pieces.
-  EXPECT_FALSE(run({big}, {payload}).error);
+  EXPECT_FALSE(run_protobuf({big}, {payload}).error);
   std::vector<std::string_view> pieces;
   for (std::size_t i = 0; i < big.size(); i += 7)
     pieces.push_back(std::string_view(big).substr(i, 7));
-  Decoded small = run(pieces, {payload});
+  ProtobufDecoded small = run_protobuf(pieces, {payload});
   EXPECT_FALSE(small.error);
   EXPECT_EQ(small.events.size(), 1u);
   // A length beyond what any limit allows (0xffffffff).
-  EXPECT_EQ(run({std::string("\xff\xff\xff\xff", 4)}).error->code, Errc::too_large);
+  EXPECT_EQ(run_protobuf({std::string("\xff\xff\xff\xff", 4)}).error->code, Errc::too_large);
 }
 
 TEST(ProtobufWatchDecoder, Error410Expired) {
@@ -201,8 +197,8 @@ TEST(ProtobufWatchDecoder, Error410Expired) {
                    .str(3, "too old resource version: 1 (5)")
                    .str(4, "Expired")
                    .int32(6, 410);
-  Decoded d = run({watch_frame("ADDED", pod_envelope("a", "1")) +
-                   watch_frame("ERROR", envelope("v1", "Status", status))});
+  ProtobufDecoded d = run_protobuf({watch_frame("ADDED", pod_envelope("a", "1")) +
+                                    watch_frame("ERROR", envelope("v1", "Status", status))});
   ASSERT_EQ(d.events.size(), 1u);  // the event before the error is delivered
   ASSERT_TRUE(d.error);
   EXPECT_EQ(d.error->code, Errc::api);
@@ -217,20 +213,20 @@ TEST(ProtobufWatchDecoder, Error504TooLargeResourceVersion) {
                    .str(4, "Timeout")
                    .msg(5, Msg().msg(4, Msg().str(1, "ResourceVersionTooLarge")).int32(5, 1))
                    .int32(6, 504);
-  Decoded d = run({watch_frame("ERROR", envelope("v1", "Status", status))});
+  ProtobufDecoded d = run_protobuf({watch_frame("ERROR", envelope("v1", "Status", status))});
   ASSERT_TRUE(d.error);
   EXPECT_EQ(d.error->http_status, 504);
   EXPECT_TRUE(d.error->is_resource_version_too_large());
   EXPECT_EQ(d.error->retry_after, std::chrono::seconds(1));
   // A Status without a message still says what it was.
-  d = run({watch_frame("ERROR", envelope("v1", "Status", Msg().int32(6, 500)))});
+  d = run_protobuf({watch_frame("ERROR", envelope("v1", "Status", Msg().int32(6, 500)))});
   ASSERT_TRUE(d.error);
   EXPECT_EQ(d.error->message, "watch ERROR event");
 }
 
 void expect_decode_error(const std::string& body, std::string_view text) {
   std::string first = watch_frame("ADDED", pod_envelope("a", "1"));
-  Decoded d = run({first + body});
+  ProtobufDecoded d = run_protobuf({first + body});
   EXPECT_EQ(d.events.size(), 1u);
   ASSERT_TRUE(d.error) << text;
   EXPECT_EQ(d.error->code, Errc::decode) << d.error->to_string();
@@ -335,7 +331,7 @@ TEST(ProtobufWatchDecoder, UnknownFieldsAreSkippedAtEveryLevel) {
                                     .data();
   Msg event = Msg().str(1, "ADDED").msg(2, Msg().bytes(1, object).unknown()).unknown();
   std::string body = frame(event.data());
-  Decoded d = run({body});
+  ProtobufDecoded d = run_protobuf({body});
   ASSERT_FALSE(d.error) << d.error->to_string();
   ASSERT_EQ(d.events.size(), 1u);
   std::vector<WatchEvent> json = json_events();

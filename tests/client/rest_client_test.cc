@@ -18,18 +18,18 @@
 #include "fake_clock.h"
 #include "kinformer/client/dynamic_object.h"
 #include "temp_files.h"
+#include "test_resources.h"
 
 namespace kinformer::client {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::FakeApiServer;
-using testing::Reply;
-using testing::Request;
-using testing::ScriptedStream;
-using testing::watch_event_line;
+using kinformer::testing::FakeApiServer;
+using kinformer::testing::Reply;
+using kinformer::testing::Request;
+using kinformer::testing::ScriptedStream;
+using kinformer::testing::watch_event_line;
 
-const ResourceType kPods = dynamic_resource({"", "v1", "pods", "Pod", true});
 const ResourceType kEndpoints = dynamic_resource({"", "v1", "endpoints", "Endpoints", true});
 
 std::string pod_json(const std::string& name, const std::string& rv) {
@@ -127,7 +127,8 @@ TEST(RestClient, TooManyRequestsPlainTextWithRetryAfter) {
   EXPECT_EQ(r.error().retry_after, 3s);
 }
 
-Reply page(const std::vector<std::string>& names, const std::string& rv, const std::string& cont) {
+Reply page_reply(const std::vector<std::string>& names, const std::string& rv,
+                 const std::string& cont) {
   std::string body = R"({"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":")" + rv +
                      R"(","continue":")" + cont + R"("},"items":[)";
   for (std::size_t i = 0; i < names.size(); ++i) body += (i ? "," : "") + pod_json(names[i], rv);
@@ -138,9 +139,9 @@ TEST(RestClient, ListAllFollowsContinueTokens) {
   FakeApiServer server;
   server.on("GET", "/api/v1/namespaces/ns/pods", [](const Request& r) {
     auto c = r.param("continue").value_or("");
-    if (c.empty()) return page({"a", "b"}, "10", "c1");
-    if (c == "c1") return page({"c", "d"}, "10", "c2");
-    return page({"e"}, "10", "");
+    if (c.empty()) return page_reply({"a", "b"}, "10", "c1");
+    if (c == "c1") return page_reply({"c", "d"}, "10", "c2");
+    return page_reply({"e"}, "10", "");
   });
   RestClient client(server.cluster_config(), unlimited());
   ListOptions o;
@@ -164,11 +165,11 @@ TEST(RestClient, ListAllRestartsOnceOnExpiredContinue) {
   std::atomic<int> expiries{0};
   server.on("GET", "/api/v1/pods", [&](const Request& r) {
     auto c = r.param("continue").value_or("");
-    if (c.empty()) return page({"a"}, "20", "old");
+    if (c.empty()) return page_reply({"a"}, "20", "old");
     if (c == "old" && expiries++ == 0) {
       return Reply::api_status(410, "Expired", "The provided continue parameter is too old");
     }
-    return page({"b"}, "21", "");
+    return page_reply({"b"}, "21", "");
   });
   RestClient client(server.cluster_config(), unlimited());
   auto r = client.list_all(kPods, "", limit(1));
@@ -179,7 +180,7 @@ TEST(RestClient, ListAllRestartsOnceOnExpiredContinue) {
   // A second expiry is returned.
   server.on("GET", "/api/v1/pods", [](const Request& r) {
     if (r.param("continue")) return Reply::api_status(410, "Expired", "too old");
-    return page({"a"}, "20", "old");
+    return page_reply({"a"}, "20", "old");
   });
   auto again = client.list_all(kPods, "", limit(1));
   ASSERT_FALSE(again);

@@ -20,6 +20,7 @@
 #include "fake_apiserver.h"
 #include "kinformer/client/dynamic_object.h"
 #include "kinformer/client/rest_client.h"
+#include "test_resources.h"
 
 // A name server that never answers, for one name. The test binary's getaddrinfo() takes the C
 // library's place (the executable's definition wins for the client library linked into it):
@@ -53,10 +54,10 @@ extern "C" int getaddrinfo(const char* node, const char* service, const addrinfo
 namespace kinformer::client {
 namespace {
 
-using testing::FakeApiServer;
-using testing::FakeApiServerOptions;
-using testing::Reply;
-using testing::Request;
+using kinformer::testing::FakeApiServer;
+using kinformer::testing::FakeApiServerOptions;
+using kinformer::testing::Reply;
+using kinformer::testing::Request;
 
 std::unique_ptr<FakeApiServer> tls_server(testing::PkiOptions pki = {},
                                           bool require_client_cert = false) {
@@ -381,8 +382,6 @@ TEST(Transport, ConnectionsHaveKeepaliveAndAUserTimeout) {
 }
 
 // --- the TLS data path: records, deadlines, the ends of a connection --------------------------
-
-const ResourceType kPods = dynamic_resource({"", "v1", "pods", "Pod", true});
 
 // A Pod named p<i> at resourceVersion <i>, its spec padded with `pad` bytes.
 std::string padded_pod(int i, std::size_t pad) {

@@ -1071,7 +1071,7 @@ TEST(ReflectorHttpTest,
 namespace kinformer::informer {
 namespace {
 
-namespace pb = client::testing;
+namespace pb = kinformer::testing;
 
 constexpr const char* kPbListAccept = "application/vnd.kubernetes.protobuf, application/json";
 constexpr const char* kPbWatchAccept =

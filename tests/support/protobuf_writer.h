@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-namespace kinformer::client::testing {
+namespace kinformer::testing {
 
 /// One protobuf message, built field by field. Copyable value.
 class Msg {
@@ -92,4 +92,4 @@ inline std::string watch_frame(std::string_view type, const std::string& object_
   return frame(Msg().str(1, type).msg(2, Msg().bytes(1, object_envelope)).data());
 }
 
-}  // namespace kinformer::client::testing
+}  // namespace kinformer::testing

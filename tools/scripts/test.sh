@@ -199,19 +199,19 @@ grep '^mutants:' "$log_dir/mutation.log" || echo "mutants: the check did not fin
 if [ "${KINFORMER_SKIP_SANITIZERS:-0}" != 1 ] || [ "${CI:-}" = true ]; then
   step "ASan + UBSan build, unit tests"
   # -g1 (line tables, no types or locals) in both sanitizer builds: their reports need file and
-  # line, not a debugger's view; about an eighth less compile time than -g. Their libraries are
-  # compiled from unity sources (made once here, never edited in place).
+  # line, not a debugger's view; about an eighth less compile time than -g. Their libraries and
+  # test programs are compiled from unity sources (made once here, never edited in place).
   cmake -S "$root" -B "$build-asan" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 \
     -DKINFORMER_SANITIZE=address,undefined -DKINFORMER_BUILD_TOOLS=OFF -DKINFORMER_UNITY_BUILD=ON \
-    >"$log_dir/configure-asan.log"
+    -DKINFORMER_UNITY_TESTS=ON >"$log_dir/configure-asan.log"
   ninja -C "$build-asan" -j"$jobs"
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     run_ctest asan "$build-asan" -L unit -j"$jobs"
 
   step "TSan build, unit tests (every component runs threads: io thread, reflectors, handlers)"
   cmake -S "$root" -B "$build-tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" -DKINFORMER_SANITIZE=thread -DKINFORMER_BUILD_TOOLS=OFF \
-    -DKINFORMER_UNITY_BUILD=ON >"$log_dir/configure-tsan.log"
+    -DKINFORMER_SANITIZE=thread -DKINFORMER_BUILD_TOOLS=OFF \
+    -DKINFORMER_UNITY_BUILD=ON -DKINFORMER_UNITY_TESTS=ON >"$log_dir/configure-tsan.log"
   ninja -C "$build-tsan" -j"$jobs"
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
     run_ctest tsan "$build-tsan" -L unit -j"$jobs"
