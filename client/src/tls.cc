@@ -48,9 +48,6 @@ Result<std::shared_ptr<ssl::context>> TlsContexts::make_context(
   // OpenSSL frees a connection's record buffers while it has nothing to read or write (a quiet
   // watch, most of the time); TlsStream keeps none of its own.
   SSL_CTX_set_mode(c->native_handle(), SSL_MODE_RELEASE_BUFFERS);
-  // A later connection to the server resumes with a ticket of an earlier one (no certificates
-  // sent, verified or signed again); without a store, every connection makes a full handshake.
-  (void)keep_session_tickets(c->native_handle());
   SSL_CTX_set_default_passwd_cb(c->native_handle(), refuse_passphrase);
   error_code ec;
   if (settings_.insecure_skip_tls_verify) {

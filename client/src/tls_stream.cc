@@ -3,120 +3,11 @@
 #include <sys/socket.h>
 
 #include <cerrno>
-#include <deque>
-#include <mutex>
 #include <new>
 
 #include <openssl/err.h>
-#include <openssl/x509.h>
 
 namespace kinformer::client::detail {
-namespace {
-
-// A handful covers a client's connections to one server opened at about the same time; each
-// ticket holds a session's secrets and the server's certificates.
-constexpr std::size_t kTicketsKept = 4;
-
-// The session tickets kept with one SSL context, newest last; freed with the context.
-struct Tickets {
-  std::mutex mu;
-  std::deque<SSL_SESSION*> kept;  // guarded by mu
-  Tickets() = default;
-  Tickets(const Tickets&) = delete;
-  Tickets& operator=(const Tickets&) = delete;
-  ~Tickets() {
-    for (SSL_SESSION* s : kept) SSL_SESSION_free(s);
-  }
-};
-
-void free_tickets(void* /*ctx*/, void* tickets, CRYPTO_EX_DATA* /*data*/, int /*index*/,
-                  long /*argl*/, void* /*argp*/) {
-  delete static_cast<Tickets*>(tickets);
-}
-
-int tickets_index() {
-  static const int index = SSL_CTX_get_ex_new_index(0, nullptr, nullptr, nullptr, &free_tickets);
-  return index;
-}
-
-Tickets* tickets_of(SSL_CTX* ctx) {
-  const int index = tickets_index();
-  return index < 0 ? nullptr : static_cast<Tickets*>(SSL_CTX_get_ex_data(ctx, index));
-}
-
-// OpenSSL's new-session callback, on the thread reading the connection. It keeps a copy: the
-// session it is given stays the connection's, and OpenSSL marks that one not resumable when the
-// connection is freed without a close_notify sent (kinformer sends none). Nothing may throw
-// through OpenSSL's frames.
-int keep_ticket(SSL* ssl, SSL_SESSION* session) noexcept {
-  Tickets* tickets = tickets_of(SSL_get_SSL_CTX(ssl));
-  if (tickets == nullptr || SSL_SESSION_is_resumable(session) != 1) return 0;
-  SSL_SESSION* copy = SSL_SESSION_dup(session);
-  if (copy == nullptr) return 0;
-  SSL_SESSION* dropped = nullptr;
-  try {
-    std::lock_guard lock(tickets->mu);
-    tickets->kept.push_back(copy);
-    if (tickets->kept.size() > kTicketsKept) {
-      dropped = tickets->kept.front();
-      tickets->kept.pop_front();
-    }
-  } catch (...) {
-    dropped = copy;  // not kept
-  }
-  SSL_SESSION_free(dropped);
-  return 0;  // the given session's reference stays OpenSSL's
-}
-
-// A resumed handshake does not look at the server's certificate again: a session whose
-// certificate has expired is not offered (as Go's client does).
-bool certificate_still_valid(SSL_SESSION* session) {
-  X509* server = SSL_SESSION_get0_peer(session);
-  return server == nullptr || X509_cmp_current_time(X509_get0_notAfter(server)) > 0;
-}
-
-// A kept session for a new connection (the caller frees it), or null. A TLS 1.3 ticket leaves the
-// store: it is used once, and the new connection brings tickets of its own. A TLS 1.2 session
-// stays, as a resumed 1.2 handshake brings none, and the connection gets a copy of it (OpenSSL
-// marks the connection's session not resumable when it ends without close_notify).
-SSL_SESSION* take_ticket(SSL_CTX* ctx) {
-  Tickets* tickets = tickets_of(ctx);
-  if (tickets == nullptr) return nullptr;
-  std::lock_guard lock(tickets->mu);
-  while (!tickets->kept.empty()) {
-    SSL_SESSION* newest = tickets->kept.back();
-    if (!certificate_still_valid(newest)) {
-      tickets->kept.pop_back();
-      SSL_SESSION_free(newest);
-      continue;
-    }
-    if (SSL_SESSION_get_protocol_version(newest) >= TLS1_3_VERSION) {
-      tickets->kept.pop_back();
-      return newest;
-    }
-    return SSL_SESSION_dup(newest);
-  }
-  return nullptr;
-}
-
-}  // namespace
-
-bool keep_session_tickets(SSL_CTX* ctx) {
-  const int index = tickets_index();
-  if (index < 0) return false;
-  if (SSL_CTX_get_ex_data(ctx, index) == nullptr) {
-    auto* tickets = new (std::nothrow) Tickets;
-    if (tickets == nullptr) return false;
-    if (SSL_CTX_set_ex_data(ctx, index, tickets) != 1) {
-      delete tickets;
-      return false;
-    }
-  }
-  // The client cache mode is what makes OpenSSL call the callback; its own store stays unused.
-  SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
-  SSL_CTX_sess_set_new_cb(ctx, &keep_ticket);
-  return true;
-}
 
 // OpenSSL's own socket BIO writes with write(2): a peer that reset the connection would raise
 // SIGPIPE in the embedding process. This one sends with MSG_NOSIGNAL and notes EOF and errno
@@ -196,10 +87,6 @@ TlsStream::TlsStream(const asio::any_io_executor& ex, ssl::context& ctx) : tcp_(
   SSL_set_connect_state(ssl_);
   // A write retried after a wait may come from a moved operation; the bytes are the same.
   SSL_set_mode(ssl_, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_RELEASE_BUFFERS);
-  if (SSL_SESSION* ticket = take_ticket(ctx.native_handle())) {
-    SSL_set_session(ssl_, ticket);  // takes a reference of its own
-    SSL_SESSION_free(ticket);
-  }
 }
 
 TlsStream::~TlsStream() {

@@ -21,16 +21,6 @@
 
 namespace kinformer::client::detail {
 
-/// Lets the streams of `ctx` resume TLS sessions: the newest few sessions its servers hand out
-/// (TLS 1.3 sends tickets after a handshake, resumed ones too; TLS 1.2 a session with a full
-/// handshake) are kept with the context, and each new TlsStream of it offers the newest: a TLS
-/// 1.3 ticket once (as RFC 8446 asks of clients), a TLS 1.2 session until a newer one comes. A
-/// resumed handshake skips the certificates on both sides: no chain to verify, no client
-/// signature; a session whose server certificate expired is not offered. A server that refuses
-/// one makes a full handshake instead. Call once per context before its first stream; false when
-/// the store could not be made (the context then works without one).
-bool keep_session_tickets(SSL_CTX* ctx);
-
 /// A TLS client stream over a beast::tcp_stream (connected by the caller through next_layer()),
 /// for Beast's HTTP reads and writes: async_handshake, async_read_some, async_write_some. One
 /// operation at a time (HTTP/1.1 writes a request, then reads its response). Errors are Asio's
@@ -44,9 +34,8 @@ class TlsStream {
   using executor_type = asio::any_io_executor;
   using time_point = std::chrono::steady_clock::time_point;
 
-  /// A stream on `ex` with a connection state of `ctx` (which must outlive it), offering one of
-  /// its kept session tickets (keep_session_tickets) if it has one. Throws std::bad_alloc when
-  /// OpenSSL cannot allocate it.
+  /// A stream on `ex` with a connection state of `ctx` (which must outlive it). Throws
+  /// std::bad_alloc when OpenSSL cannot allocate it.
   TlsStream(const asio::any_io_executor& ex, ssl::context& ctx);
   ~TlsStream();
   TlsStream(const TlsStream&) = delete;

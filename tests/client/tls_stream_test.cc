@@ -1,7 +1,7 @@
 // kinformer's TLS stream against a server on Asio's TLS stream, on one io_context driven by the
 // test: how a connection's end is reported (close_notify or not), a write larger than the
 // socket buffers (OpenSSL's write waits for the socket), a deadline inside the handshake, and
-// the sticky cancel, also when it lands between a read's wait and its next try; session tickets.
+// the sticky cancel, also when it lands between a read's wait and its next try.
 
 #include "tls_stream.h"
 
@@ -97,13 +97,6 @@ class TlsStreamTest : public ::testing::Test {
     ASSERT_TRUE(run_until([&] { return server_done && client_done.ec; }));
     ASSERT_FALSE(*server_done) << server_done->message();
     ASSERT_FALSE(client_done.result()) << client_done.result().message();
-  }
-
-  /// A new pair of streams on the fixture's contexts (the old pair freed), through handshake().
-  void new_connection() {
-    server_.emplace(io_, server_ctx_);
-    client_.emplace(io_.get_executor(), client_ctx_);
-    handshake();
   }
 
   /// The server sends `text`.
@@ -258,60 +251,6 @@ TEST_F(TlsStreamTest, ACancelBetweenTheSocketWakingAReadAndTheReadGoingOnEndsIt)
     held.restart();
     held.poll();
   }
-}
-
-TEST_F(TlsStreamTest, ALaterConnectionResumesWithATicketOfAnEarlierOneUsedOnce) {
-  ASSERT_TRUE(keep_session_tickets(client_ctx_.native_handle()));
-  SSL_CTX_set_num_tickets(server_ctx_.native_handle(), 6);  // after each full handshake
-  ASSERT_NO_FATAL_FAILURE(new_connection());
-  EXPECT_EQ(SSL_session_reused(client_->native_handle()), 0);
-  // TLS 1.3 sends the tickets after the handshake: the client takes them in with a read.
-  ASSERT_NO_FATAL_FAILURE(server_sends("go"));
-  std::string got;
-  ASSERT_FALSE(client_reads(got).result());
-  ASSERT_EQ(got, "go");
-
-  // Six tickets came, the newest four are kept: four later connections resume, each with its
-  // own (none reads, so none takes in the tickets its server sends); a fifth has none left.
-  for (int i = 0; i < 4; ++i) {
-    ASSERT_NO_FATAL_FAILURE(new_connection());
-    EXPECT_EQ(SSL_session_reused(client_->native_handle()), 1) << "connection " << i + 2;
-  }
-  ASSERT_NO_FATAL_FAILURE(new_connection());
-  EXPECT_EQ(SSL_session_reused(client_->native_handle()), 0);
-}
-
-TEST_F(TlsStreamTest, ATls12SessionIsOfferedByEveryLaterConnection) {
-  ASSERT_TRUE(keep_session_tickets(client_ctx_.native_handle()));
-  SSL_CTX_set_max_proto_version(server_ctx_.native_handle(), TLS1_2_VERSION);
-  ASSERT_NO_FATAL_FAILURE(new_connection());
-  ASSERT_EQ(SSL_version(client_->native_handle()), TLS1_2_VERSION);
-  EXPECT_EQ(SSL_session_reused(client_->native_handle()), 0);
-  // TLS 1.2 hands its session out within the handshake, and a resumed handshake hands out
-  // none: the one session serves every later connection.
-  for (int i = 0; i < 3; ++i) {
-    ASSERT_NO_FATAL_FAILURE(new_connection());
-    EXPECT_EQ(SSL_session_reused(client_->native_handle()), 1) << "connection " << i + 2;
-  }
-}
-
-TEST_F(TlsStreamTest, ASessionWhoseServerCertificateExpiredIsNotOffered) {
-  // A client that verifies nothing takes the expired certificate, and its session with it.
-  testing::PkiOptions expired;
-  expired.server_expired = true;
-  const testing::Pki pki = testing::make_pki(expired);
-  server_ctx_.use_certificate_chain(asio::buffer(pki.server.cert_pem));
-  server_ctx_.use_private_key(asio::buffer(pki.server.key_pem), ssl::context::pem);
-  client_ctx_.set_verify_mode(ssl::verify_none);
-  ASSERT_TRUE(keep_session_tickets(client_ctx_.native_handle()));
-  ASSERT_NO_FATAL_FAILURE(new_connection());
-  ASSERT_NO_FATAL_FAILURE(server_sends("go"));
-  std::string got;
-  ASSERT_FALSE(client_reads(got).result());
-  ASSERT_EQ(got, "go");
-
-  ASSERT_NO_FATAL_FAILURE(new_connection());
-  EXPECT_EQ(SSL_session_reused(client_->native_handle()), 0);
 }
 
 }  // namespace
