@@ -48,7 +48,7 @@ Msg slice() {
       .str(4, "IPv4");
 }
 
-Msg expired() {
+Msg expired_410() {
   return Msg().str(3, "too old resource version: 1 (5)").str(4, "Expired").int32(6, 410);
 }
 
@@ -84,14 +84,14 @@ std::map<std::string, std::string> seeds() {
                            envelope("v1", "Pod",
                                     Msg().msg(1, Msg().str(6, "2").entry(
                                                      12, "k8s.io/initial-events-end", "true")))) +
-               watch_frame("ERROR", envelope("v1", "Status", expired())));
+               watch_frame("ERROR", envelope("v1", "Status", expired_410())));
   std::string slice_watch =
       watch_frame("MODIFIED", envelope("discovery.k8s.io/v1", "EndpointSlice", slice())) +
       watch_frame("DELETED", envelope("discovery.k8s.io/v1", "EndpointSlice", slice()));
   s["slice-watch"] = seed(kSlice, kWatch, slice_watch);
   s["slice-watch-truncated"] =
       seed(kSlice, kWatch, std::string_view(slice_watch).substr(0, slice_watch.size() - 7));
-  s["status-410"] = seed(kPod, kErrorBody, envelope("v1", "Status", expired()));
+  s["status-410"] = seed(kPod, kErrorBody, envelope("v1", "Status", expired_410()));
   s["status-504-causes"] =
       seed(kPod, kErrorBody,
            envelope("v1", "Status",

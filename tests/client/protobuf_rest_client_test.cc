@@ -28,7 +28,7 @@ constexpr std::string_view kListAccept = "application/vnd.kubernetes.protobuf, a
 constexpr std::string_view kWatchAccept =
     "application/vnd.kubernetes.protobuf;stream=watch, application/json";
 
-RestClientOptions unlimited(bool protobuf = true) {
+RestClientOptions protobuf_options(bool protobuf = true) {
   RestClientOptions o;
   o.rate_limit.qps = 0;
   o.request_timeout = 5s;
@@ -56,7 +56,7 @@ TEST(ProtobufRestClient, TypedListAsksForProtobufAndDecodesIt) {
   FakeApiServer server;
   server.on("GET", "/api/v1/namespaces/ns/pods",
             [](const Request&) { return protobuf_reply(pod_list_proto()); });
-  RestClient client(server.cluster_config(), unlimited());
+  RestClient client(server.cluster_config(), protobuf_options());
   auto r = client.list(pods(), "ns");
   ASSERT_TRUE(r) << r.error().to_string();
   EXPECT_EQ(server.requests().at(0).header("accept"), kListAccept);
@@ -74,7 +74,7 @@ TEST(ProtobufRestClient, TypedListFallsBackToJsonWhenTheServerAnswersJson) {
         R"({"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"5"},"items":[)" +
         one_line(testing::pod_json("a", "1")) + "]}");
   });
-  RestClient client(server.cluster_config(), unlimited());
+  RestClient client(server.cluster_config(), protobuf_options());
   auto r = client.list(pods(), "ns");
   ASSERT_TRUE(r) << r.error().to_string();
   EXPECT_EQ(server.requests().at(0).header("accept"), kListAccept);
@@ -92,7 +92,7 @@ TEST(ProtobufRestClient, ListErrorsInProtobufAreMapped) {
                  Msg().str(3, "continue token expired").str(4, "Expired").int32(6, 410)),
         410);
   });
-  RestClient client(server.cluster_config(), unlimited());
+  RestClient client(server.cluster_config(), protobuf_options());
   auto r = client.list(pods(), "ns");
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, Errc::api);
@@ -111,7 +111,7 @@ TEST(ProtobufRestClient, MalformedProtobufListIsADecodeError) {
   FakeApiServer server;
   server.on("GET", "/api/v1/namespaces/ns/pods",
             [](const Request&) { return protobuf_reply("{\"not\":\"protobuf\"}"); });
-  RestClient client(server.cluster_config(), unlimited());
+  RestClient client(server.cluster_config(), protobuf_options());
   auto r = client.list(pods(), "ns");
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, Errc::decode);
@@ -126,9 +126,9 @@ TEST(ProtobufRestClient, SwitchOffDynamicObjectsAndGetStayJson) {
   });
   server.on("GET", "/api/v1/namespaces/ns/pods/a",
             [](const Request&) { return Reply::json(one_line(testing::pod_json("a", "1"))); });
-  RestClient off(server.cluster_config(), unlimited(false));
+  RestClient off(server.cluster_config(), protobuf_options(false));
   ASSERT_TRUE(off.list(pods(), "ns"));
-  RestClient on(server.cluster_config(), unlimited());
+  RestClient on(server.cluster_config(), protobuf_options());
   ASSERT_TRUE(on.list(dynamic_resource(pods().gvr), "ns"));
   ASSERT_TRUE(on.get(pods(), "ns", "a"));
   auto requests = server.requests();
@@ -146,7 +146,7 @@ TEST(ProtobufRestClient, TypedWatchAsksForProtobufAndDecodesFramesAcrossChunks) 
     r.stream = stream;
     return r;
   });
-  RestClient client(server.cluster_config(), unlimited());
+  RestClient client(server.cluster_config(), protobuf_options());
   auto w = client.watch(pods(), "ns", ListOptions{});
   ASSERT_TRUE(w) << w.error().to_string();
   EXPECT_EQ(server.requests().at(0).header("accept"), kWatchAccept);
@@ -184,7 +184,7 @@ TEST(ProtobufRestClient, TypedWatchTruncatedInAFrameIsTruncated) {
     r.stream = stream;
     return r;
   });
-  RestClient client(server.cluster_config(), unlimited());
+  RestClient client(server.cluster_config(), protobuf_options());
   auto w = client.watch(pods(), "ns", ListOptions{});
   ASSERT_TRUE(w) << w.error().to_string();
   std::string frame = watch_frame("ADDED", envelope("v1", "Pod", testing::pod_proto("a", "1")));
@@ -200,7 +200,7 @@ TEST(ProtobufRestClient, TypedWatchFallsBackToJson) {
   auto stream = std::make_shared<ScriptedStream>();
   server.on("GET", "/api/v1/namespaces/ns/pods",
             [&](const Request&) { return Reply::streaming(stream); });
-  RestClient client(server.cluster_config(), unlimited());
+  RestClient client(server.cluster_config(), protobuf_options());
   auto w = client.watch(pods(), "ns", ListOptions{});
   ASSERT_TRUE(w) << w.error().to_string();
   EXPECT_EQ(server.requests().at(0).header("accept"), kWatchAccept);
@@ -221,7 +221,7 @@ TEST(ProtobufRestClient, WatchOpenErrorInProtobufIsMapped) {
     r.headers.emplace_back("Retry-After", "2");
     return r;
   });
-  RestClient client(server.cluster_config(), unlimited());
+  RestClient client(server.cluster_config(), protobuf_options());
   auto w = client.watch(pods(), "ns", ListOptions{});
   ASSERT_FALSE(w);
   EXPECT_EQ(w.error().http_status, 429);
@@ -234,10 +234,10 @@ TEST(ProtobufRestClient, DynamicAndSwitchedOffWatchesAskForJson) {
   FakeApiServer server;
   server.on("GET", "/api/v1/namespaces/ns/pods",
             [](const Request&) { return Reply::streaming(std::make_shared<ScriptedStream>()); });
-  RestClient on(server.cluster_config(), unlimited());
+  RestClient on(server.cluster_config(), protobuf_options());
   auto dynamic = on.watch(dynamic_resource(pods().gvr), "ns", ListOptions{});
   ASSERT_TRUE(dynamic) << dynamic.error().to_string();
-  RestClient off(server.cluster_config(), unlimited(false));
+  RestClient off(server.cluster_config(), protobuf_options(false));
   auto typed = off.watch(pods(), "ns", ListOptions{});
   ASSERT_TRUE(typed) << typed.error().to_string();
   auto requests = server.requests();
@@ -270,7 +270,7 @@ TEST(ProtobufRestClient, ListInSmallChunksDecodesInBothEncodings) {
       stream->end();
       return stream_reply(stream, protobuf);
     });
-    RestClient client(server.cluster_config(), unlimited());
+    RestClient client(server.cluster_config(), protobuf_options());
     auto r = client.list(pods(), "ns");
     ASSERT_TRUE(r) << r.error().to_string();
     EXPECT_EQ(r->resource_version, "100");
@@ -308,7 +308,7 @@ TEST(ProtobufRestClient, ListDecodeErrorMidBodyAbortsAndTheNextRequestWorks) {
       stream->send(head);  // and never end()
       return stream_reply(stream, protobuf);
     });
-    RestClient client(server.cluster_config(), unlimited());
+    RestClient client(server.cluster_config(), protobuf_options());
     auto r = client.list(pods(), "ns");
     ASSERT_FALSE(r);
     EXPECT_EQ(r.error().code, Errc::decode) << r.error().to_string();
@@ -338,7 +338,7 @@ TEST(ProtobufRestClient, ListCodecThatThrowsMidBodyIsADecodeErrorOnAClosedConnec
     stream->send(R"({"items":[{"kind":"Pod"},)");  // and never end()
     return stream_reply(stream, false);
   });
-  RestClient client(server.cluster_config(), unlimited());
+  RestClient client(server.cluster_config(), protobuf_options());
   auto r = client.list(throwing, "ns");
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, Errc::decode) << r.error().to_string();
@@ -358,7 +358,7 @@ TEST(ProtobufRestClient, ListCodecThatThrowsAtTheBodysEndIsADecodeError) {
   FakeApiServer server;
   server.on("GET", "/api/v1/namespaces/ns/pods",
             [](const Request&) { return Reply::json(R"({"items":[1)"); });
-  RestClient client(server.cluster_config(), unlimited());
+  RestClient client(server.cluster_config(), protobuf_options());
   auto r = client.list(throwing, "ns");
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, Errc::decode) << r.error().to_string();
@@ -371,7 +371,7 @@ TEST(ProtobufRestClient, ListErrorStatusesAreMappedAsBefore) {
     return Reply::api_status(410, "Expired", "The provided continue parameter is too old");
   });
   for (bool protobuf : {true, false}) {
-    RestClient client(server.cluster_config(), unlimited(protobuf));
+    RestClient client(server.cluster_config(), protobuf_options(protobuf));
     auto r = client.list(pods(), "ns");
     ASSERT_FALSE(r);
     EXPECT_EQ(r.error().code, Errc::api);
@@ -380,7 +380,7 @@ TEST(ProtobufRestClient, ListErrorStatusesAreMappedAsBefore) {
   }
   server.on("GET", "/api/v1/namespaces/ns/pods",
             [](const Request&) { return Reply::api_status(403, "Forbidden", "no", 3); });
-  RestClient client(server.cluster_config(), unlimited(false));
+  RestClient client(server.cluster_config(), protobuf_options(false));
   auto r = client.list(pods(), "ns");
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().http_status, 403);
@@ -393,7 +393,7 @@ TEST(ProtobufRestClient, ListOnAStaleKeptAliveConnectionIsRetried) {
   server.on("GET", "/api/v1/namespaces/ns/pods", [seen](const Request& r) {
     return seen->insert(r.connection).second ? protobuf_reply(pod_list_proto()) : Reply::dropped();
   });
-  RestClient client(server.cluster_config(), unlimited());
+  RestClient client(server.cluster_config(), protobuf_options());
   ASSERT_TRUE(client.list(pods(), "ns"));
   auto r = client.list(pods(), "ns");  // the kept connection is dropped: retried on a new one
   ASSERT_TRUE(r) << r.error().to_string();
@@ -408,7 +408,7 @@ TEST(ProtobufRestClient, ListStalledMidBodyEndsAtTheRequestDeadline) {
     stream->send(pod_list_json().substr(0, 300));  // and never the rest
     return stream_reply(stream, false);
   });
-  RestClientOptions options = unlimited();
+  RestClientOptions options = protobuf_options();
   options.request_timeout = 300ms;  // the deadline covers the whole body, as before
   RestClient client(server.cluster_config(), options);
   auto r = client.list(pods(), "ns");

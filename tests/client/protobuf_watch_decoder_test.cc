@@ -54,7 +54,7 @@ const std::string kJson =
     R"({"type":"DELETED","object":)" + one_line(testing::pod_json("a", "3")) + "}\n" +
     R"({"type":"BOOKMARK","object":{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"4","annotations":{"k8s.io/initial-events-end":"true"}}}})"
     "\n";
-const std::string kStream =
+const std::string kProtobufStream =
     watch_frame("ADDED", pod_envelope("a", "1")) + watch_frame("MODIFIED", pod_envelope("a", "2")) +
     watch_frame("DELETED", pod_envelope("a", "3")) + watch_frame("BOOKMARK", bookmark_envelope());
 
@@ -76,7 +76,7 @@ std::vector<WatchEvent> json_events() {
 }
 
 TEST(ProtobufWatchDecoder, SameEventsAsJson) {
-  ProtobufDecoded d = run_protobuf({kStream});
+  ProtobufDecoded d = run_protobuf({kProtobufStream});
   ASSERT_FALSE(d.error) << d.error->to_string();
   ASSERT_EQ(d.events.size(), 4u);
   expect_same_events(d.events, json_events());
@@ -92,25 +92,26 @@ TEST(ProtobufWatchDecoder, Counters) {
   ProtobufWatchDecoder decoder(pod_codec());
   std::vector<WatchEvent> out;
   std::string first = watch_frame("ADDED", pod_envelope("a", "1"));
-  ASSERT_TRUE(decoder.feed(std::string_view(kStream).substr(0, first.size() + 3), out).ok());
+  ASSERT_TRUE(
+      decoder.feed(std::string_view(kProtobufStream).substr(0, first.size() + 3), out).ok());
   EXPECT_EQ(decoder.offset(), first.size() + 3);
   EXPECT_EQ(decoder.complete_frame_bytes(), first.size());
   EXPECT_EQ(decoder.events(), 1u);
 }
 
 TEST(ProtobufWatchDecoder, OneByteChunksGiveIdenticalEvents) {
-  ProtobufDecoded whole = run_protobuf({kStream});
+  ProtobufDecoded whole = run_protobuf({kProtobufStream});
   std::vector<std::string_view> bytes;
-  for (std::size_t i = 0; i < kStream.size(); ++i)
-    bytes.push_back(std::string_view(kStream).substr(i, 1));
+  for (std::size_t i = 0; i < kProtobufStream.size(); ++i)
+    bytes.push_back(std::string_view(kProtobufStream).substr(i, 1));
   ProtobufDecoded d = run_protobuf(bytes);
   ASSERT_FALSE(d.error) << d.error->to_string();
   expect_same_events(d.events, whole.events);
 }
 
 TEST(ProtobufWatchDecoder, TwoWaySplitAtEveryOffsetGivesIdenticalEvents) {
-  ProtobufDecoded whole = run_protobuf({kStream});
-  std::string_view s(kStream);
+  ProtobufDecoded whole = run_protobuf({kProtobufStream});
+  std::string_view s(kProtobufStream);
   for (std::size_t i = 0; i <= s.size(); ++i) {
     ProtobufDecoded d = run_protobuf({s.substr(0, i), s.substr(i)});
     ASSERT_FALSE(d.error) << "split at " << i << ": " << d.error->to_string();
@@ -121,8 +122,8 @@ TEST(ProtobufWatchDecoder, TwoWaySplitAtEveryOffsetGivesIdenticalEvents) {
 
 TEST(ProtobufWatchDecoder, ThreeWaySplitsAroundEveryFrameHeader) {
   // Every split of the second frame's header and the bytes around it, with the rest whole.
-  ProtobufDecoded whole = run_protobuf({kStream});
-  std::string_view s(kStream);
+  ProtobufDecoded whole = run_protobuf({kProtobufStream});
+  std::string_view s(kProtobufStream);
   std::size_t second = watch_frame("ADDED", pod_envelope("a", "1")).size();
   for (std::size_t i = second - 3; i <= second + 6; ++i) {
     for (std::size_t j = i; j <= second + 6; ++j) {
@@ -134,7 +135,7 @@ TEST(ProtobufWatchDecoder, ThreeWaySplitsAroundEveryFrameHeader) {
 }
 
 TEST(ProtobufWatchDecoder, TruncationAtEveryOffsetIsTruncatedNeverHalfAnObject) {
-  ProtobufDecoded whole = run_protobuf({kStream});
+  ProtobufDecoded whole = run_protobuf({kProtobufStream});
   std::vector<std::size_t> boundaries{0};
   for (const auto& f : {watch_frame("ADDED", pod_envelope("a", "1")),
                         watch_frame("MODIFIED", pod_envelope("a", "2")),
@@ -142,8 +143,8 @@ TEST(ProtobufWatchDecoder, TruncationAtEveryOffsetIsTruncatedNeverHalfAnObject) 
                         watch_frame("BOOKMARK", bookmark_envelope())}) {
     boundaries.push_back(boundaries.back() + f.size());
   }
-  ASSERT_EQ(boundaries.back(), kStream.size());
-  std::string_view s(kStream);
+  ASSERT_EQ(boundaries.back(), kProtobufStream.size());
+  std::string_view s(kProtobufStream);
   for (std::size_t i = 0; i < s.size(); ++i) {
     ProtobufDecoded d = run_protobuf({s.substr(0, i)});
     bool at_boundary = std::find(boundaries.begin(), boundaries.end(), i) != boundaries.end();
@@ -371,7 +372,7 @@ TEST(ProtobufWatchDecoder, ErrorIsSticky) {
   std::vector<WatchEvent> out;
   auto s = decoder.feed(watch_frame("RENAMED", pod_envelope("a", "1")), out);
   ASSERT_FALSE(s.ok());
-  auto again = decoder.feed(kStream, out);
+  auto again = decoder.feed(kProtobufStream, out);
   ASSERT_FALSE(again.ok());
   EXPECT_EQ(again.error().message, s.error().message);
   EXPECT_TRUE(out.empty());

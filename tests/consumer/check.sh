@@ -68,7 +68,10 @@ root=$(cd "$here/../.." && pwd)
 # A sibling of the build directory (one level below the tree, as build/ is): the same relative
 # source paths, so ccache's objects match.
 noprom="$root/$(basename "$build")-without-prometheus"
+# The main build's flags, whatever this directory was configured with before.
+main_flags=$(sed -n 's/^CMAKE_CXX_FLAGS_RELWITHDEBINFO:STRING=//p' "$build/CMakeCache.txt")
 cmake -S "$root" -B "$noprom" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$main_flags" \
   -DKINFORMER_WITH_PROMETHEUS=OFF -DKINFORMER_BUILD_TESTS=OFF >"$build/without-prometheus.log"
 ninja -C "$noprom" -j"$(nproc)" kinformer_mesh kinformer_controller kwatch
 if [ -n "$(ninja -C "$noprom" -t targets all | grep -i prometheus)" ]; then

@@ -54,9 +54,8 @@ struct Cluster {
   FakeListerWatcher& fake(const std::string& resource) { return *fakes.at(resource); }
 };
 
-std::shared_ptr<client::EndpointSlice> slice(std::string name,
-                                             std::vector<std::pair<std::string, std::string>> eps,
-                                             std::string rv = "1") {
+std::shared_ptr<client::EndpointSlice> feed_slice(
+    std::string name, std::vector<std::pair<std::string, std::string>> eps, std::string rv = "1") {
   auto s = std::make_shared<client::EndpointSlice>();
   s->metadata.namespace_ = "ns";
   s->metadata.name = std::move(name);
@@ -127,7 +126,8 @@ class Latest {
 
 TEST(EndpointFeedTest, SlicesAndPodsReachSubscribersAndDeletesEmptyTheShard) {
   Cluster c1;
-  c1.fake("endpointslices").add_list({slice("s1", {{"10.0.0.1", "p1"}, {"10.0.0.2", "p2"}})}, "10");
+  c1.fake("endpointslices")
+      .add_list({feed_slice("s1", {{"10.0.0.1", "p1"}, {"10.0.0.2", "p2"}})}, "10");
   auto slice_watch = c1.fake("endpointslices").add_watch();
   c1.fake("pods").add_list({pod("p1", "a"), pod("p2", "b")}, "20");
   auto pod_watch = c1.fake("pods").add_watch();
@@ -148,7 +148,7 @@ TEST(EndpointFeedTest, SlicesAndPodsReachSubscribersAndDeletesEmptyTheShard) {
   ASSERT_TRUE(a.wait_addresses("c1", {"10.0.0.1", "10.0.0.2"}));
 
   // The slice deleted: an explicit empty set for c1, not an absent cluster.
-  slice_watch->push(testing::event(client::EventType::deleted, slice("s1", {}, "11")));
+  slice_watch->push(testing::event(client::EventType::deleted, feed_slice("s1", {}, "11")));
   ASSERT_TRUE(all.wait_addresses("c1", {}));
   ASSERT_TRUE(a.wait_addresses("c1", {}));
 
@@ -166,7 +166,7 @@ TEST(EndpointFeedTest, SlicesAndPodsReachSubscribersAndDeletesEmptyTheShard) {
 // older client cannot take the answer back from the newer one.
 TEST(EndpointFeedTest, EachClusterPartSaysHowFreshItsFeedIsNow) {
   Cluster c1;
-  c1.fake("endpointslices").add_list({slice("s1", {{"10.0.0.1", "p1"}})}, "10");
+  c1.fake("endpointslices").add_list({feed_slice("s1", {{"10.0.0.1", "p1"}})}, "10");
   auto slice_watch = c1.fake("endpointslices").add_watch();
   c1.fake("pods").add_list({pod("p1", "a")}, "20");
   auto pod_watch = c1.fake("pods").add_watch();
@@ -192,8 +192,9 @@ TEST(EndpointFeedTest, EachClusterPartSaysHowFreshItsFeedIsNow) {
   EXPECT_GE(f.age, 80s);
   EXPECT_FALSE(index->set_freshness("c1", 6, [] { return Freshness{}; }))
       << "an older client's feed is fenced";
-  slice_watch->push(testing::event(client::EventType::modified,
-                                   slice("s1", {{"10.0.0.1", "p1"}, {"10.0.0.2", "p1"}}, "11")));
+  slice_watch->push(
+      testing::event(client::EventType::modified,
+                     feed_slice("s1", {{"10.0.0.1", "p1"}, {"10.0.0.2", "p1"}}, "11")));
   ASSERT_TRUE(testing::eventually(
       [&] { return index->snapshot(query())->cluster("c1")->endpoints.size() == 2; }));
   EXPECT_EQ(part->freshness->get().state, Freshness::State::stale)
@@ -242,7 +243,8 @@ using namespace informer;
 TEST(EndpointFeedTest, MakeBeforeBreakNeverEmptiesTheShardAndPrunesWhatOnlyTheOldClientSaw) {
   Cluster old_client;
   old_client.fake("endpointslices")
-      .add_list({slice("s1", {{"10.0.0.1", "p1"}}), slice("s2", {{"10.0.0.2", "p2"}})}, "10");
+      .add_list({feed_slice("s1", {{"10.0.0.1", "p1"}}), feed_slice("s2", {{"10.0.0.2", "p2"}})},
+                "10");
   (void)old_client.fake("endpointslices").add_watch();
   old_client.fake("pods").add_list({pod("p1", "a"), pod("p2", "a")}, "20");
   (void)old_client.fake("pods").add_watch();
@@ -268,7 +270,7 @@ TEST(EndpointFeedTest, MakeBeforeBreakNeverEmptiesTheShardAndPrunesWhatOnlyTheOl
             (std::map<std::string, std::string>{{"ns/s1", "1"}, {"ns/s2", "1"}}));
 
   Cluster new_client;
-  new_client.fake("endpointslices").add_list({slice("s1", {{"10.0.0.1", "p1"}})}, "12");
+  new_client.fake("endpointslices").add_list({feed_slice("s1", {{"10.0.0.1", "p1"}})}, "12");
   (void)new_client.fake("endpointslices").add_watch();
   new_client.fake("pods").add_list({pod("p1", "a")}, "22");
   (void)new_client.fake("pods").add_watch();
@@ -315,7 +317,8 @@ TEST(EndpointFeedTest, MakeBeforeBreakNeverEmptiesTheShardAndPrunesWhatOnlyTheOl
 TEST(EndpointFeedTest, AnOldFeedsLateDeliveryNeverLandsAfterTheSwitch) {
   Cluster old_client;
   old_client.fake("endpointslices")
-      .add_list({slice("s1", {{"10.0.0.1", "p1"}}, "10"), slice("s3", {{"10.0.0.3", "p3"}}, "10")},
+      .add_list({feed_slice("s1", {{"10.0.0.1", "p1"}}, "10"),
+                 feed_slice("s3", {{"10.0.0.3", "p3"}}, "10")},
                 "10");
   auto old_watch = old_client.fake("endpointslices").add_watch();
   old_client.fake("pods").add_list({}, "20");
@@ -337,7 +340,7 @@ TEST(EndpointFeedTest, AnOldFeedsLateDeliveryNeverLandsAfterTheSwitch) {
   ASSERT_EQ(addresses(), (std::vector<std::string>{"10.0.0.1", "10.0.0.3"}));
 
   Cluster new_client;
-  new_client.fake("endpointslices").add_list({slice("s1", {{"10.0.0.2", "p1"}}, "12")}, "12");
+  new_client.fake("endpointslices").add_list({feed_slice("s1", {{"10.0.0.2", "p1"}}, "12")}, "12");
   (void)new_client.fake("endpointslices").add_watch();
   new_client.fake("pods").add_list({}, "22");
   (void)new_client.fake("pods").add_watch();
@@ -351,9 +354,9 @@ TEST(EndpointFeedTest, AnOldFeedsLateDeliveryNeverLandsAfterTheSwitch) {
       testing::eventually([&] { return addresses() == std::vector<std::string>{"10.0.0.2"}; }));
 
   old_watch->push(
-      testing::event(client::EventType::modified, slice("s1", {{"10.0.0.1", "p1"}}, "11")));
+      testing::event(client::EventType::modified, feed_slice("s1", {{"10.0.0.1", "p1"}}, "11")));
   old_watch->push(
-      testing::event(client::EventType::modified, slice("s3", {{"10.0.0.3", "p3"}}, "11")));
+      testing::event(client::EventType::modified, feed_slice("s3", {{"10.0.0.3", "p3"}}, "11")));
   ASSERT_TRUE(testing::eventually([&] { return index->dropped_writes() == 2; }))
       << "the old feed's handler delivered both, and the index dropped them";
   old_feed->close(false);
@@ -367,7 +370,7 @@ TEST(EndpointFeedTest, AnOldFeedsLateDeliveryNeverLandsAfterTheSwitch) {
 // index through either.
 TEST(EndpointFeedTest, FeedsOfOneClientDoNotFenceEachOther) {
   Cluster client;
-  client.fake("endpointslices").add_list({slice("s1", {{"10.0.0.1", "p1"}}, "10")}, "10");
+  client.fake("endpointslices").add_list({feed_slice("s1", {{"10.0.0.1", "p1"}}, "10")}, "10");
   auto watch = client.fake("endpointslices").add_watch();
   client.fake("pods").add_list({}, "20");
   (void)client.fake("pods").add_watch();
@@ -381,7 +384,8 @@ TEST(EndpointFeedTest, FeedsOfOneClientDoNotFenceEachOther) {
   client.factory->start();
   ASSERT_TRUE(testing::eventually([&] { return first->has_synced() && second.has_synced(); }));
   first->close(false);  // the first component goes; the second still feeds
-  watch->push(testing::event(client::EventType::modified, slice("s1", {{"10.0.0.2", "p1"}}, "11")));
+  watch->push(
+      testing::event(client::EventType::modified, feed_slice("s1", {{"10.0.0.2", "p1"}}, "11")));
   ASSERT_TRUE(testing::eventually([&] {
     return index->keys("west").slices == std::map<std::string, std::string>{{"ns/s1", "11"}};
   }));
@@ -395,7 +399,7 @@ TEST(EndpointFeedTest, FeedsOfOneClientDoNotFenceEachOther) {
 // endpoint-feed-prune-removes-first.
 TEST(EndpointFeedTest, PruneWritesTheNewClientsSlicesBeforeItRemovesTheOldOnes) {
   Cluster old_client;
-  old_client.fake("endpointslices").add_list({slice("abc", {{"10.0.0.1", "p1"}}, "10")}, "10");
+  old_client.fake("endpointslices").add_list({feed_slice("abc", {{"10.0.0.1", "p1"}}, "10")}, "10");
   (void)old_client.fake("endpointslices").add_watch();
   old_client.fake("pods").add_list({}, "20");
   (void)old_client.fake("pods").add_watch();
@@ -406,7 +410,7 @@ TEST(EndpointFeedTest, PruneWritesTheNewClientsSlicesBeforeItRemovesTheOldOnes) 
   ASSERT_TRUE(testing::eventually([&] { return old_feed->has_synced(); }));
 
   Cluster new_client(/*pool_threads=*/1);
-  new_client.fake("endpointslices").add_list({slice("xyz", {{"10.0.0.2", "p2"}}, "12")}, "12");
+  new_client.fake("endpointslices").add_list({feed_slice("xyz", {{"10.0.0.2", "p2"}}, "12")}, "12");
   (void)new_client.fake("endpointslices").add_watch();
   new_client.fake("pods").add_list({}, "22");
   (void)new_client.fake("pods").add_watch();

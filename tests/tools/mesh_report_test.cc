@@ -8,7 +8,7 @@
 namespace kinformer::tools {
 namespace {
 
-std::string usage_error(const std::vector<std::string>& args) {
+std::string report_usage_error(const std::vector<std::string>& args) {
   try {
     parse_args(args);
   } catch (const UsageError& e) {
@@ -39,17 +39,18 @@ TEST(MeshCli, ParsesEndpointsAndClusters) {
 }
 
 TEST(MeshCli, EndpointsNeedsAServiceAndANamespace) {
-  EXPECT_NE(usage_error({"endpoints", "-n", "ns"}).find("the service name is required"),
+  EXPECT_NE(report_usage_error({"endpoints", "-n", "ns"}).find("the service name is required"),
             std::string::npos);
-  EXPECT_NE(usage_error({"endpoints", "svc"}).find("-n NAMESPACE is required"), std::string::npos);
-  EXPECT_NE(
-      usage_error({"endpoints", "svc", "other", "-n", "ns"}).find("unexpected argument 'other'"),
-      std::string::npos);
-  EXPECT_NE(usage_error({"clusters", "--timeout", "0"}).find("--timeout must be between"),
+  EXPECT_NE(report_usage_error({"endpoints", "svc"}).find("-n NAMESPACE is required"),
+            std::string::npos);
+  EXPECT_NE(report_usage_error({"endpoints", "svc", "other", "-n", "ns"})
+                .find("unexpected argument 'other'"),
+            std::string::npos);
+  EXPECT_NE(report_usage_error({"clusters", "--timeout", "0"}).find("--timeout must be between"),
             std::string::npos);
 }
 
-mesh::EndpointSnapshot snapshot() {
+mesh::EndpointSnapshot mesh_snapshot() {
   mesh::EndpointSnapshot s;
   s.service = {"bookinfo", "reviews"};
   s.port_name = "http";
@@ -80,7 +81,7 @@ mesh::EndpointSnapshot snapshot() {
 }
 
 TEST(MeshReport, EndpointsTableHasARowPerEndpointAndAnExplicitEmptyRow) {
-  std::string t = render_endpoints_table(snapshot());
+  std::string t = render_endpoints_table(mesh_snapshot());
   EXPECT_EQ(t,
             "snapshot 42  service bookinfo/reviews  port http  subset (all)\n"
             "CLUSTER  ADDRESS   PORT  READY  SERVING  TERMINATING  ZONE    FRESHNESS\n"
@@ -94,7 +95,7 @@ TEST(MeshReport, EndpointsTableHasARowPerEndpointAndAnExplicitEmptyRow) {
 
 TEST(MeshReport, EndpointsJsonKeepsTheEmptyShard) {
   EXPECT_EQ(
-      render_endpoints_json(snapshot()),
+      render_endpoints_json(mesh_snapshot()),
       R"({"version":42,"service":"bookinfo/reviews","port":"http","subset":"","clusters":[)"
       R"({"cluster":"east","freshness":{"state":"stale","age_seconds":95},"endpoints":[]},)"
       R"({"cluster":"west","freshness":null,"endpoints":[{"address":"10.1.0.7","port":9080,"ready":false,"serving":true,)"
