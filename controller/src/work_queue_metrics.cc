@@ -123,7 +123,7 @@ WorkQueueMetrics::~WorkQueueMetrics() {
   families_->retries.remove(retries_);
   families_->names.erase(name_);
   auto& map = families_by_registry();
-  auto it = map.find(families_->registry.get());
+  auto it = map.find(families_->registry->backend());  // the key the constructor used
   if (families_.use_count() == 1 && it != map.end()) map.erase(it);
 }
 

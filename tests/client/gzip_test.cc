@@ -186,26 +186,12 @@ TEST(GzipDecoder, TheReceiversErrorStopsItAsItIs) {
 
 // --- RestClient against the scripted server --------------------------------------------------
 
-RestClientOptions gzip_test_options() {
-  RestClientOptions o;
-  o.rate_limit.qps = 0;
-  o.request_timeout = 5s;
-  return o;
-}
-
 // What kube-apiserver does: a body compressed when the request accepts gzip.
 Reply maybe_gzipped(const Request& req, Reply r) {
   if (req.header("accept-encoding") != "gzip") return r;
   r.body = kinformer::testing::gzip(r.body);
   r.headers.emplace_back("Content-Encoding", "gzip");
   r.headers.emplace_back("Vary", "Accept-Encoding");
-  return r;
-}
-
-Reply protobuf_body(std::string body) {
-  Reply r;
-  r.headers.emplace_back("Content-Type", "application/vnd.kubernetes.protobuf");
-  r.body = std::move(body);
   return r;
 }
 
@@ -220,14 +206,15 @@ std::string pod_list_of(int n) {
 
 TEST(GzipRestClient, GetsAcceptGzipAndListsDecodeGzippedProtobufAndJson) {
   FakeApiServer server;
-  server.on("GET", "/api/v1/namespaces/ns/pods",
-            [](const Request& req) { return maybe_gzipped(req, protobuf_body(pod_list_of(300))); });
+  server.on("GET", "/api/v1/namespaces/ns/pods", [](const Request& req) {
+    return maybe_gzipped(req, protobuf_reply(pod_list_of(300)));
+  });
   server.on("GET", "/api/v1/namespaces/js/pods", [](const Request& req) {
     return maybe_gzipped(req, Reply::json(R"({"kind":"PodList","apiVersion":"v1","metadata":)"
                                           R"({"resourceVersion":"9"},"items":[)" +
                                           testing::pod_json("a", "1") + "]}"));
   });
-  RestClient client(server.cluster_config(), gzip_test_options());
+  RestClient client(server.cluster_config(), unlimited());
   auto r = client.list(pods(), "ns");
   ASSERT_TRUE(r) << r.error().to_string();
   EXPECT_EQ(server.requests().at(0).header("accept-encoding"), "gzip");
@@ -247,7 +234,7 @@ TEST(GzipRestClient, GetRawSaysTheEncodingAndGivesTheDecodedBody) {
   const std::string body = R"({"items":")" + sample_text(200000) + R"("})";
   server.on("GET", "/raw",
             [&](const Request& req) { return maybe_gzipped(req, Reply::json(body)); });
-  RestClient client(server.cluster_config(), gzip_test_options());
+  RestClient client(server.cluster_config(), unlimited());
   auto r = client.get_raw("/raw");
   ASSERT_TRUE(r) << r.error().to_string();
   EXPECT_EQ(r->content_encoding, "gzip");
@@ -267,18 +254,18 @@ TEST(GzipRestClient, OptionOffSendsNoAcceptEncodingAndWritesAndWatchesNeverDo) {
   auto stream = std::make_shared<ScriptedStream>();
   server.on("GET", "/api/v1/namespaces/ns/pods", [&](const Request& req) {
     if (req.param("watch")) return Reply::streaming(stream);
-    return maybe_gzipped(req, protobuf_body(pod_list_of(2)));
+    return maybe_gzipped(req, protobuf_reply(pod_list_of(2)));
   });
   server.on("DELETE", "/api/v1/namespaces/ns/pods/a",
             [](const Request&) { return Reply::json(R"({"kind":"Status","status":"Success"})"); });
   {
-    RestClient client(server.cluster_config(), gzip_test_options());
+    RestClient client(server.cluster_config(), unlimited());
     auto w = client.watch(pods(), "ns", {});
     ASSERT_TRUE(w) << w.error().to_string();
     ASSERT_TRUE(client.delete_(pods(), "ns", "a"));
     stream->end();
   }
-  RestClientOptions off = gzip_test_options();
+  RestClientOptions off = unlimited();
   off.gzip = false;
   RestClient client(server.cluster_config(), off);
   auto r = client.list(pods(), "ns");
@@ -298,13 +285,13 @@ TEST(GzipRestClient, ACorruptGzippedListIsADecodeErrorAndTheNextRequestWorks) {
   FakeApiServer server;
   int calls = 0;
   server.on("GET", "/api/v1/namespaces/ns/pods", [&](const Request& req) {
-    Reply r = maybe_gzipped(req, protobuf_body(pod_list_of(50)));
+    Reply r = maybe_gzipped(req, protobuf_reply(pod_list_of(50)));
     ++calls;
     if (calls == 1) r.body[r.body.size() - 8] = static_cast<char>(r.body[r.body.size() - 8] ^ 1);
     if (calls == 2) r.body[r.body.size() / 2] = static_cast<char>(r.body[r.body.size() / 2] ^ 0x55);
     return r;
   });
-  RestClient client(server.cluster_config(), gzip_test_options());
+  RestClient client(server.cluster_config(), unlimited());
   auto bad_crc = client.list(pods(), "ns");
   ASSERT_FALSE(bad_crc);
   EXPECT_EQ(bad_crc.error().code, Errc::decode);
@@ -324,11 +311,11 @@ TEST(GzipRestClient, ACorruptGzippedListIsADecodeErrorAndTheNextRequestWorks) {
 TEST(GzipRestClient, AGzippedBodyCutShortIsTruncatedNotAShortList) {
   FakeApiServer server;
   server.on("GET", "/api/v1/namespaces/ns/pods", [](const Request& req) {
-    Reply r = maybe_gzipped(req, protobuf_body(pod_list_of(50)));
+    Reply r = maybe_gzipped(req, protobuf_reply(pod_list_of(50)));
     r.body.resize(r.body.size() - 6);  // a complete HTTP response whose gzip lacks its trailer
     return r;
   });
-  RestClient client(server.cluster_config(), gzip_test_options());
+  RestClient client(server.cluster_config(), unlimited());
   auto r = client.list(pods(), "ns");
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, Errc::decode);
@@ -343,7 +330,7 @@ TEST(GzipRestClient, ASmallBodyThatExpandsPastMaxResponseBytesIsTooLarge) {
     r.headers.emplace_back("Content-Encoding", "gzip");
     return r;
   });
-  RestClientOptions o = gzip_test_options();
+  RestClientOptions o = unlimited();
   o.max_response_bytes = std::size_t{1} << 20;
   RestClient client(server.cluster_config(), o);
   auto r = client.get_raw("/raw");
@@ -361,7 +348,7 @@ TEST(GzipRestClient, EncodingNamesAreReadAsHttpSaysAndIdentityIsNone) {
       r.headers.emplace_back("Content-Encoding", encoding);
       return r;
     });
-    RestClient client(server.cluster_config(), gzip_test_options());
+    RestClient client(server.cluster_config(), unlimited());
     auto r = client.get_raw("/raw");
     ASSERT_TRUE(r) << encoding << ": " << r.error().to_string();
     EXPECT_EQ(r->body, body) << encoding;
@@ -378,7 +365,7 @@ TEST(GzipRestClient, AnEncodingItNeverAskedForIsAnErrorThatNamesIt) {
     r.headers.emplace_back("Content-Encoding", "br");
     return r;
   });
-  RestClient client(server.cluster_config(), gzip_test_options());
+  RestClient client(server.cluster_config(), unlimited());
   auto r = client.get_raw("/raw");
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, Errc::decode);
@@ -401,7 +388,7 @@ TEST(GzipRestClient, AnErrorResponseWithAnUnreadableBodyKeepsItsStatus) {
     r.headers.emplace_back("Content-Encoding", "gzip");
     return r;
   });
-  RestClient client(server.cluster_config(), gzip_test_options());
+  RestClient client(server.cluster_config(), unlimited());
   auto r = client.list(pods(), "ns");
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().http_status, 429) << r.error().to_string();
@@ -418,9 +405,9 @@ TEST(GzipRestClient, AnErrorResponseWithAnUnreadableBodyKeepsItsStatus) {
 TEST(GzipRestClient, AGzippedListThatExpandsPastMaxResponseBytesIsTooLarge) {
   FakeApiServer server;
   server.on("GET", "/api/v1/namespaces/ns/pods", [](const Request& req) {
-    return maybe_gzipped(req, protobuf_body(pod_list_of(2000)));
+    return maybe_gzipped(req, protobuf_reply(pod_list_of(2000)));
   });
-  RestClientOptions o = gzip_test_options();
+  RestClientOptions o = unlimited();
   o.max_response_bytes = 64 * 1024;  // the gzipped body is far below it, the list far above
   RestClient client(server.cluster_config(), o);
   auto r = client.list(pods(), "ns");
@@ -436,7 +423,7 @@ TEST(GzipRestClient, AGzippedErrorStatusIsStillMapped) {
   server.on("GET", "/api/v1/namespaces/ns/pods", [](const Request& req) {
     return maybe_gzipped(req, Reply::api_status(403, "Forbidden", "pods is forbidden: user x"));
   });
-  RestClientOptions o = gzip_test_options();
+  RestClientOptions o = unlimited();
   o.protobuf = false;
   RestClient client(server.cluster_config(), o);
   auto r = client.list(pods(), "ns");
@@ -448,9 +435,10 @@ TEST(GzipRestClient, AGzippedErrorStatusIsStillMapped) {
 
 TEST(GzipRestClient, GzippedListOverTls) {
   FakeApiServer server(FakeApiServerOptions{.tls = true});
-  server.on("GET", "/api/v1/namespaces/ns/pods",
-            [](const Request& req) { return maybe_gzipped(req, protobuf_body(pod_list_of(500))); });
-  RestClient client(server.cluster_config(), gzip_test_options());
+  server.on("GET", "/api/v1/namespaces/ns/pods", [](const Request& req) {
+    return maybe_gzipped(req, protobuf_reply(pod_list_of(500)));
+  });
+  RestClient client(server.cluster_config(), unlimited());
   auto r = client.list(pods(), "ns");
   ASSERT_TRUE(r) << r.error().to_string();
   EXPECT_EQ(r->items.size(), 500u);

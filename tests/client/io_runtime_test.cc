@@ -30,11 +30,6 @@ using kinformer::testing::Request;
 using kinformer::testing::ScriptedStream;
 using kinformer::testing::watch_event_line;
 
-std::string ns_pod_json(const std::string& name, const std::string& rv) {
-  return R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":")" + name +
-         R"(","namespace":"ns","resourceVersion":")" + rv + R"("}})";
-}
-
 RestClientOptions on(const IoRuntimePtr& runtime) {
   RestClientOptions o;
   o.rate_limit.qps = 0;
@@ -83,8 +78,8 @@ TEST(IoRuntimeTest, AClientLeavesWhileItsWatchWindsDownAndTheOtherGoesOn) {
   auto w1 = one->watch(kPods, "", {});
   auto w2 = two.watch(kPods, "", {});
   ASSERT_TRUE(w1 && w2);
-  s1->send(watch_event_line("ADDED", ns_pod_json("a", "1")));
-  s2->send(watch_event_line("ADDED", ns_pod_json("b", "2")));
+  s1->send(watch_event_line("ADDED", minimal_pod_json("a", "1")));
+  s2->send(watch_event_line("ADDED", minimal_pod_json("b", "2")));
   auto e1 = (*w1)->next();
   auto e2 = (*w2)->next();
   ASSERT_TRUE(e1 && e1->has_value() && e2 && e2->has_value());
@@ -92,7 +87,7 @@ TEST(IoRuntimeTest, AClientLeavesWhileItsWatchWindsDownAndTheOtherGoesOn) {
   EXPECT_EQ((*e2)->object->metadata.name, "b");
   w1 = Error::make(Errc::cancelled, "closed");  // the stream goes first, then its client
   one.reset();
-  s2->send(watch_event_line("MODIFIED", ns_pod_json("b", "3")));
+  s2->send(watch_event_line("MODIFIED", minimal_pod_json("b", "3")));
   auto e3 = (*w2)->next();
   ASSERT_TRUE(e3 && e3->has_value());
   EXPECT_EQ((*e3)->object->metadata.resource_version, "3");
@@ -146,7 +141,7 @@ TEST(IoRuntimeTest, AWatchSaysWhenItIsReady) {
   ASSERT_TRUE(stream.notify_when_ready([woken] { woken->set_value(std::this_thread::get_id()); }));
   auto when = woken->get_future();
   EXPECT_EQ(when.wait_for(50ms), std::future_status::timeout);
-  s1->send(watch_event_line("ADDED", ns_pod_json("a", "1")));
+  s1->send(watch_event_line("ADDED", minimal_pod_json("a", "1")));
   ASSERT_EQ(when.wait_for(10s), std::future_status::ready);
   EXPECT_NE(when.get(), std::this_thread::get_id()) << "woken by the io thread";
   EXPECT_GE(stream.buffered(), 1u);
@@ -154,7 +149,7 @@ TEST(IoRuntimeTest, AWatchSaysWhenItIsReady) {
   ASSERT_TRUE(e1 && e1->has_value());
   EXPECT_EQ((*e1)->object->metadata.name, "a");
   // Queued already: woken at once, on this thread, before notify_when_ready() returns.
-  s1->send(watch_event_line("ADDED", ns_pod_json("b", "2")));
+  s1->send(watch_event_line("ADDED", minimal_pod_json("b", "2")));
   auto arrived = std::make_shared<std::promise<void>>();
   ASSERT_TRUE(stream.notify_when_ready([arrived] { arrived->set_value(); }));
   ASSERT_EQ(arrived->get_future().wait_for(10s), std::future_status::ready);

@@ -29,19 +29,9 @@ constexpr std::string_view kWatchAccept =
     "application/vnd.kubernetes.protobuf;stream=watch, application/json";
 
 RestClientOptions protobuf_options(bool protobuf = true) {
-  RestClientOptions o;
-  o.rate_limit.qps = 0;
-  o.request_timeout = 5s;
+  RestClientOptions o = unlimited();
   o.protobuf = protobuf;
   return o;
-}
-
-Reply protobuf_reply(std::string body, int status = 200) {
-  Reply r;
-  r.status = status;
-  r.headers.emplace_back("Content-Type", "application/vnd.kubernetes.protobuf");
-  r.body = std::move(body);
-  return r;
 }
 
 std::string pod_list_proto() {

@@ -32,11 +32,6 @@ using kinformer::testing::watch_event_line;
 
 const ResourceType kEndpoints = dynamic_resource({"", "v1", "endpoints", "Endpoints", true});
 
-std::string pod_in_ns_json(const std::string& name, const std::string& rv) {
-  return R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":")" + name +
-         R"(","namespace":"ns","resourceVersion":")" + rv + R"("}})";
-}
-
 // A Pod ADDED event named p<i> at resourceVersion <i>, its spec padded with `pad` bytes.
 std::string padded_pod_event(int i, std::size_t pad) {
   return watch_event_line(
@@ -54,13 +49,6 @@ Credentials token(std::string t) {
 ListOptions limit(std::int64_t n) {
   ListOptions o;
   o.limit = n;
-  return o;
-}
-
-RestClientOptions unlimited() {
-  RestClientOptions o;
-  o.rate_limit.qps = 0;
-  o.request_timeout = 5s;
   return o;
 }
 
@@ -89,7 +77,7 @@ TEST(ListQuery, EncodesEveryOption) {
 TEST(RestClient, GetSendsUserAgentTokenAndDecodes) {
   FakeApiServer server;
   server.on("GET", "/api/v1/namespaces/ns/pods/p1",
-            [](const Request&) { return Reply::json(pod_in_ns_json("p1", "7")); });
+            [](const Request&) { return Reply::json(minimal_pod_json("p1", "7")); });
   RestClientOptions options = unlimited();
   options.user_agent = "mesh-pilot/1.0 (kinformer/0.1)";
   RestClient client(server.cluster_config(static_credentials(token("t0ken"))), options);
@@ -132,7 +120,7 @@ Reply page_reply(const std::vector<std::string>& names, const std::string& rv,
   std::string body = R"({"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":")" + rv +
                      R"(","continue":")" + cont + R"("},"items":[)";
   for (std::size_t i = 0; i < names.size(); ++i)
-    body += (i ? "," : "") + pod_in_ns_json(names[i], rv);
+    body += (i ? "," : "") + minimal_pod_json(names[i], rv);
   return Reply::json(body + "]}");
 }
 
@@ -195,14 +183,14 @@ TEST(RestClient, CreateUpdatePatchDeletePathsAndBodies) {
   server.on("PUT", "/api/v1/namespaces/ns/pods/p",
             [](const Request& r) { return Reply::json(r.body); });
   server.on("PATCH", "/api/v1/namespaces/ns/pods/p",
-            [](const Request&) { return Reply::json(pod_in_ns_json("p", "9")); });
+            [](const Request&) { return Reply::json(minimal_pod_json("p", "9")); });
   server.on("DELETE", "/api/v1/namespaces/ns/pods/p",
             [](const Request&) { return Reply::json(R"({"kind":"Status","status":"Success"})"); });
   RestClient client(server.cluster_config(), unlimited());
   DynamicObject pod;
   pod.metadata.name = "p";
   pod.metadata.namespace_ = "ns";
-  pod.json = pod_in_ns_json("p", "");
+  pod.json = minimal_pod_json("p", "");
   auto created = client.create(kPods, pod);
   ASSERT_TRUE(created) << created.error().to_string();
   EXPECT_EQ(created.value()->metadata.name, "p");
@@ -296,7 +284,7 @@ TEST(RestClient, RetriesOnceAfter401WithFreshCredentials) {
   server.on("GET", "/api/v1/namespaces/ns/pods/p", [](const Request& r) {
     if (r.header("authorization") != "Bearer token-1")
       return Reply::api_status(401, "Unauthorized", "Unauthorized");
-    return Reply::json(pod_in_ns_json("p", "1"));
+    return Reply::json(minimal_pod_json("p", "1"));
   });
   auto creds = std::make_shared<RotatingToken>();
   RestClient client(server.cluster_config(creds), unlimited());
@@ -503,7 +491,7 @@ TEST(RestClientWatch, Open401ReRunsTheExecPlugin) {
   EXPECT_EQ(testing::plugin_runs(dir), 2);
   ASSERT_EQ(server.request_count(), 2u);
   EXPECT_EQ(server.requests()[0].header("authorization"), "Bearer tok-1");
-  stream->send(watch_event_line("ADDED", pod_in_ns_json("a", "1")));
+  stream->send(watch_event_line("ADDED", minimal_pod_json("a", "1")));
   auto e = (*w)->next();
   ASSERT_TRUE(e && e->has_value());
 }
@@ -573,7 +561,7 @@ TEST(RestClient, MaxResponseBytesRejectsAnOversizedList) {
   FakeApiServer server;
   std::string items;
   for (int i = 0; i < 40; ++i)
-    items += (i ? "," : "") + pod_in_ns_json("p" + std::to_string(i), "1");
+    items += (i ? "," : "") + minimal_pod_json("p" + std::to_string(i), "1");
   std::string body = R"({"metadata":{"resourceVersion":"9"},"items":[)" + items + "]}";
   ASSERT_GT(body.size(), 2048u);
   server.on("GET", "/api/v1/pods", [body](const Request&) { return Reply::json(body); });
@@ -603,7 +591,7 @@ TEST(RestClientWatch, MaxWatchEventBytesEndsTheStreamWithTooLarge) {
   RestClient client(server.cluster_config(), options);
   auto w = client.watch(kPods, "", {});
   ASSERT_TRUE(w) << w.error().to_string();
-  std::string small = watch_event_line("ADDED", pod_in_ns_json("a", "1"));
+  std::string small = watch_event_line("ADDED", minimal_pod_json("a", "1"));
   std::string big =
       watch_event_line("ADDED", R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"b",)"
                                 R"("namespace":"ns","resourceVersion":"2"},"spec":{"pad":")" +
@@ -800,9 +788,9 @@ std::size_t count_method(const std::vector<Request>& requests, std::string_view 
 TEST(RestClient, StaleKeptAliveConnectionRetriesOnlyIdempotentRequests) {
   FakeApiServer server;
   DropReused drop;
-  server.on("GET", "/api/v1/namespaces/ns/pods/a", drop.answer(pod_in_ns_json("a", "1")));
-  server.on("POST", "/api/v1/namespaces/ns/pods", drop.answer(pod_in_ns_json("b", "2")));
-  server.on("PATCH", "/api/v1/namespaces/ns/pods/a", drop.answer(pod_in_ns_json("a", "3")));
+  server.on("GET", "/api/v1/namespaces/ns/pods/a", drop.answer(minimal_pod_json("a", "1")));
+  server.on("POST", "/api/v1/namespaces/ns/pods", drop.answer(minimal_pod_json("b", "2")));
+  server.on("PATCH", "/api/v1/namespaces/ns/pods/a", drop.answer(minimal_pod_json("a", "3")));
   RestClient client(server.cluster_config(), unlimited());
 
   ASSERT_TRUE(client.get(kPods, "ns", "a"));
@@ -816,7 +804,7 @@ TEST(RestClient, StaleKeptAliveConnectionRetriesOnlyIdempotentRequests) {
   DynamicObject pod;
   pod.metadata.name = "b";
   pod.metadata.namespace_ = "ns";
-  pod.json = pod_in_ns_json("b", "");
+  pod.json = minimal_pod_json("b", "");
   auto created = client.create(kPods, pod);
   ASSERT_FALSE(created);
   EXPECT_EQ(created.error().code, Errc::network) << created.error().to_string();
@@ -844,14 +832,14 @@ TEST(RestClient, StaleKeptAliveConnectionRetriesOnlyIdempotentRequests) {
 TEST(RestClient, StaleKeptAliveConnectionDoesNotReplayPutOrDelete) {
   FakeApiServer server;
   DropReused drop;
-  server.on("GET", "/api/v1/namespaces/ns/pods/a", drop.answer(pod_in_ns_json("a", "1")));
-  server.on("PUT", "/api/v1/namespaces/ns/pods/a", drop.answer(pod_in_ns_json("a", "2")));
+  server.on("GET", "/api/v1/namespaces/ns/pods/a", drop.answer(minimal_pod_json("a", "1")));
+  server.on("PUT", "/api/v1/namespaces/ns/pods/a", drop.answer(minimal_pod_json("a", "2")));
   server.on("DELETE", "/api/v1/namespaces/ns/pods/a", drop.answer(R"({"kind":"Status"})"));
   RestClient client(server.cluster_config(), unlimited());
   DynamicObject pod;
   pod.metadata.name = "a";
   pod.metadata.namespace_ = "ns";
-  pod.json = pod_in_ns_json("a", "");
+  pod.json = minimal_pod_json("a", "");
 
   ASSERT_TRUE(client.get(kPods, "ns", "a"));
   auto updated = client.update(kPods, pod);  // on the kept connection, which the server drops
@@ -880,7 +868,7 @@ void fill_pool_with_two_connections(FakeApiServer& server, RestClient& client, b
   auto gate = std::make_shared<testing::ReplyGate>();
   auto answer = [close_after](const std::string& name, std::shared_ptr<testing::ReplyGate> g) {
     return [name, close_after, g](const Request&) {
-      Reply r = Reply::json(pod_in_ns_json(name, "1"));
+      Reply r = Reply::json(minimal_pod_json(name, "1"));
       r.close_after = close_after;
       r.gate = g;
       return r;
@@ -910,7 +898,7 @@ TEST(RestClient, GetSucceedsWhenTheServerClosedEveryKeptConnection) {
   ASSERT_TRUE(server.wait_for_open_connections(0, 5s));  // both pooled connections are dead
 
   server.on("GET", "/api/v1/namespaces/ns/pods/a",
-            [](const Request&) { return Reply::json(pod_in_ns_json("a", "2")); });
+            [](const Request&) { return Reply::json(minimal_pod_json("a", "2")); });
   auto got = client.get(kPods, "ns", "a");
   ASSERT_TRUE(got) << got.error().to_string();
   const auto requests = server.requests();
@@ -928,7 +916,7 @@ TEST(RestClient, RetryAfterADeadKeptConnectionUsesANewConnection) {
 
   server.on("GET", "/api/v1/namespaces/ns/pods/a", [](const Request& r) {
     // Connections 1 and 2 are the server's before its "restart": requests on them are lost.
-    return r.connection <= 2 ? Reply::dropped() : Reply::json(pod_in_ns_json("a", "2"));
+    return r.connection <= 2 ? Reply::dropped() : Reply::json(minimal_pod_json("a", "2"));
   });
   auto got = client.get(kPods, "ns", "a");
   ASSERT_TRUE(got) << got.error().to_string();
@@ -946,10 +934,10 @@ TEST(RestClient, RetryAfterADeadKeptConnectionUsesANewConnection) {
 TEST(RestClient, WriteAfterTheIdleTimeoutGoesOnANewConnection) {
   FakeApiServer server;
   server.on("GET", "/api/v1/namespaces/ns/pods/a",
-            [](const Request&) { return Reply::json(pod_in_ns_json("a", "1")); });
+            [](const Request&) { return Reply::json(minimal_pod_json("a", "1")); });
   // The server has closed its first connection by the time the writes come.
   auto writes = [](const Request& r) {
-    return r.connection == 1 ? Reply::dropped() : Reply::json(pod_in_ns_json("a", "2"));
+    return r.connection == 1 ? Reply::dropped() : Reply::json(minimal_pod_json("a", "2"));
   };
   server.on("PATCH", "/api/v1/namespaces/ns/pods/a", writes);
   server.on("PUT", "/api/v1/namespaces/ns/pods/a", writes);
@@ -969,7 +957,7 @@ TEST(RestClient, WriteAfterTheIdleTimeoutGoesOnANewConnection) {
   DynamicObject pod;
   pod.metadata.name = "a";
   pod.metadata.namespace_ = "ns";
-  pod.json = pod_in_ns_json("a", "2");
+  pod.json = minimal_pod_json("a", "2");
   auto updated = client.update(kPods, pod);
   ASSERT_TRUE(updated) << updated.error().to_string();
 
@@ -1021,8 +1009,8 @@ TEST_F(WatchFixture, StreamsEventsThenCleanEnd) {
   o.timeout_seconds = 321;
   auto w = client->watch(kPods, "ns", o);
   ASSERT_TRUE(w) << w.error().to_string();
-  std::string two = watch_event_line("ADDED", pod_in_ns_json("a", "6")) +
-                    watch_event_line("MODIFIED", pod_in_ns_json("a", "7"));
+  std::string two = watch_event_line("ADDED", minimal_pod_json("a", "6")) +
+                    watch_event_line("MODIFIED", minimal_pod_json("a", "7"));
   stream->send(two.substr(0, 30));
   stream->send(two.substr(30));
   auto e1 = (*w)->next();
@@ -1045,7 +1033,7 @@ TEST_F(WatchFixture, StreamsEventsThenCleanEnd) {
 TEST_F(WatchFixture, AbortIsTruncated) {
   auto w = client->watch(kPods, "ns", {});
   ASSERT_TRUE(w);
-  stream->send(watch_event_line("ADDED", pod_in_ns_json("a", "6")) + R"({"type":"ADDED","obj)");
+  stream->send(watch_event_line("ADDED", minimal_pod_json("a", "6")) + R"({"type":"ADDED","obj)");
   stream->abort();
   auto e1 = (*w)->next();
   ASSERT_TRUE(e1 && e1->has_value());
@@ -1153,7 +1141,7 @@ TEST_F(IdleWatchFixture, SilentPeerTimesOutAndClosesConnection) {
   auto w = client->watch(kPods, "ns", {});
   ASSERT_TRUE(w) << w.error().to_string();
   stream->send(
-      watch_event_line("ADDED", pod_in_ns_json("a", "6")));  // then nothing: no end, no abort
+      watch_event_line("ADDED", minimal_pod_json("a", "6")));  // then nothing: no end, no abort
   auto e1 = (*w)->next();
   ASSERT_TRUE(e1) << e1.error().to_string();
   ASSERT_TRUE(e1->has_value());
@@ -1198,7 +1186,7 @@ TEST_F(IdleWatchFixture, SteadyTrafficIsNotCut) {
   auto start = std::chrono::steady_clock::now();
   int n = 0;
   while (std::chrono::steady_clock::now() - start < 1200ms) {
-    stream->send(watch_event_line("MODIFIED", pod_in_ns_json("a", std::to_string(++n))));
+    stream->send(watch_event_line("MODIFIED", minimal_pod_json("a", std::to_string(++n))));
     auto e = (*w)->next();
     ASSERT_TRUE(e) << "after " << n << " events: " << e.error().to_string();
     ASSERT_TRUE(e->has_value());

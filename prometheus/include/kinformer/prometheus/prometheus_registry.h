@@ -18,7 +18,8 @@ namespace kinformer::prom {
 /// Registers every family in a prometheus::Registry under the name, help text and bucket bounds
 /// it is given (informer/METRICS.md); series are prometheus-cpp's, so values and removal behave
 /// as prometheus-cpp's do. A name registered twice gives the family already registered (unless
-/// the prometheus registry was made with InsertBehavior::Throw: then it throws).
+/// the prometheus registry was made with InsertBehavior::Throw: then it throws); a histogram
+/// registered again with other bucket bounds is refused (std::invalid_argument).
 /// Several PrometheusRegistry objects on one prometheus::Registry share their families and series
 /// (and backend(): a name kept apart per registry is kept apart across them).
 /// Thread-safe. Lifetime: keeps the prometheus registry alive; families and series live as long
