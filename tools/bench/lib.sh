@@ -79,7 +79,9 @@ build_cxx() {
 build_go_peers() {
   mkdir -p "$bench_dir"
   log "building the client-go peers (tools/bench/cmd) into $bench_dir"
-  (cd "$bench_lib_dir" && go build -p "$bench_jobs" -o "$bench_dir/" ./cmd/...) >&2
+  # The e2e launcher's settings (no cgo, -trimpath): the peers then reuse the client-go packages
+  # its kube-apiserver build compiled.
+  (cd "$bench_lib_dir" && CGO_ENABLED=0 go build -trimpath -p "$bench_jobs" -o "$bench_dir/" ./cmd/...) >&2
 }
 
 # --- the e2e launcher's server -----------------------------------------------------------------

@@ -2,8 +2,10 @@
 # style.sh: the enforced style. Two checks, each printing one verdict line:
 #   format: every tracked C++ file (.cc, .h) is what clang-format makes of it (.clang-format);
 #           a file that differs is named with its first differing lines.
-#   tidy:   clang-tidy (.clang-tidy) on the library sources (client/, cache/, informer/, mesh/, controller/, prometheus/ src),
-#           from the build's compile_commands.json; every finding is an error.
+#   tidy:   clang-tidy (.clang-tidy) on the library sources (client/, cache/, informer/, mesh/,
+#           controller/, prometheus/ src) and the headers they include, eight sources at a time
+#           from unity sources in ${build}-tidy (configured here, never built), plus a file-by-file
+#           pass of the checks that see only the file tidy starts on; every finding is an error.
 #
 #   tools/scripts/style.sh                 # both checks (the test command runs this)
 #   tools/scripts/style.sh --fix           # rewrite files in place with clang-format, then tidy
@@ -65,25 +67,56 @@ if [ "$do_tidy" = 1 ]; then
   mapfile -t sources < <(git ls-files 'client/src/*.cc' 'informer/src/*.cc' 'cache/src/*.cc' 'mesh/src/*.cc' 'controller/src/*.cc' 'prometheus/src/*.cc')
   log=$(mktemp)
   trap 'rm -f "$log"' EXIT
-  echo "[style] clang-tidy on ${#sources[@]} library sources ($(nproc) at a time)" >&2
-  # Each file's findings are printed whole (xargs -P interleaves only between files). With
-  # --fix, each file's fixes are exported and applied once at the end by
-  # clang-apply-replacements, which merges the identical fixes several files make to one header.
+  # tidy_each BUILD ARGS... < NUL-separated files: clang-tidy on each file, nproc at a time, each
+  # file's findings printed whole (xargs -P interleaves only between files), all into $log.
+  # With $fixes set, each file's fixes are exported there.
   fixes=""
+  tidy_each() {
+    FIXES=$fixes xargs -0 -P "$(nproc)" -n 1 sh -c '
+      eval "file=\${$#}"; extra=""
+      [ -n "$FIXES" ] && extra="--export-fixes=$FIXES/$(echo "$file" | tr / _).yaml"
+      out=$(clang-tidy-14 $extra "$@" 2>/dev/null); printf "%s\n" "$out"' tidy -p "$@" >>"$log" || true
+  }
   if [ "$fix" = 1 ]; then
+    # Each file's fixes are exported and applied once at the end by clang-apply-replacements,
+    # which merges the identical fixes several files make to one header.
     command -v clang-apply-replacements-14 >/dev/null ||
       { sudo=(); [ "$(id -u)" -ne 0 ] && sudo=(sudo); "${sudo[@]}" apt-get install -y -q clang-tools-14 >&2; }
     fixes=$(mktemp -d)
-  fi
-  printf '%s\0' "${sources[@]}" |
-    xargs -0 -P "$(nproc)" -n 1 sh -c '
-      extra=""; [ -n "$1" ] && extra="--export-fixes=$1/$(echo "$2" | tr / _).yaml"
-      out=$(clang-tidy-14 -p "$0" --quiet $extra "$2" 2>/dev/null); printf "%s\n" "$out"' \
-      "$build" "$fixes" >"$log" || true
-  if [ -n "$fixes" ]; then
+    echo "[style] clang-tidy --fix on ${#sources[@]} library sources ($(nproc) at a time)" >&2
+    printf '%s\0' "${sources[@]}" | tidy_each "$build" --quiet
     clang-apply-replacements-14 "$fixes" && rm -rf "$fixes"
     clang-format-14 --style=file -i "${sources[@]}" $(git ls-files 'client/*.h' 'informer/*.h' 'cache/*.h' 'mesh/*.h' 'controller/*.h' 'prometheus/*.h')
     echo "[style] fixes applied; run again to see what is left" >&2
+  else
+    # Two passes, for time: most of a file's tidy time is the checks walking the AST of Asio and
+    # Beast, which every library source includes. Pass 1 runs every check once per unity source
+    # (the libraries' files eight at a time, from a configure-only unity build directory);
+    # pass 2 runs, file by file, the checks that look only at the file tidy was started on
+    # (unused using-declarations and namespace aliases) or at its #include lines.
+    unity=$build-tidy
+    cmake -S "$root" -B "$unity" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKINFORMER_UNITY_BUILD=ON \
+      -DKINFORMER_BUILD_TESTS=OFF -DKINFORMER_BUILD_TOOLS=OFF >"$log" 2>&1 || { cat "$log" >&2; exit 1; }
+    : >"$log"
+    mapfile -t batches < <(find "$unity" -path '*/Unity/unity_*_cxx.cxx' | sort)
+    # Every library source must be in a batch; one that is not (a source a library keeps out of
+    # its unity build) is checked on its own with every check.
+    alone=()
+    for f in "${sources[@]}"; do
+      grep -qsF "/$f\"" "${batches[@]}" || alone+=("$f")
+    done
+    main_file_checks='-*,misc-unused-using-decls,misc-unused-alias-decls,bugprone-suspicious-include'
+    # Pass 2 needs only the files where those can occur: a `using`, a namespace alias, or an
+    # #include of a .c/.cc/.cpp/.cxx file.
+    mapfile -t own < <(grep -lE '(^|[^A-Za-z0-9_])using([^A-Za-z0-9_]|$)|namespace[[:space:]]+[A-Za-z0-9_]+[[:space:]]*=|#[[:space:]]*include.*\.(c|cc|cpp|cxx)[>"]' "${sources[@]}" || true)
+    echo "[style] clang-tidy on ${#sources[@]} library sources: every check on ${#batches[@]} unity sources" \
+      "and ${#alone[@]} sources alone, then $main_file_checks on ${#own[@]} sources ($(nproc) at a time)" >&2
+    # The batches live in the build directory: name the tree's .clang-tidy; their #include of .cc
+    # files is the point of them; GCC's warning options in their commands are not clang's.
+    printf '%s\0' "${batches[@]}" | tidy_each "$unity" --quiet --config-file="$root/.clang-tidy" \
+      --checks=-bugprone-suspicious-include --extra-arg=-Wno-unknown-warning-option
+    [ ${#alone[@]} -gt 0 ] && printf '%s\0' "${alone[@]}" | tidy_each "$build" --quiet
+    [ ${#own[@]} -gt 0 ] && printf '%s\0' "${own[@]}" | tidy_each "$build" --quiet --checks="$main_file_checks"
   fi
   findings=$(grep -cE '^[^ ]+:[0-9]+:[0-9]+: (warning|error):' "$log" || true)
   if [ "$findings" -eq 0 ]; then
