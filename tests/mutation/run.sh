@@ -22,7 +22,8 @@
 #   replace: what it becomes
 #   target:  the ninja target (test binary) that must kill it
 #   filter:  optional gtest filter of the tests that kill it
-#   timeout: optional, seconds (default --timeout): for mutants that make a test hang
+#   timeout: optional, seconds (default --timeout): the most a run of its tests may take. A run
+#            also ends as hung (a kill) after ten times its unmutated run, and at least 20 s.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 work=${KINFORMER_MUTATION_DIR:-$root/build/mutation}
@@ -124,7 +125,8 @@ run_target() {  # run_target TARGET FILTER LOG [TIMEOUT] -> exit status (124: ti
 
 # Baseline: each (target, filter) must build and pass unmutated.
 say "baseline: building and running each target unmutated"
-declare -A seen=()
+declare -A seen=() hang_limit=()
+min_limit_s=20
 for f in "${mutants[@]}"; do
   t=$(field "$f" target); flt=$(field "$f" filter)
   [ -n "$t" ] || { echo "mutation: $f has no target" >&2; exit 1; }
@@ -133,11 +135,16 @@ for f in "${mutants[@]}"; do
   seen[$key]=1
   ninja -C "$bld" "$t" >"$logs/baseline-build.log" 2>&1 ||
     { tail -30 "$logs/baseline-build.log" >&2; echo "mutation: baseline build of $t failed" >&2; exit 1; }
+  t0=$(date +%s%N)
   if ! run_target "$t" "$flt" "$logs/baseline-$t.log"; then
     tail -30 "$logs/baseline-$t.log" >&2
     echo "mutation: baseline $t ${flt:+($flt) }fails without any mutant" >&2
     exit 1
   fi
+  # A mutant's run may take ten times its baseline, and at least min_limit_s, before it counts
+  # as hung (a kill by timeout): most hangs then end in seconds, not at the mutant's timeout.
+  baseline_s=$(( ($(date +%s%N) - t0 + 999999999) / 1000000000 ))
+  hang_limit[$key]=$(( baseline_s * 10 > min_limit_s ? baseline_s * 10 : min_limit_s ))
 done
 
 killed=0; survived=0; broken=0; survivors=()
@@ -160,19 +167,21 @@ for f in "${mutants[@]}"; do
   else
     rc=0
     limit=$(field "$f" timeout)
-    run_target "$t" "$flt" "$logs/$name.test.log" "${limit:-$timeout_s}" || rc=$?
+    limit=${limit:-$timeout_s}
+    [ "${hang_limit[$t|$flt]}" -lt "$limit" ] && limit=${hang_limit[$t|$flt]}
+    run_target "$t" "$flt" "$logs/$name.test.log" "$limit" || rc=$?
     # A few kills rest on a bounded negative wait (e.g. "close() has not returned within
     # 200 ms"): correct code never fails it, but a loaded machine can hide a mutant. Run a
     # survivor twice more before calling it a survivor, and say when a retry was needed.
     tries=1
     while [ "$rc" -eq 0 ] && [ "$tries" -lt 3 ]; do
       tries=$((tries + 1))
-      run_target "$t" "$flt" "$logs/$name.test.log" "${limit:-$timeout_s}" || rc=$?
+      run_target "$t" "$flt" "$logs/$name.test.log" "$limit" || rc=$?
     done
     if [ "$rc" -eq 0 ]; then
       verdict=""
     elif [ "$rc" -eq 124 ]; then
-      verdict="killed (timeout after ${limit:-$timeout_s}s)"
+      verdict="killed (timeout after ${limit}s)"
       [ "$tries" -gt 1 ] && verdict="$verdict (on run $tries)"
     else
       by=$(sed -n 's/^\[  FAILED  \] \([A-Za-z0-9_/]*\.[A-Za-z0-9_./]*\).*/\1/p' "$logs/$name.test.log" | sort -u |
