@@ -108,9 +108,13 @@ mkdir -p "$src"
 cp -r "$root/tests/mutation" "$src/tests/" 2>/dev/null || true
 [ -f "$src/CMakeLists.txt" ] || { echo "mutation: copying the tree failed" >&2; exit 1; }
 
+# Test programs from unity sources when the main build has them (the test command's), so that
+# ccache serves the copy's objects from it.
+unity_tests=$(sed -n 's/^KINFORMER_UNITY_TESTS:BOOL=//p' "${KINFORMER_BUILD_DIR:-$root/build}/CMakeCache.txt" 2>/dev/null || true)
 say "configuring $bld"
 cmake -S "$src" -B "$bld" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKINFORMER_BUILD_TOOLS=OFF \
-  >"$logs/configure.log" 2>&1 || { tail -20 "$logs/configure.log" >&2; exit 1; }
+  -DKINFORMER_UNITY_TESTS="${unity_tests:-OFF}" >"$logs/configure.log" 2>&1 ||
+  { tail -20 "$logs/configure.log" >&2; exit 1; }
 
 
 run_target() {  # run_target TARGET FILTER LOG [TIMEOUT] -> exit status (124: timeout)

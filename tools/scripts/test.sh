@@ -110,7 +110,10 @@ go_lane() {
 }
 
 step "configure + build ($build, -Werror)"
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+# Test programs from unity sources here too (the libraries stay one object per file: a mutant
+# then recompiles its one file, and the mutation check's copy, configured alike, takes every
+# other object from ccache).
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKINFORMER_UNITY_TESTS=ON \
   -DCMAKE_INSTALL_PREFIX="$build/install" >"$log_dir/configure.log"
 go_lane &
 go_pid=$!
