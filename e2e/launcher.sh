@@ -114,13 +114,48 @@ do_build() {
     printf '%s\n' "$dir"
 }
 
+# A folder that holds a built kinformer-e2e without building one: this recipe's, else the newest
+# in the cache (any of them reads the state folder). Prints nothing when there is none.
+built_dir() {
+    local d
+    d="$(bin_dir "$(check_go)")"
+    if [[ ! -x "$d/kinformer-e2e" ]]; then
+        d=""
+        for x in $(ls -td "$cache_root"/*/ 2>/dev/null); do
+            [[ -x "$x/kinformer-e2e" ]] && { d="${x%/}"; break; }
+        done
+    fi
+    printf '%s' "$d"
+}
+
 cmd="${1:-}"
 [[ $# -gt 0 ]] && shift
 case "$cmd" in
 build)
     do_build
     ;;
-up | down | restart-apiserver | compact | status)
+down | status)
+    # Stopping or asking never builds (minutes, cold): with nothing built, nothing was started.
+    dir="$(built_dir)"
+    [[ -n "$dir" ]] && exec "$dir/kinformer-e2e" "$cmd" "$@"
+    if [[ "$cmd" == status ]]; then
+        say "nothing built in $cache_root: not running"
+        exit 3
+    fi
+    state="${KINFORMER_E2E_DIR:-/tmp/kinformer-e2e}" purge=0
+    while [[ $# -gt 0 ]]; do
+        case "$1" in
+        --dir) state="$2"; shift 2 ;;
+        --dir=*) state="${1#--dir=}"; shift ;;
+        --purge) purge=1; shift ;;
+        *) shift ;;
+        esac
+    done
+    say "nothing built in $cache_root: nothing to stop"
+    [[ "$purge" == 1 ]] && rm -rf "$state"
+    exit 0
+    ;;
+up | restart-apiserver | compact)
     dir="$(do_build)"
     exec "$dir/kinformer-e2e" "$cmd" "$@"
     ;;
