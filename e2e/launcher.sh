@@ -115,14 +115,16 @@ do_build() {
 }
 
 # A folder that holds a built kinformer-e2e without building one: this recipe's, else the newest
-# in the cache (any of them reads the state folder). Prints nothing when there is none.
+# finished one in the cache (any of them reads the state folder). Prints nothing when there is none.
 built_dir() {
-    local d
-    d="$(bin_dir "$(check_go)")"
-    if [[ ! -x "$d/kinformer-e2e" ]]; then
+    local d="" x
+    command -v go >/dev/null 2>&1 && d="$(bin_dir "$(check_go)")"
+    if [[ -z "$d" || ! -x "$d/kinformer-e2e" ]]; then
         d=""
-        for x in $(ls -td "$cache_root"/*/ 2>/dev/null); do
-            [[ -x "$x/kinformer-e2e" ]] && { d="${x%/}"; break; }
+        for x in "$cache_root"/*/; do
+            x="${x%/}"
+            [[ "$x" == *.tmp.* || ! -x "$x/kinformer-e2e" ]] && continue
+            [[ -z "$d" || "$x/kinformer-e2e" -nt "$d/kinformer-e2e" ]] && d="$x"
         done
     fi
     printf '%s' "$d"
@@ -135,24 +137,32 @@ build)
     do_build
     ;;
 down | status)
-    # Stopping or asking never builds (minutes, cold): with nothing built, nothing was started.
+    # Stopping or asking never builds (minutes, cold): with no binary built, only a state folder
+    # left by a binary since deleted could name running processes.
     dir="$(built_dir)"
     [[ -n "$dir" ]] && exec "$dir/kinformer-e2e" "$cmd" "$@"
-    if [[ "$cmd" == status ]]; then
-        say "nothing built in $cache_root: not running"
-        exit 3
-    fi
     state="${KINFORMER_E2E_DIR:-/tmp/kinformer-e2e}" purge=0
     while [[ $# -gt 0 ]]; do
         case "$1" in
-        --dir) state="$2"; shift 2 ;;
+        --dir) state="${2:-}"; shift $(($# > 1 ? 2 : 1)) ;;
         --dir=*) state="${1#--dir=}"; shift ;;
         --purge) purge=1; shift ;;
         *) shift ;;
         esac
     done
-    say "nothing built in $cache_root: nothing to stop"
-    [[ "$purge" == 1 ]] && rm -rf "$state"
+    if [[ -f "$state/state.json" ]]; then
+        die "nothing built in $cache_root, but $state/state.json names processes that may run: build the launcher (e2e/launcher.sh build) and run $cmd again"
+    fi
+    if [[ "$cmd" == status ]]; then
+        say "nothing built in $cache_root and no state in $state: not running"
+        exit 3
+    fi
+    say "nothing built in $cache_root and no state in $state: nothing to stop"
+    if [[ "$purge" == 1 && -n "$state" ]]; then
+        # What the launcher's own --purge removes, then the folder if that leaves it empty.
+        rm -rf "$state/pki" "$state/etcd" "$state/logs" "$state/kubeconfig"
+        rmdir "$state" 2>/dev/null || true
+    fi
     exit 0
     ;;
 up | restart-apiserver | compact)

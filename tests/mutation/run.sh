@@ -152,6 +152,20 @@ for f in "${mutants[@]}"; do
   hang_limit[$key]=$(( baseline_s * 10 > min_limit_s ? baseline_s * 10 : min_limit_s ))
 done
 
+# run_mutant: one run of the mutant's tests ($t, $flt, $name, $limit, $declared). The hang limit
+# could also cut a run that a busy machine merely slowed, so a timeout there counts only when a
+# second run ends so too (hang_note says so); a second run's other outcome stands instead.
+run_mutant() {
+  local rc=0
+  run_target "$t" "$flt" "$logs/$name.test.log" "$limit" || rc=$?
+  if [ "$rc" -eq 124 ] && [ "$limit" -lt "$declared" ]; then
+    rc=0
+    run_target "$t" "$flt" "$logs/$name.test.log" "$limit" || rc=$?
+    [ "$rc" -eq 124 ] && hang_note=" (the hang limit, twice)"
+  fi
+  return "$rc"
+}
+
 killed=0; survived=0; broken=0; survivors=()
 for f in "${mutants[@]}"; do
   name=$(basename "$f" .mutant)
@@ -175,22 +189,15 @@ for f in "${mutants[@]}"; do
     declared=${declared:-$timeout_s}
     limit=$declared
     [ "${hang_limit[$t|$flt]}" -lt "$limit" ] && limit=${hang_limit[$t|$flt]}
-    run_target "$t" "$flt" "$logs/$name.test.log" "$limit" || rc=$?
-    # The hang limit could also cut a run that a busy machine merely slowed: once more before a
-    # timeout there counts.
     hang_note=""
-    if [ "$rc" -eq 124 ] && [ "$limit" -lt "$declared" ]; then
-      rc=0
-      run_target "$t" "$flt" "$logs/$name.test.log" "$limit" || rc=$?
-      hang_note=" (the hang limit, twice)"
-    fi
+    run_mutant || rc=$?
     # A few kills rest on a bounded negative wait (e.g. "close() has not returned within
     # 200 ms"): correct code never fails it, but a loaded machine can hide a mutant. Run a
     # survivor twice more before calling it a survivor, and say when a retry was needed.
     tries=1
     while [ "$rc" -eq 0 ] && [ "$tries" -lt 3 ]; do
       tries=$((tries + 1))
-      run_target "$t" "$flt" "$logs/$name.test.log" "$limit" || rc=$?
+      run_mutant || rc=$?
     done
     if [ "$rc" -eq 0 ]; then
       verdict=""

@@ -94,7 +94,7 @@ if [ "$do_tidy" = 1 ]; then
     # (the libraries' files eight at a time, from a configure-only unity build directory with the
     # main build's choice of Prometheus); pass 2 runs, file by file, the checks that look only at
     # the file tidy was started on (unused using-declarations and namespace aliases).
-    unity=$build-tidy
+    unity=$(cd "$(dirname "$build")" && pwd)/$(basename "$build")-tidy
     prometheus=$(sed -n 's/^KINFORMER_WITH_PROMETHEUS:BOOL=//p' "$build/CMakeCache.txt" 2>/dev/null || true)
     cmake -S "$root" -B "$unity" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKINFORMER_UNITY_BUILD=ON \
       -DKINFORMER_BUILD_TESTS=OFF -DKINFORMER_BUILD_TOOLS=OFF -DKINFORMER_WITH_PROMETHEUS="${prometheus:-ON}" \
@@ -102,18 +102,25 @@ if [ "$do_tidy" = 1 ]; then
     : >"$log"
     # The unity sources this configuration compiles (its compile commands; a folder may hold
     # stale ones from an earlier configuration).
-    mapfile -t batches < <(python3 -c 'import json, sys
-for e in json.load(open(sys.argv[1])):
-    if "/Unity/unity_" in e["file"]: print(e["file"])' "$unity/compile_commands.json" | sort)
+    compiled() { python3 -c 'import json, sys
+for e in json.load(open(sys.argv[1])): print(e["file"])' "$1/compile_commands.json"; }
+    mapfile -t batches < <(compiled "$unity" | grep '/Unity/unity_' | sort)
+    [ ${#batches[@]} -gt 0 ] || { echo "[style] no unity sources in $unity/compile_commands.json" >&2; exit 1; }
     # Every library source must be in a batch; one that is not (a source a library keeps out of
-    # its unity build, or one a configuration leaves out) is checked on its own with every check.
-    alone=()
+    # its unity build) is checked on its own with every check. A source this configuration does
+    # not compile (prometheus/ without Prometheus) is not checked.
+    main_compiled=$(compiled "$build")
+    alone=() checked=()
     for f in "${sources[@]}"; do
-      grep -qsF "/$f\"" "${batches[@]}" /dev/null || alone+=("$f")
+      grep -qxF "$root/$f" <<<"$main_compiled" || continue
+      checked+=("$f")
+      grep -qsF "/$f\"" "${batches[@]}" || alone+=("$f")
     done
+    [ ${#checked[@]} -lt ${#sources[@]} ] &&
+      echo "[style] $((${#sources[@]} - ${#checked[@]})) library sources are not compiled in this configuration" >&2
     main_file_checks='-*,misc-unused-using-decls,misc-unused-alias-decls'
     # Pass 2 needs only the files where those can occur: a `using` or a namespace alias.
-    mapfile -t own < <(grep -lE '(^|[^A-Za-z0-9_])using([^A-Za-z0-9_]|$)|namespace[[:space:]]+[A-Za-z0-9_]+[[:space:]]*=' "${sources[@]}" || true)
+    mapfile -t own < <(grep -lE '(^|[^A-Za-z0-9_])using([^A-Za-z0-9_]|$)|namespace[[:space:]]+[A-Za-z0-9_]+[[:space:]]*=' "${checked[@]}" /dev/null || true)
     echo "[style] clang-tidy on ${#sources[@]} library sources: every check on ${#batches[@]} unity sources" \
       "and ${#alone[@]} sources alone, then $main_file_checks on ${#own[@]} sources ($(nproc) at a time)" >&2
     # The batches live in the build directory: name the tree's .clang-tidy; GCC's warning options
@@ -123,8 +130,8 @@ for e in json.load(open(sys.argv[1])):
       --extra-arg=-Wno-unknown-warning-option
     [ ${#alone[@]} -gt 0 ] && printf '%s\0' "${alone[@]}" | tidy_each "$build" --quiet
     [ ${#own[@]} -gt 0 ] && printf '%s\0' "${own[@]}" | tidy_each "$build" --quiet --checks="$main_file_checks"
-    grep -vE "^$unity/[^ ]*: (warning|error): suspicious #include .*\[bugprone-suspicious-include" "$log" \
-      >"$log.kept" || true
+    awk -v p="$unity/" 'index($0, p) == 1 && /: (warning|error): suspicious #include .*\[bugprone-suspicious-include/ { next }
+      { print }' "$log" >"$log.kept"
     mv "$log.kept" "$log"
   fi
   findings=$(grep -cE '^[^ ]+:[0-9]+:[0-9]+: (warning|error):' "$log" || true)

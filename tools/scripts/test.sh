@@ -84,9 +84,19 @@ if [ -z "${KUBECONFIG:-}" ]; then
   launched=1
 fi
 # On an early exit (a failed build): the lanes stop, and so does the launcher.
+# descendants PID...: the PIDs' processes and all their descendants (procps from setup.sh).
+descendants() {
+  local p
+  for p in "$@"; do
+    echo "$p"
+    descendants $(pgrep -P "$p" 2>/dev/null || true)
+  done
+}
 cleanup() {
   local pids
-  pids=$(jobs -p)
+  # The lanes and whatever they started (a launcher build or start, a ctest run): all of them
+  # listed first, then stopped, so none is left running on its own.
+  pids=$(descendants $(jobs -p))
   [ -n "$pids" ] && kill $pids 2>/dev/null
   wait 2>/dev/null
   if [ "$launched" = 1 ]; then
