@@ -83,7 +83,6 @@ if [ -z "${KUBECONFIG:-}" ]; then
   export KINFORMER_E2E_DIR=${KINFORMER_E2E_DIR:-/tmp/kinformer-e2e-test}
   launched=1
 fi
-# On an early exit (a failed build): the lanes stop, and so does the launcher.
 # descendants PID...: the PIDs' processes and all their descendants (procps from setup.sh).
 descendants() {
   local p
@@ -92,6 +91,7 @@ descendants() {
     descendants $(pgrep -P "$p" 2>/dev/null || true)
   done
 }
+# On an early exit (a failed build): the lanes stop, and so does the launcher.
 cleanup() {
   local pids
   # The lanes and whatever they started (a launcher build or start, a ctest run): all of them
