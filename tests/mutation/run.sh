@@ -146,8 +146,8 @@ for f in "${mutants[@]}"; do
     echo "mutation: baseline $t ${flt:+($flt) }fails without any mutant" >&2
     exit 1
   fi
-  # A mutant's run may take ten times its baseline, and at least min_limit_s, before it counts
-  # as hung (a kill by timeout): most hangs then end in seconds, not at the mutant's timeout.
+  # A mutant's run may take ten times its baseline, and at least min_limit_s, before it ends as
+  # hung (run_mutant): most hangs then end in seconds, not at the mutant's timeout.
   baseline_s=$(( ($(date +%s%N) - t0 + 999999999) / 1000000000 ))
   hang_limit[$key]=$(( baseline_s * 10 > min_limit_s ? baseline_s * 10 : min_limit_s ))
 done
