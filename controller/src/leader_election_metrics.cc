@@ -6,6 +6,7 @@
 
 #include "kinformer/informer/metrics_registry.h"
 
+#include "families_by_backend.h"
 #include "kinformer/client/error.h"
 
 namespace kinformer::controller::detail {
@@ -29,22 +30,16 @@ struct LeaderElectionMetricFamilies {
   std::shared_ptr<informer::MetricsRegistry> registry;
   informer::GaugeFamily& master;
   informer::CounterFamily& slowpath;
-  std::set<std::string> names;  // guarded by families_mu(): the electors that have series here
+  std::set<std::string>
+      names;  // guarded by families_by_backend().mu: the electors that have series here
 };
 
 namespace {
 
-// Guards the map below and every LeaderElectionMetricFamilies::names.
-std::mutex& families_mu() {
-  static std::mutex mu;
-  return mu;
-}
-
-// The families of each registry, while some elector uses them (they keep the registry alive, so
-// an address is never reused while its entry is live).
-std::map<const void*, std::weak_ptr<LeaderElectionMetricFamilies>>& families_by_registry() {
-  static std::map<const void*, std::weak_ptr<LeaderElectionMetricFamilies>> map;
-  return map;
+// The families of each registry backend, while some elector uses them.
+detail::FamiliesByBackend<LeaderElectionMetricFamilies>& families_by_backend() {
+  static detail::FamiliesByBackend<LeaderElectionMetricFamilies> families;
+  return families;
 }
 
 }  // namespace
@@ -54,14 +49,10 @@ LeaderElectionMetrics::LeaderElectionMetrics(std::shared_ptr<informer::MetricsRe
     : name_(std::move(name)) {
   // The null registry keeps nothing: no series, so no names to keep apart.
   if (!registry || registry == informer::MetricsRegistry::null()) return;
-  std::lock_guard lock(families_mu());
-  auto& weak = families_by_registry()[registry->backend()];
-  families_ = weak.lock();
+  auto& by_backend = families_by_backend();
+  std::lock_guard lock(by_backend.mu);
+  families_ = by_backend.acquire(std::move(registry), name_);
   if (!families_) {
-    families_ = std::make_shared<LeaderElectionMetricFamilies>(std::move(registry));
-    weak = families_;
-  }
-  if (!families_->names.insert(name_).second) {
     throw client::ConfigError("LeaderElectionOptions: an elector of the lease \"" + name_ +
                               "\" already has metrics in this registry (registry)");
   }
@@ -73,13 +64,11 @@ LeaderElectionMetrics::LeaderElectionMetrics(std::shared_ptr<informer::MetricsRe
 
 LeaderElectionMetrics::~LeaderElectionMetrics() {
   if (!families_) return;
-  std::lock_guard lock(families_mu());
+  auto& by_backend = families_by_backend();
+  std::lock_guard lock(by_backend.mu);
   families_->master.remove(master_);
   families_->slowpath.remove(slowpath_);
-  families_->names.erase(name_);
-  auto& map = families_by_registry();
-  auto it = map.find(families_->registry.get());
-  if (families_.use_count() == 1 && it != map.end()) map.erase(it);
+  by_backend.release(families_, name_);
 }
 
 void LeaderElectionMetrics::leading(bool on) {

@@ -6,6 +6,7 @@
 
 #include "kinformer/informer/metrics_registry.h"
 
+#include "families_by_backend.h"
 #include "kinformer/client/error.h"
 
 namespace kinformer::controller::detail {
@@ -61,22 +62,16 @@ struct WorkQueueMetricFamilies {
   informer::GaugeFamily& unfinished;
   informer::GaugeFamily& longest;
   informer::CounterFamily& retries;
-  std::set<std::string> names;  // guarded by families_mu(): the queues that have series here
+  std::set<std::string>
+      names;  // guarded by families_by_backend().mu: the queues that have series here
 };
 
 namespace {
 
-// Guards the map below and every WorkQueueMetricFamilies::names.
-std::mutex& families_mu() {
-  static std::mutex mu;
-  return mu;
-}
-
-// The families of each registry, while some queue uses them (they keep the registry alive, so
-// an address is never reused while its entry is live).
-std::map<const void*, std::weak_ptr<WorkQueueMetricFamilies>>& families_by_registry() {
-  static std::map<const void*, std::weak_ptr<WorkQueueMetricFamilies>> map;
-  return map;
+// The families of each registry backend, while some queue uses them.
+detail::FamiliesByBackend<WorkQueueMetricFamilies>& families_by_backend() {
+  static detail::FamiliesByBackend<WorkQueueMetricFamilies> families;
+  return families;
 }
 
 }  // namespace
@@ -89,14 +84,10 @@ WorkQueueMetrics::WorkQueueMetrics(std::shared_ptr<informer::MetricsRegistry> re
   if (name_.empty()) {
     throw client::ConfigError("WorkQueue: metrics need a queue name (WorkQueueOptions::name)");
   }
-  std::lock_guard lock(families_mu());
-  auto& weak = families_by_registry()[registry->backend()];
-  families_ = weak.lock();
+  auto& by_backend = families_by_backend();
+  std::lock_guard lock(by_backend.mu);
+  families_ = by_backend.acquire(std::move(registry), name_);
   if (!families_) {
-    families_ = std::make_shared<WorkQueueMetricFamilies>(std::move(registry));
-    weak = families_;
-  }
-  if (!families_->names.insert(name_).second) {
     throw client::ConfigError("WorkQueue: a queue named \"" + name_ +
                               "\" already has metrics in this registry; give each queue its "
                               "own name (WorkQueueOptions::name)");
@@ -113,7 +104,8 @@ WorkQueueMetrics::WorkQueueMetrics(std::shared_ptr<informer::MetricsRegistry> re
 
 WorkQueueMetrics::~WorkQueueMetrics() {
   if (!families_) return;
-  std::lock_guard lock(families_mu());
+  auto& by_backend = families_by_backend();
+  std::lock_guard lock(by_backend.mu);
   families_->depth.remove(depth_);
   families_->adds.remove(adds_);
   families_->queue_duration.remove(queue_duration_);
@@ -121,10 +113,7 @@ WorkQueueMetrics::~WorkQueueMetrics() {
   families_->unfinished.remove(unfinished_);
   families_->longest.remove(longest_);
   families_->retries.remove(retries_);
-  families_->names.erase(name_);
-  auto& map = families_by_registry();
-  auto it = map.find(families_->registry->backend());  // the key the constructor used
-  if (families_.use_count() == 1 && it != map.end()) map.erase(it);
+  by_backend.release(families_, name_);
 }
 
 void WorkQueueMetrics::added(std::size_t depth) {
