@@ -34,10 +34,9 @@ TEST(FamiliesByBackend, TheLastReleaseForgetsTheFamiliesOfAWrappedBackend) {
   EXPECT_EQ(a, b);
   EXPECT_FALSE(by_backend.acquire(second, "a")) << "one name per backend";
   by_backend.release(b, "b");
-  b.reset();
+  EXPECT_FALSE(b);
   EXPECT_EQ(by_backend.size(), 1u);
   by_backend.release(a, "a");
-  a.reset();
   EXPECT_EQ(by_backend.size(), 0u);
   auto again = by_backend.acquire(first, "a");
   ASSERT_TRUE(again) << "the name is free once released";
