@@ -10,13 +10,18 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
-#include <boost/beast/ssl.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/status.hpp>
+#include <boost/beast/http/string_body.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
+#include <charconv>
 #include <thread>
+#include <tuple>
 
 namespace kinformer::testing {
 
@@ -80,14 +85,107 @@ std::string json_escape(std::string_view s) {
   return out;
 }
 
-template <class Stream>
-struct Conn {
-  explicit Conn(Stream s) : stream(std::move(s)) {}
-  Stream stream;
-  beast::flat_buffer buf;
+using ReadResult = std::tuple<beast::error_code, std::size_t>;
+
+// One accepted connection, plain or TLS. The HTTP layer above is written once against this
+// interface (requests parsed from read_some, replies written as preformatted bytes), so none of
+// Beast's composed HTTP operations is instantiated per stream type.
+class Conn {
+ public:
+  virtual ~Conn() = default;
+  // Reads what is there (at least one byte) into `into`.
+  virtual awaitable<ReadResult> read_some(asio::mutable_buffer into) = 0;
+  // Writes every byte of `buffers`.
+  virtual awaitable<ReadResult> write(std::vector<asio::const_buffer> buffers) = 0;
+  virtual tcp::socket& socket() = 0;
+
+  // Closes the socket at once: the client sees a reset or an end mid-message.
+  void close_hard() {
+    beast::error_code ec;
+    socket().close(ec);
+  }
+  // Ends the sending side: the client reads an orderly end.
+  void close_graceful() {
+    beast::error_code ec;
+    socket().shutdown(tcp::socket::shutdown_send, ec);
+  }
+
+  beast::flat_buffer buf;  // bytes read and not parsed yet
 };
 
-using SslStream = beast::ssl_stream<beast::tcp_stream>;
+class PlainConn final : public Conn {
+ public:
+  explicit PlainConn(tcp::socket s) : socket_(std::move(s)) {}
+  awaitable<ReadResult> read_some(asio::mutable_buffer into) override {
+    auto result = co_await socket_.async_read_some(into, kTuple);
+    co_return result;
+  }
+  awaitable<ReadResult> write(std::vector<asio::const_buffer> buffers) override {
+    auto result = co_await asio::async_write(socket_, buffers, kTuple);
+    co_return result;
+  }
+  tcp::socket& socket() override { return socket_; }
+
+ private:
+  tcp::socket socket_;
+};
+
+class TlsConn final : public Conn {
+ public:
+  TlsConn(tcp::socket s, ssl::context& ctx) : stream_(std::move(s), ctx) {}
+  // The server side of the handshake; a client that does not finish it within 10 s is dropped.
+  awaitable<beast::error_code> handshake() {
+    auto ex = co_await asio::this_coro::executor;
+    asio::steady_timer deadline(ex, std::chrono::seconds(10));
+    deadline.async_wait([this](beast::error_code ec) {
+      if (!ec) close_hard();
+    });
+    auto [ec] = co_await stream_.async_handshake(ssl::stream_base::server, kTuple);
+    deadline.cancel();
+    co_return ec;
+  }
+  awaitable<ReadResult> read_some(asio::mutable_buffer into) override {
+    auto result = co_await stream_.async_read_some(into, kTuple);
+    co_return result;
+  }
+  awaitable<ReadResult> write(std::vector<asio::const_buffer> buffers) override {
+    auto result = co_await asio::async_write(stream_, buffers, kTuple);
+    co_return result;
+  }
+  tcp::socket& socket() override { return stream_.next_layer(); }
+
+ private:
+  ssl::stream<tcp::socket> stream_;
+};
+
+// Reads one request into `parser`; false when the connection ended or sent a malformed one.
+awaitable<bool> read_request(Conn& conn, http::request_parser<http::string_body>& parser) {
+  for (;;) {
+    if (conn.buf.size() > 0) {
+      beast::error_code ec;
+      const std::size_t used = parser.put(conn.buf.data(), ec);
+      conn.buf.consume(used);
+      if (parser.is_done()) co_return true;
+      if (ec && ec != http::error::need_more) co_return false;
+      if (!ec && used > 0) continue;  // the parser stopped after the header: go on with the body
+    }
+    auto space = conn.buf.prepare(16 * 1024);
+    auto [ec, n] = co_await conn.read_some(space);
+    if (ec) co_return false;
+    conn.buf.commit(n);
+  }
+}
+
+// "HTTP/1.1 200 OK\r\n" and the reply's own header fields, without the blank line.
+std::string status_and_fields(const Reply& reply, unsigned version) {
+  std::string out = version == 10 ? "HTTP/1.0 " : "HTTP/1.1 ";
+  out += std::to_string(reply.status);
+  out += ' ';
+  out += http::obsolete_reason(static_cast<http::status>(reply.status));
+  out += "\r\n";
+  for (const auto& [k, v] : reply.headers) out.append(k).append(": ").append(v).append("\r\n");
+  return out;
+}
 
 }  // namespace
 
@@ -303,26 +401,12 @@ struct FakeApiServer::Impl {
     return r;
   }
 
-  template <class Stream>
-  static void close_hard(std::shared_ptr<Conn<Stream>>& conn) {
-    beast::error_code ec;
-    beast::get_lowest_layer(conn->stream).socket().close(ec);
-  }
-
-  template <class Stream>
-  static void close_graceful(std::shared_ptr<Conn<Stream>>& conn) {
-    beast::error_code ec;
-    beast::get_lowest_layer(conn->stream).socket().shutdown(tcp::socket::shutdown_send, ec);
-  }
-
-  template <class Stream>
-  awaitable<void> stream_reply(std::shared_ptr<Conn<Stream>> conn, Reply reply, unsigned version) {
+  awaitable<void> stream_reply(std::shared_ptr<Conn> conn, Reply reply, unsigned version) {
     auto stream = reply.stream;
-    http::response<http::empty_body> res{static_cast<http::status>(reply.status), version};
-    for (const auto& [k, v] : reply.headers) res.insert(k, v);
-    res.chunked(true);
-    http::response_serializer<http::empty_body> sr{res};
-    auto [hec, hn] = co_await http::async_write_header(conn->stream, sr, kTuple);
+    const std::string head =
+        status_and_fields(reply, version) + "Transfer-Encoding: chunked\r\n\r\n";
+    std::vector<asio::const_buffer> head_bytes{asio::buffer(head)};
+    auto [hec, hn] = co_await conn->write(head_bytes);
     auto ex = co_await asio::this_coro::executor;
     auto timer = std::make_shared<asio::steady_timer>(ex, asio::steady_timer::time_point::max());
     auto client_gone = std::make_shared<bool>(false);
@@ -344,9 +428,9 @@ struct FakeApiServer::Impl {
       asio::co_spawn(
           ex,
           [conn, timer, client_gone, serving, stream]() -> awaitable<void> {
-            char scratch[1024];
+            std::array<char, 1024> scratch;
             for (;;) {
-              auto [ec, n] = co_await conn->stream.async_read_some(asio::buffer(scratch), kTuple);
+              auto [ec, n] = co_await conn->read_some(asio::buffer(scratch));
               if (ec) {
                 if (*serving) {  // not our own close after end/abort: the client hung up
                   std::lock_guard lock(stream->mu_);
@@ -378,11 +462,20 @@ struct FakeApiServer::Impl {
           continue;
         }
         if (op->kind == ScriptedStream::Op::data || op->kind == ScriptedStream::Op::raw) {
-          auto [ec, n] =
-              op->kind == ScriptedStream::Op::data
-                  ? co_await asio::async_write(conn->stream,
-                                               http::make_chunk(asio::buffer(op->bytes)), kTuple)
-                  : co_await asio::async_write(conn->stream, asio::buffer(op->bytes), kTuple);
+          // A data op is one chunk: its size in hex, its bytes, CRLF; a raw op goes as it is.
+          std::vector<asio::const_buffer> out;
+          std::string chunk_size;
+          if (op->kind == ScriptedStream::Op::data) {
+            std::array<char, 20> hex;
+            auto [end, err] =
+                std::to_chars(hex.data(), hex.data() + hex.size(), op->bytes.size(), 16);
+            chunk_size.assign(hex.data(), end);
+            chunk_size += "\r\n";
+            out = {asio::buffer(chunk_size), asio::buffer(op->bytes), asio::buffer("\r\n", 2)};
+          } else {
+            out = {asio::buffer(op->bytes)};
+          }
+          auto [ec, n] = co_await conn->write(out);
           {
             std::lock_guard lock(stream->mu_);
             stream->writing_ = false;
@@ -393,8 +486,9 @@ struct FakeApiServer::Impl {
           if (ec) break;
         } else if (op->kind == ScriptedStream::Op::end) {
           *serving = false;  // from here on a read error is our own close
-          co_await asio::async_write(conn->stream, http::make_chunk_last(), kTuple);
-          close_graceful(conn);
+          std::vector<asio::const_buffer> last_chunk{asio::buffer("0\r\n\r\n", 5)};
+          co_await conn->write(last_chunk);
+          conn->close_graceful();
           break;
         } else {
           break;
@@ -402,7 +496,7 @@ struct FakeApiServer::Impl {
       }
     }
     *serving = false;
-    close_hard(conn);
+    conn->close_hard();
     std::lock_guard lock(stream->mu_);
     stream->wake_ = nullptr;
     stream->closed_ = true;
@@ -431,13 +525,13 @@ struct FakeApiServer::Impl {
     }
   }
 
-  template <class Stream>
-  awaitable<void> serve(std::shared_ptr<Conn<Stream>> conn, std::uint64_t connection) {
+  awaitable<void> serve(std::shared_ptr<Conn> conn, std::uint64_t connection) {
     for (;;) {
       http::request_parser<http::string_body> parser;
       parser.body_limit(64 << 20);
-      auto [ec, n] = co_await http::async_read(conn->stream, conn->buf, parser, kTuple);
-      if (ec) break;
+      parser.eager(true);
+      const bool got = co_await read_request(*conn, parser);
+      if (!got) break;
       const auto& req = parser.get();
       Request request = to_request(req);
       request.connection = connection;
@@ -449,31 +543,33 @@ struct FakeApiServer::Impl {
         co_await stream_reply(conn, std::move(reply), req.version());
         co_return;
       }
-      http::response<http::string_body> res{static_cast<http::status>(reply.status), req.version()};
-      for (const auto& [k, v] : reply.headers) res.insert(k, v);
-      res.body() = std::move(reply.body);
-      res.keep_alive(req.keep_alive());
-      res.prepare_payload();
-      auto [wec, wn] = co_await http::async_write(conn->stream, res, kTuple);
-      if (wec || !res.keep_alive() || reply.close_after) break;
+      // As a keep-alive HTTP/1.1 server writes it: Connection only when it differs from the
+      // version's default, Content-Length unless the status never has a body.
+      const bool keep_alive = req.keep_alive();
+      std::string head = status_and_fields(reply, req.version());
+      if (req.version() >= 11 && !keep_alive) head += "Connection: close\r\n";
+      if (req.version() < 11 && keep_alive) head += "Connection: keep-alive\r\n";
+      const bool bodiless = reply.status / 100 == 1 || reply.status == 204 || reply.status == 304;
+      if (!bodiless) head += "Content-Length: " + std::to_string(reply.body.size()) + "\r\n";
+      head += "\r\n";
+      std::vector<asio::const_buffer> bytes{asio::buffer(head), asio::buffer(reply.body)};
+      auto [wec, wn] = co_await conn->write(bytes);
+      if (wec || !keep_alive || reply.close_after) break;
     }
-    close_graceful(conn);
-    close_hard(conn);
+    conn->close_graceful();
+    conn->close_hard();
   }
 
   awaitable<void> session(tcp::socket socket) {
     OpenGuard guard(this);
     const std::uint64_t connection = ++accepted;
     if (tls) {
-      auto conn = std::make_shared<Conn<SslStream>>(SslStream(std::move(socket), *ssl_ctx));
-      beast::get_lowest_layer(conn->stream).expires_after(std::chrono::seconds(10));
-      auto [ec] = co_await conn->stream.async_handshake(ssl::stream_base::server, kTuple);
+      auto conn = std::make_shared<TlsConn>(std::move(socket), *ssl_ctx);
+      const beast::error_code ec = co_await conn->handshake();
       if (ec) co_return;
-      beast::get_lowest_layer(conn->stream).expires_never();
       co_await serve(std::move(conn), connection);
     } else {
-      auto conn = std::make_shared<Conn<beast::tcp_stream>>(beast::tcp_stream(std::move(socket)));
-      co_await serve(std::move(conn), connection);
+      co_await serve(std::make_shared<PlainConn>(std::move(socket)), connection);
     }
   }
 
