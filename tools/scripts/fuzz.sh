@@ -5,9 +5,11 @@
 # Installs clang and its runtime (Debian's clang-14, libclang-rt-14-dev) when missing; builds the
 # client library with clang, ASan+UBSan and fuzzer coverage in $KINFORMER_BUILD_DIR-fuzz.
 #
-# Usage: tools/scripts/fuzz.sh [--seconds N] [TARGET...]
+# Usage: tools/scripts/fuzz.sh [--seconds N] [--build-only | --no-build] [TARGET...]
 #   --seconds N  time per target (default 60; the test command's short run). A long run:
 #                tools/scripts/fuzz.sh --seconds 3600 model_fuzz
+#   --build-only builds the targets and runs none; --no-build runs them as last built (the test
+#                command builds them while other stages run, and runs them later).
 # Each target starts from its seed corpus (tests/fuzz/corpus/<target>, never modified) plus the
 # inputs it found in earlier runs (<build>-fuzz/corpus/<target>). Limits per input: 10 s, 64 KiB,
 # 256 MB per allocation, 2 GB RSS: a hang, a huge allocation or a leak is a finding.
@@ -19,37 +21,47 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=${KINFORMER_BUILD_DIR:-$root/build}-fuzz
 seconds=60
 targets=()
+build_step=1
+run_step=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --seconds) seconds=$2; shift 2 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    --build-only) run_step=0; shift ;;
+    --no-build) build_step=0; shift ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) targets+=("$1"); shift ;;
   esac
 done
 [ ${#targets[@]} -eq 0 ] && targets=(watch_decoder_fuzz status_fuzz model_fuzz kubeconfig_fuzz protobuf_fuzz
   list_decoder_fuzz gzip_fuzz)
 
-need=()
-command -v clang++-14 >/dev/null || need+=(clang-14)
-dpkg-query -W -f='${Status}' libclang-rt-14-dev 2>/dev/null | grep -q "install ok installed" ||
-  need+=(libclang-rt-14-dev)
-if [ ${#need[@]} -gt 0 ]; then
-  echo "[fuzz] installing ${need[*]}" >&2
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  export DEBIAN_FRONTEND=noninteractive
-  $SUDO apt-get install -y -q --no-install-recommends "${need[@]}" >&2 || {
-    $SUDO apt-get update -q >&2
-    $SUDO apt-get install -y -q --no-install-recommends "${need[@]}" >&2
-  }
-fi
+if [ "$build_step" = 1 ]; then
+  need=()
+  command -v clang++-14 >/dev/null || need+=(clang-14)
+  dpkg-query -W -f='${Status}' libclang-rt-14-dev 2>/dev/null | grep -q "install ok installed" ||
+    need+=(libclang-rt-14-dev)
+  if [ ${#need[@]} -gt 0 ]; then
+    echo "[fuzz] installing ${need[*]}" >&2
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get install -y -q --no-install-recommends "${need[@]}" >&2 || {
+      $SUDO apt-get update -q >&2
+      $SUDO apt-get install -y -q --no-install-recommends "${need[@]}" >&2
+    }
+  fi
 
-mkdir -p "$build"
-echo "[fuzz] building ${targets[*]} in $build (clang, ASan+UBSan, fuzzer coverage)" >&2
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 \
-  -DKINFORMER_FUZZ=ON -DKINFORMER_SANITIZE=address,undefined -DKINFORMER_UNITY_BUILD=ON \
-  -DKINFORMER_BUILD_TESTS=OFF -DKINFORMER_BUILD_TOOLS=OFF >"$build/configure.log" 2>&1 ||
-  { cat "$build/configure.log" >&2; exit 1; }
-ninja -C "$build" -j"$(nproc)" "${targets[@]}" >&2
+  mkdir -p "$build"
+  echo "[fuzz] building ${targets[*]} in $build (clang, ASan+UBSan, fuzzer coverage)" >&2
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 \
+    -DKINFORMER_FUZZ=ON -DKINFORMER_SANITIZE=address,undefined -DKINFORMER_UNITY_BUILD=ON \
+    -DKINFORMER_BUILD_TESTS=OFF -DKINFORMER_BUILD_TOOLS=OFF >"$build/configure.log" 2>&1 ||
+    { cat "$build/configure.log" >&2; exit 1; }
+  ninja -C "$build" -j"$(nproc)" "${targets[@]}" >&2
+fi
+[ "$run_step" = 1 ] || exit 0
+for t in "${targets[@]}"; do
+  [ -x "$build/tests/fuzz/$t" ] || { echo "[fuzz] $t is not built in $build (run without --no-build)" >&2; exit 1; }
+done
 
 mkdir -p "$build/findings" "$build/logs"
 run_one() {

@@ -9,11 +9,13 @@
 # mutation check prints its own "mutants: N killed, N survived" line before it, the fuzzers
 # "fuzz: N targets, N findings"; each fuzz target and each style check counts as one test).
 #
-# Two lanes: the Go work (vetting the bench toolkit, building and starting the e2e launcher's
-# kube-apiserver) runs beside the main build, and the e2e suites, which mostly wait on the API
-# server, run beside the CPU-bound stages after it; those run at a lower priority (nice 10), so
-# the API server and the e2e tests get the CPU when they need it. Their output goes to
-# $build/test-logs; a failure prints its tail.
+# Three lanes beside the stages: the Go work (vetting the bench toolkit, building and starting the
+# e2e launcher's kube-apiserver) beside the main build; then the e2e suites, which mostly wait on
+# the API server, and the build lane (the sanitizer and fuzzing builds), beside the stages that
+# test. Priorities share the cores: the e2e lane first, the testing stages next (nice 10), the
+# build lane last (nice 19), so the builds take the time the others leave idle. Each stage
+# header says how busy the cores were since the previous one. Output goes to $build/test-logs;
+# a failure prints its tail.
 #
 # Environment: KINFORMER_BUILD_DIR (default ./build), KUBECONFIG (use that cluster for e2e),
 # KINFORMER_SKIP_SANITIZERS=1 (local quick runs only; CI never sets it), KINFORMER_FUZZ_SECONDS
@@ -24,7 +26,24 @@ build=${KINFORMER_BUILD_DIR:-$root/build}
 log_dir=$build/test-logs
 jobs=$(nproc)
 started=$(date +%s)
-step() { printf '\n==> [%s, +%ss] %s\n' "$(date +%H:%M:%S)" "$(( $(date +%s) - started ))" "$*" >&2; }
+# cpu_ticks: busy and idle clock ticks of the whole machine so far (/proc/stat's first line).
+cpu_ticks() {
+  local _ user nice system idle iowait irq softirq steal
+  read -r _ user nice system idle iowait irq softirq steal _ </proc/stat
+  echo "$((user + nice + system + irq + softirq + steal)) $((idle + iowait))"
+}
+read -r step_busy step_idle < <(cpu_ticks)
+# step NAME: a stage's header, with how busy the machine's cores were since the previous one
+# (the lanes overlap stages, so this is the machine's share, not one stage's).
+step() {
+  local busy idle use=""
+  read -r busy idle < <(cpu_ticks)
+  if [ $((busy - step_busy + idle - step_idle)) -gt 0 ]; then
+    use=", cores $(( 100 * (busy - step_busy) / (busy - step_busy + idle - step_idle) ))% busy since the last"
+  fi
+  step_busy=$busy; step_idle=$idle
+  printf '\n==> [%s, +%ss%s] %s\n' "$(date +%H:%M:%S)" "$(( $(date +%s) - started ))" "$use" "$*" >&2
+}
 
 step "setup: Debian packages"
 bash "$root/tools/scripts/setup.sh"
@@ -130,6 +149,63 @@ go_pid=$!
 echo "Go lane started: go vet of tools/bench, then the e2e launcher (logs: $log_dir/bench-toolkit.log, launcher-up.err)" >&2
 ninja -C "$build" -j"$jobs"
 
+# The build lane: the sanitizer builds and the fuzzers' build, one after another at the lowest
+# priority, beside the stages that test (unit tests, style, the mutation check, the sanitizer
+# runs), which leave cores idle while they wait on timers, sockets and the API server. Each
+# finished build writes "NAME EXIT-STATUS" to a pipe; the stages that need it read it there
+# (wait_build), in the lane's order.
+sanitizers=0
+if [ "${KINFORMER_SKIP_SANITIZERS:-0}" != 1 ] || [ "${CI:-}" = true ]; then sanitizers=1; fi
+builds_fifo=$log_dir/builds.fifo
+rm -f "$builds_fifo"
+mkfifo "$builds_fifo"
+exec 3<>"$builds_fifo"
+# lane_build NAME COMMAND...: runs one build of the lane, its output into $log_dir/build-NAME.log.
+lane_build() {
+  local name=$1 rc=0 t0=$SECONDS
+  shift
+  "$@" >"$log_dir/build-$name.log" 2>&1 || rc=$?
+  echo "build lane: the $name build ended (exit $rc) after $((SECONDS - t0)) s" >&2
+  echo "$name $rc" >&3
+}
+build_lane() {
+  renice -n 19 -p "$BASHPID" >/dev/null || true
+  if [ "$sanitizers" = 1 ]; then
+    # -g1 (line tables, no types or locals) in both sanitizer builds: their reports need file and
+    # line, not a debugger's view. Their libraries and test programs are compiled from unity
+    # sources (made once here, never edited in place); the examples only the e2e suites run.
+    lane_build asan sh -c 'cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+      -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DKINFORMER_SANITIZE=address,undefined \
+      -DKINFORMER_BUILD_TOOLS=OFF -DKINFORMER_BUILD_EXAMPLES=OFF -DKINFORMER_UNITY_BUILD=ON \
+      -DKINFORMER_UNITY_TESTS=ON && ninja -C "$2" -j"$3"' sh "$root" "$build-asan" "$jobs"
+    # TSan at -O1: a fifth less compile time than -O2, and what TSan's own documentation asks
+    # for at least.
+    lane_build tsan sh -c 'cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" -DKINFORMER_SANITIZE=thread \
+      -DKINFORMER_BUILD_TOOLS=OFF -DKINFORMER_BUILD_EXAMPLES=OFF -DKINFORMER_UNITY_BUILD=ON \
+      -DKINFORMER_UNITY_TESTS=ON && ninja -C "$2" -j"$3"' sh "$root" "$build-tsan" "$jobs"
+  fi
+  lane_build fuzz bash "$root/tools/scripts/fuzz.sh" --build-only
+}
+build_lane &
+build_pid=$!
+# wait_build NAME: returns once the build lane's NAME build ended; fails, counting NAME-build as
+# a failed test and printing its log's tail, when it failed or the lane ended without it.
+wait_build() {
+  local name="" rc=1
+  until read -r -t 30 name rc <&3; do
+    if ! kill -0 "$build_pid" 2>/dev/null; then
+      read -r -t 1 name rc <&3 || name=""  # its last line, if it wrote one before it ended
+      break
+    fi
+  done
+  if [ "$name" = "$1" ] && [ "$rc" = 0 ]; then return 0; fi
+  fail "$1-build"
+  [ "$name" = "$1" ] || echo "build lane: ended before the $1 build (got '${name:-nothing}')" >&2
+  tail -40 "$log_dir/build-$1.log" >&2 || true
+  return 1
+}
+
 step "unit tests"
 run_ctest unit "$build" -L unit -j"$jobs"
 
@@ -166,7 +242,7 @@ e2e_lane() {
 e2e_pid=""
 if [ "$e2e_ready" = 1 ]; then
   step "e2e suites against a real API server: started beside the stages below (log: $log_dir/e2e.ctest)"
-  e2e_lane &
+  e2e_lane 3>&- &  # the build lane's pipe is not the API server's to hold
   e2e_pid=$!
 fi
 # The CPU-bound stages from here on yield to the e2e lane.
@@ -211,40 +287,36 @@ else
 fi
 grep '^mutants:' "$log_dir/mutation.log" || echo "mutants: the check did not finish"
 
-if [ "${KINFORMER_SKIP_SANITIZERS:-0}" != 1 ] || [ "${CI:-}" = true ]; then
-  step "ASan + UBSan build, unit tests"
-  # -g1 (line tables, no types or locals) in both sanitizer builds: their reports need file and
-  # line, not a debugger's view; about an eighth less compile time than -g. Their libraries and
-  # test programs are compiled from unity sources (made once here, never edited in place).
-  cmake -S "$root" -B "$build-asan" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 \
-    -DKINFORMER_SANITIZE=address,undefined -DKINFORMER_BUILD_TOOLS=OFF -DKINFORMER_UNITY_BUILD=ON \
-    -DKINFORMER_UNITY_TESTS=ON >"$log_dir/configure-asan.log"
-  ninja -C "$build-asan" -j"$jobs"
-  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    run_ctest asan "$build-asan" -L unit -j"$jobs"
+if [ "$sanitizers" = 1 ]; then
+  step "ASan + UBSan unit tests (built by the build lane: $log_dir/build-asan.log)"
+  if wait_build asan; then
+    ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+      run_ctest asan "$build-asan" -L unit -j"$jobs"
+  fi
 
-  step "TSan build, unit tests (every component runs threads: io thread, reflectors, handlers)"
-  cmake -S "$root" -B "$build-tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DKINFORMER_SANITIZE=thread -DKINFORMER_BUILD_TOOLS=OFF \
-    -DKINFORMER_UNITY_BUILD=ON -DKINFORMER_UNITY_TESTS=ON >"$log_dir/configure-tsan.log"
-  ninja -C "$build-tsan" -j"$jobs"
-  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
-    run_ctest tsan "$build-tsan" -L unit -j"$jobs"
+  step "TSan unit tests (every component runs threads: io thread, reflectors, handlers; build log: $log_dir/build-tsan.log)"
+  if wait_build tsan; then
+    TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+      run_ctest tsan "$build-tsan" -L unit -j"$jobs"
+  fi
 fi
 
 step "fuzzing: short run of each libFuzzer target (tools/scripts/fuzz.sh; --seconds 3600 for a long one)"
-fuzz_rc=0
-bash "$root/tools/scripts/fuzz.sh" --seconds "${KINFORMER_FUZZ_SECONDS:-30}" 2>"$log_dir/fuzz.err" |
-  tee "$log_dir/fuzz.log" || fuzz_rc=$?
-while read -r line; do
-  case "$line" in
-    *", 0 findings") passed=$((passed + 1)) ;;
-    "fuzz "*" findings") failed=$((failed + 1)); failures+=("${line%%:*}") ;;
-  esac
-done < <(grep -E '^fuzz [a-z_]+: ' "$log_dir/fuzz.log" || true)
-if [ "$fuzz_rc" -ne 0 ] && ! grep -q '^fuzz: ' "$log_dir/fuzz.log"; then
-  failed=$((failed + 1)); failures+=(fuzz-build); tail -30 "$log_dir/fuzz.err" >&2
+if wait_build fuzz; then
+  fuzz_rc=0
+  bash "$root/tools/scripts/fuzz.sh" --no-build --seconds "${KINFORMER_FUZZ_SECONDS:-30}" \
+    2>"$log_dir/fuzz.err" | tee "$log_dir/fuzz.log" || fuzz_rc=$?
+  while read -r line; do
+    case "$line" in
+      *", 0 findings") passed=$((passed + 1)) ;;
+      "fuzz "*" findings") failed=$((failed + 1)); failures+=("${line%%:*}") ;;
+    esac
+  done < <(grep -E '^fuzz [a-z_]+: ' "$log_dir/fuzz.log" || true)
+  if [ "$fuzz_rc" -ne 0 ] && ! grep -q '^fuzz: ' "$log_dir/fuzz.log"; then
+    fail fuzz-run; tail -30 "$log_dir/fuzz.err" >&2
+  fi
 fi
+wait "$build_pid" || true
 
 step "install + out-of-tree consumer (find_package(kinformer))"
 if bash "$root/tests/consumer/check.sh" "$build" >"$log_dir/consumer.log" 2>&1; then
