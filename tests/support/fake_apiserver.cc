@@ -130,17 +130,22 @@ class PlainConn final : public Conn {
   tcp::socket socket_;
 };
 
-class TlsConn final : public Conn {
+class TlsConn final : public Conn, public std::enable_shared_from_this<TlsConn> {
  public:
   TlsConn(tcp::socket s, ssl::context& ctx) : stream_(std::move(s), ctx) {}
   // The server side of the handshake; a client that does not finish it within 10 s is dropped.
+  // The deadline's wait may run after the handshake ended, or after this connection is gone:
+  // it closes nothing then.
   awaitable<beast::error_code> handshake() {
     auto ex = co_await asio::this_coro::executor;
+    auto shaking = std::make_shared<bool>(true);
     asio::steady_timer deadline(ex, std::chrono::seconds(10));
-    deadline.async_wait([this](beast::error_code ec) {
-      if (!ec) close_hard();
+    deadline.async_wait([weak = weak_from_this(), shaking](beast::error_code ec) {
+      auto self = weak.lock();
+      if (!ec && *shaking && self) self->close_hard();
     });
     auto [ec] = co_await stream_.async_handshake(ssl::stream_base::server, kTuple);
+    *shaking = false;
     deadline.cancel();
     co_return ec;
   }
@@ -550,6 +555,7 @@ struct FakeApiServer::Impl {
       if (req.version() >= 11 && !keep_alive) head += "Connection: close\r\n";
       if (req.version() < 11 && keep_alive) head += "Connection: keep-alive\r\n";
       const bool bodiless = reply.status / 100 == 1 || reply.status == 204 || reply.status == 304;
+      if (bodiless) reply.body.clear();  // a body there would be read as the next reply
       if (!bodiless) head += "Content-Length: " + std::to_string(reply.body.size()) + "\r\n";
       head += "\r\n";
       std::vector<asio::const_buffer> bytes{asio::buffer(head), asio::buffer(reply.body)};

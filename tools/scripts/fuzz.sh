@@ -5,11 +5,12 @@
 # Installs clang and its runtime (Debian's clang-14, libclang-rt-14-dev) when missing; builds the
 # client library with clang, ASan+UBSan and fuzzer coverage in $KINFORMER_BUILD_DIR-fuzz.
 #
-# Usage: tools/scripts/fuzz.sh [--seconds N] [--build-only | --no-build] [TARGET...]
+# Usage: tools/scripts/fuzz.sh [--seconds N] [--install-only | --build-only | --no-build] [TARGET...]
 #   --seconds N  time per target (default 60; the test command's short run). A long run:
 #                tools/scripts/fuzz.sh --seconds 3600 model_fuzz
-#   --build-only builds the targets and runs none; --no-build runs them as last built (the test
-#                command builds them while other stages run, and runs them later).
+#   --install-only installs clang and exits; --build-only builds the targets and runs none;
+#                --no-build runs them as last built (the test command builds them while other
+#                stages run, and runs them later).
 # Each target starts from its seed corpus (tests/fuzz/corpus/<target>, never modified) plus the
 # inputs it found in earlier runs (<build>-fuzz/corpus/<target>). Limits per input: 10 s, 64 KiB,
 # 256 MB per allocation, 2 GB RSS: a hang, a huge allocation or a leak is a finding.
@@ -21,14 +22,16 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=${KINFORMER_BUILD_DIR:-$root/build}-fuzz
 seconds=60
 targets=()
+install_only=0
 build_step=1
 run_step=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --seconds) seconds=$2; shift 2 ;;
+    --install-only) install_only=1; shift ;;
     --build-only) run_step=0; shift ;;
     --no-build) build_step=0; shift ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) targets+=("$1"); shift ;;
   esac
 done
@@ -49,6 +52,7 @@ if [ "$build_step" = 1 ]; then
       $SUDO apt-get install -y -q --no-install-recommends "${need[@]}" >&2
     }
   fi
+  [ "$install_only" = 0 ] || exit 0
 
   mkdir -p "$build"
   echo "[fuzz] building ${targets[*]} in $build (clang, ASan+UBSan, fuzzer coverage)" >&2

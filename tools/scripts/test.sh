@@ -149,11 +149,11 @@ go_pid=$!
 echo "Go lane started: go vet of tools/bench, then the e2e launcher (logs: $log_dir/bench-toolkit.log, launcher-up.err)" >&2
 ninja -C "$build" -j"$jobs"
 
-# The build lane: the sanitizer builds and the fuzzers' build, one after another at the lowest
-# priority, beside the stages that test (unit tests, style, the mutation check, the sanitizer
-# runs), which leave cores idle while they wait on timers, sockets and the API server. Each
-# finished build writes "NAME EXIT-STATUS" to a pipe; the stages that need it read it there
-# (wait_build), in the lane's order.
+# The build lane: the sanitizer builds, the fuzzers' build and the out-of-tree consumer's, one
+# after another at the lowest priority, beside the stages that test (unit tests, style, the
+# mutation check, the sanitizer runs), which leave cores idle while they wait on timers, sockets
+# and the API server. Each finished build writes "NAME EXIT-STATUS" to a pipe; the stages that
+# need it read it there (wait_build), in the lane's order.
 sanitizers=0
 if [ "${KINFORMER_SKIP_SANITIZERS:-0}" != 1 ] || [ "${CI:-}" = true ]; then sanitizers=1; fi
 builds_fifo=$log_dir/builds.fifo
@@ -165,8 +165,8 @@ lane_build() {
   local name=$1 rc=0 t0=$SECONDS
   shift
   "$@" >"$log_dir/build-$name.log" 2>&1 || rc=$?
-  echo "build lane: the $name build ended (exit $rc) after $((SECONDS - t0)) s" >&2
   echo "$name $rc" >&3
+  echo "build lane: $name ended (exit $rc) after $((SECONDS - t0)) s" >&2
 }
 build_lane() {
   renice -n 19 -p "$BASHPID" >/dev/null || true
@@ -186,7 +186,12 @@ build_lane() {
       -DKINFORMER_UNITY_TESTS=ON && ninja -C "$2" -j"$3"' sh "$root" "$build-tsan" "$jobs"
   fi
   lane_build fuzz bash "$root/tools/scripts/fuzz.sh" --build-only
+  # The out-of-tree consumer: installs the main build, then builds small programs against it.
+  lane_build consumer bash "$root/tests/consumer/check.sh" "$build"
 }
+# What the lane's builds need from apt is installed here first: two apt-gets at once (style.sh
+# installs clang-tidy meanwhile) would fail on dpkg's lock.
+bash "$root/tools/scripts/fuzz.sh" --install-only
 build_lane &
 build_pid=$!
 # wait_build NAME: returns once the build lane's NAME build ended; fails, counting NAME-build as
@@ -316,14 +321,12 @@ if wait_build fuzz; then
     fail fuzz-run; tail -30 "$log_dir/fuzz.err" >&2
   fi
 fi
-wait "$build_pid" || true
 
-step "install + out-of-tree consumer (find_package(kinformer))"
-if bash "$root/tests/consumer/check.sh" "$build" >"$log_dir/consumer.log" 2>&1; then
-  passed=$((passed + 1)); echo "consumer: ok" >&2
-else
-  failed=$((failed + 1)); failures+=(consumer); tail -30 "$log_dir/consumer.log" >&2
+step "install + out-of-tree consumer (find_package(kinformer), built by the build lane: $log_dir/build-consumer.log)"
+if wait_build consumer; then
+  pass consumer; echo "consumer: ok" >&2
 fi
+wait "$build_pid" || true
 
 if [ -n "$e2e_pid" ]; then
   step "waiting for the e2e lane"
