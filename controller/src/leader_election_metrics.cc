@@ -37,9 +37,11 @@ struct LeaderElectionMetricFamilies {
 namespace {
 
 // The families of each registry backend, while some elector uses them.
+// Never destroyed: an elector that outlives main() (a static one) still finds it.
 detail::FamiliesByBackend<LeaderElectionMetricFamilies>& families_by_backend() {
-  static detail::FamiliesByBackend<LeaderElectionMetricFamilies> families;
-  return families;
+  static auto* families =  // NOLINT(cppcoreguidelines-owning-memory): intentionally leaked
+      new detail::FamiliesByBackend<LeaderElectionMetricFamilies>;
+  return *families;
 }
 
 }  // namespace
@@ -57,18 +59,30 @@ LeaderElectionMetrics::LeaderElectionMetrics(std::shared_ptr<informer::MetricsRe
                               "\" already has metrics in this registry (registry)");
   }
   const std::map<std::string, std::string> labels{{"name", name_}};
-  master_ = &families_->master.add(labels);
-  slowpath_ = &families_->slowpath.add(labels);
-  master_->set(0);
+  try {
+    master_ = &families_->master.add(labels);
+    slowpath_ = &families_->slowpath.add(labels);
+    master_->set(0);
+  } catch (...) {
+    // A registry that refused a series: the elector is not made, and leaves neither the series
+    // added so far nor its name behind.
+    remove_series();
+    by_backend.release(families_, name_);
+    throw;
+  }
 }
 
 LeaderElectionMetrics::~LeaderElectionMetrics() {
   if (!families_) return;
   auto& by_backend = families_by_backend();
   std::lock_guard lock(by_backend.mu);
-  families_->master.remove(master_);
-  families_->slowpath.remove(slowpath_);
+  remove_series();
   by_backend.release(families_, name_);
+}
+
+void LeaderElectionMetrics::remove_series() {
+  if (master_) families_->master.remove(master_);
+  if (slowpath_) families_->slowpath.remove(slowpath_);
 }
 
 void LeaderElectionMetrics::leading(bool on) {

@@ -29,6 +29,9 @@ class LeaderElectionMetrics {
   void slowpath();
 
  private:
+  /// Removes the series added so far (under families_by_backend().mu).
+  void remove_series();
+
   std::shared_ptr<LeaderElectionMetricFamilies> families_;
   std::string name_;
   informer::Gauge* master_ = nullptr;

@@ -69,9 +69,11 @@ struct WorkQueueMetricFamilies {
 namespace {
 
 // The families of each registry backend, while some queue uses them.
+// Never destroyed: a queue that outlives main() (a static one) still finds it.
 detail::FamiliesByBackend<WorkQueueMetricFamilies>& families_by_backend() {
-  static detail::FamiliesByBackend<WorkQueueMetricFamilies> families;
-  return families;
+  static auto* families =  // NOLINT(cppcoreguidelines-owning-memory): intentionally leaked
+      new detail::FamiliesByBackend<WorkQueueMetricFamilies>;
+  return *families;
 }
 
 }  // namespace
@@ -93,27 +95,39 @@ WorkQueueMetrics::WorkQueueMetrics(std::shared_ptr<informer::MetricsRegistry> re
                               "own name (WorkQueueOptions::name)");
   }
   const std::map<std::string, std::string> labels{{"name", name_}};
-  depth_ = &families_->depth.add(labels);
-  adds_ = &families_->adds.add(labels);
-  queue_duration_ = &families_->queue_duration.add(labels);
-  work_duration_ = &families_->work_duration.add(labels);
-  unfinished_ = &families_->unfinished.add(labels);
-  longest_ = &families_->longest.add(labels);
-  retries_ = &families_->retries.add(labels);
+  try {
+    depth_ = &families_->depth.add(labels);
+    adds_ = &families_->adds.add(labels);
+    queue_duration_ = &families_->queue_duration.add(labels);
+    work_duration_ = &families_->work_duration.add(labels);
+    unfinished_ = &families_->unfinished.add(labels);
+    longest_ = &families_->longest.add(labels);
+    retries_ = &families_->retries.add(labels);
+  } catch (...) {
+    // A registry that refused a series: the queue is not made, and leaves neither the series
+    // added so far nor its name behind.
+    remove_series();
+    by_backend.release(families_, name_);
+    throw;
+  }
 }
 
 WorkQueueMetrics::~WorkQueueMetrics() {
   if (!families_) return;
   auto& by_backend = families_by_backend();
   std::lock_guard lock(by_backend.mu);
-  families_->depth.remove(depth_);
-  families_->adds.remove(adds_);
-  families_->queue_duration.remove(queue_duration_);
-  families_->work_duration.remove(work_duration_);
-  families_->unfinished.remove(unfinished_);
-  families_->longest.remove(longest_);
-  families_->retries.remove(retries_);
+  remove_series();
   by_backend.release(families_, name_);
+}
+
+void WorkQueueMetrics::remove_series() {
+  if (depth_) families_->depth.remove(depth_);
+  if (adds_) families_->adds.remove(adds_);
+  if (queue_duration_) families_->queue_duration.remove(queue_duration_);
+  if (work_duration_) families_->work_duration.remove(work_duration_);
+  if (unfinished_) families_->unfinished.remove(unfinished_);
+  if (longest_) families_->longest.remove(longest_);
+  if (retries_) families_->retries.remove(retries_);
 }
 
 void WorkQueueMetrics::added(std::size_t depth) {

@@ -37,6 +37,9 @@ class WorkQueueMetrics {
   void unfinished(double total_seconds, double longest_seconds);
 
  private:
+  /// Removes the series added so far (under families_by_backend().mu).
+  void remove_series();
+
   std::shared_ptr<WorkQueueMetricFamilies> families_;
   std::string name_;
   informer::Gauge* depth_ = nullptr;

@@ -1,7 +1,10 @@
 // WorkQueue's metrics: client-go's workqueue_* names, labelled name=<queue>, moving with each
 // call; durations on the injected clock, so their values are exact.
 #include <map>
+#include <optional>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <prometheus/registry.h>
@@ -52,6 +55,47 @@ Observed histogram(prometheus::Registry& r, const std::string& family,
   if (!m) return {0, -1};
   return {m->histogram.sample_count, m->histogram.sample_sum};
 }
+
+// A registry over `inner` (one backend with it) whose workqueue_retries_total family refuses new
+// series while `refuse` is set, as a user's MetricsRegistry may throw from add().
+class RefusingRegistry final : public informer::MetricsRegistry {
+ public:
+  explicit RefusingRegistry(std::shared_ptr<informer::MetricsRegistry> inner)
+      : inner_(std::move(inner)) {}
+  informer::CounterFamily& counter(const std::string& name, const std::string& help) override {
+    auto& family = inner_->counter(name, help);
+    if (name != "workqueue_retries_total") return family;
+    if (!retries_) retries_.emplace(family, refuse);
+    return *retries_;
+  }
+  informer::GaugeFamily& gauge(const std::string& name, const std::string& help) override {
+    return inner_->gauge(name, help);
+  }
+  informer::HistogramFamily& histogram(const std::string& name, const std::string& help,
+                                       const std::vector<double>& buckets) override {
+    return inner_->histogram(name, help, buckets);
+  }
+  [[nodiscard]] const void* backend() const noexcept override { return inner_->backend(); }
+
+  bool refuse = false;
+
+ private:
+  class Family final : public informer::CounterFamily {
+   public:
+    Family(informer::CounterFamily& inner, const bool& refuse) : inner_(inner), refuse_(refuse) {}
+    informer::Counter& add(const informer::MetricLabels& labels) override {
+      if (refuse_) throw std::runtime_error("this registry takes no new series");
+      return inner_.add(labels);
+    }
+    void remove(informer::Counter* metric) override { inner_.remove(metric); }
+
+   private:
+    informer::CounterFamily& inner_;
+    const bool& refuse_;
+  };
+  std::shared_ptr<informer::MetricsRegistry> inner_;
+  std::optional<Family> retries_;
+};
 
 struct WorkQueueMetricsTest : ::testing::Test {
   std::shared_ptr<prom::PrometheusRegistry> metrics = std::make_shared<prom::PrometheusRegistry>();
@@ -146,6 +190,22 @@ TEST_F(WorkQueueMetricsTest, TwoQueuesOfOneNameOnOneRegistryAreRefusedAndTheName
   EXPECT_TRUE(series(*registry, "workqueue_depth", "other"));
   WorkQueue again({.name = "q", .clock = clock, .registry = metrics});
   EXPECT_EQ(value(*registry, "workqueue_adds_total"), 0);
+}
+
+// A registry that refuses one of a queue's series: the queue is not made, and leaves neither the
+// series added before the refusal nor its name behind (a queue of that name is made later).
+TEST_F(WorkQueueMetricsTest, AQueueWhoseSeriesTheRegistryRefusesLeavesNoSeriesAndNoName) {
+  queue.reset();  // its families go with it: the refusing registry makes them anew
+  auto refusing = std::make_shared<RefusingRegistry>(metrics);
+  refusing->refuse = true;
+  EXPECT_THROW(WorkQueue({.name = "r", .clock = clock, .registry = refusing}), std::runtime_error);
+  EXPECT_FALSE(series(*registry, "workqueue_depth", "r"))
+      << "a series of the refused queue is left";
+  EXPECT_FALSE(series(*registry, "workqueue_adds_total", "r"));
+  refusing->refuse = false;
+  WorkQueue accepted({.name = "r", .clock = clock, .registry = refusing});
+  accepted.add("a");
+  EXPECT_EQ(value(*registry, "workqueue_adds_total", "r"), 1);
 }
 
 // Two wrappers of one prometheus registry are one registry: a second queue named q is refused
