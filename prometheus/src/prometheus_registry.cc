@@ -83,8 +83,9 @@ using HistogramAdapter = FamilyAdapter<informer::Histogram, prometheus::Histogra
 
 }  // namespace
 
-// The adapters of each prometheus registry that has a PrometheusRegistry on it (an entry whose
-// adapters are gone is replaced by the next one made on the same address).
+// The adapters of each prometheus registry that has a PrometheusRegistry on it. Entries whose
+// adapters are gone are dropped whenever adapters are made, so the map holds about as many
+// entries as there are live registries.
 std::shared_ptr<PrometheusRegistry::Adapters> PrometheusRegistry::adapters_of(
     const prometheus::Registry* registry) {
   static std::mutex mu;
@@ -95,6 +96,7 @@ std::shared_ptr<PrometheusRegistry::Adapters> PrometheusRegistry::adapters_of(
   if (!adapters) {
     adapters = std::make_shared<Adapters>();
     weak = adapters;
+    std::erase_if(all, [](const auto& entry) { return entry.second.expired(); });
   }
   return adapters;
 }
