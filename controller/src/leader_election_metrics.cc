@@ -51,6 +51,8 @@ LeaderElectionMetrics::LeaderElectionMetrics(std::shared_ptr<informer::MetricsRe
     : name_(std::move(name)) {
   // The null registry keeps nothing: no series, so no names to keep apart.
   if (!registry || registry == informer::MetricsRegistry::null()) return;
+  // Made before the name is taken: nothing may throw between taking it and the try below.
+  const std::map<std::string, std::string> labels{{"name", name_}};
   auto& by_backend = families_by_backend();
   std::lock_guard lock(by_backend.mu);
   families_ = by_backend.acquire(std::move(registry), name_);
@@ -58,7 +60,6 @@ LeaderElectionMetrics::LeaderElectionMetrics(std::shared_ptr<informer::MetricsRe
     throw client::ConfigError("LeaderElectionOptions: an elector of the lease \"" + name_ +
                               "\" already has metrics in this registry (registry)");
   }
-  const std::map<std::string, std::string> labels{{"name", name_}};
   try {
     master_ = &families_->master.add(labels);
     slowpath_ = &families_->slowpath.add(labels);

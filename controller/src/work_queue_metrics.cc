@@ -86,6 +86,8 @@ WorkQueueMetrics::WorkQueueMetrics(std::shared_ptr<informer::MetricsRegistry> re
   if (name_.empty()) {
     throw client::ConfigError("WorkQueue: metrics need a queue name (WorkQueueOptions::name)");
   }
+  // Made before the name is taken: nothing may throw between taking it and the try below.
+  const std::map<std::string, std::string> labels{{"name", name_}};
   auto& by_backend = families_by_backend();
   std::lock_guard lock(by_backend.mu);
   families_ = by_backend.acquire(std::move(registry), name_);
@@ -94,7 +96,6 @@ WorkQueueMetrics::WorkQueueMetrics(std::shared_ptr<informer::MetricsRegistry> re
                               "\" already has metrics in this registry; give each queue its "
                               "own name (WorkQueueOptions::name)");
   }
-  const std::map<std::string, std::string> labels{{"name", name_}};
   try {
     depth_ = &families_->depth.add(labels);
     adds_ = &families_->adds.add(labels);

@@ -1,10 +1,10 @@
 // WorkQueue's metrics: client-go's workqueue_* names, labelled name=<queue>, moving with each
-// call; durations on the injected clock, so their values are exact.
+// call; durations on the injected clock, so their values are exact. Also what a leader elector's
+// series share with them: a series the registry refuses leaves nothing behind.
 #include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
-#include <vector>
 
 #include <gtest/gtest.h>
 #include <prometheus/registry.h>
@@ -13,6 +13,8 @@
 #include "kinformer/client/error.h"
 #include "kinformer/controller/work_queue.h"
 #include "kinformer/prometheus/prometheus_registry.h"
+#include "leader_election_metrics.h"
+#include "refusing_registry.h"
 
 namespace kinformer::controller {
 namespace {
@@ -55,47 +57,6 @@ Observed histogram(prometheus::Registry& r, const std::string& family,
   if (!m) return {0, -1};
   return {m->histogram.sample_count, m->histogram.sample_sum};
 }
-
-// A registry over `inner` (one backend with it) whose workqueue_retries_total family refuses new
-// series while `refuse` is set, as a user's MetricsRegistry may throw from add().
-class RefusingRegistry final : public informer::MetricsRegistry {
- public:
-  explicit RefusingRegistry(std::shared_ptr<informer::MetricsRegistry> inner)
-      : inner_(std::move(inner)) {}
-  informer::CounterFamily& counter(const std::string& name, const std::string& help) override {
-    auto& family = inner_->counter(name, help);
-    if (name != "workqueue_retries_total") return family;
-    if (!retries_) retries_.emplace(family, refuse);
-    return *retries_;
-  }
-  informer::GaugeFamily& gauge(const std::string& name, const std::string& help) override {
-    return inner_->gauge(name, help);
-  }
-  informer::HistogramFamily& histogram(const std::string& name, const std::string& help,
-                                       const std::vector<double>& buckets) override {
-    return inner_->histogram(name, help, buckets);
-  }
-  [[nodiscard]] const void* backend() const noexcept override { return inner_->backend(); }
-
-  bool refuse = false;
-
- private:
-  class Family final : public informer::CounterFamily {
-   public:
-    Family(informer::CounterFamily& inner, const bool& refuse) : inner_(inner), refuse_(refuse) {}
-    informer::Counter& add(const informer::MetricLabels& labels) override {
-      if (refuse_) throw std::runtime_error("this registry takes no new series");
-      return inner_.add(labels);
-    }
-    void remove(informer::Counter* metric) override { inner_.remove(metric); }
-
-   private:
-    informer::CounterFamily& inner_;
-    const bool& refuse_;
-  };
-  std::shared_ptr<informer::MetricsRegistry> inner_;
-  std::optional<Family> retries_;
-};
 
 struct WorkQueueMetricsTest : ::testing::Test {
   std::shared_ptr<prom::PrometheusRegistry> metrics = std::make_shared<prom::PrometheusRegistry>();
@@ -193,10 +154,12 @@ TEST_F(WorkQueueMetricsTest, TwoQueuesOfOneNameOnOneRegistryAreRefusedAndTheName
 }
 
 // A registry that refuses one of a queue's series: the queue is not made, and leaves neither the
-// series added before the refusal nor its name behind (a queue of that name is made later).
+// series added before the refusal nor its name behind (a queue of that name is made later, while
+// another queue keeps the families the refused one took its name in).
 TEST_F(WorkQueueMetricsTest, AQueueWhoseSeriesTheRegistryRefusesLeavesNoSeriesAndNoName) {
   queue.reset();  // its families go with it: the refusing registry makes them anew
-  auto refusing = std::make_shared<RefusingRegistry>(metrics);
+  auto refusing = std::make_shared<testing::RefusingRegistry>(metrics, "workqueue_retries_total");
+  WorkQueue keeper({.name = "p", .clock = clock, .registry = refusing});
   refusing->refuse = true;
   EXPECT_THROW(WorkQueue({.name = "r", .clock = clock, .registry = refusing}), std::runtime_error);
   EXPECT_FALSE(series(*registry, "workqueue_depth", "r"))
@@ -206,6 +169,25 @@ TEST_F(WorkQueueMetricsTest, AQueueWhoseSeriesTheRegistryRefusesLeavesNoSeriesAn
   WorkQueue accepted({.name = "r", .clock = clock, .registry = refusing});
   accepted.add("a");
   EXPECT_EQ(value(*registry, "workqueue_adds_total", "r"), 1);
+  EXPECT_TRUE(series(*registry, "workqueue_depth", "p")) << "the other queue's series stay";
+}
+
+// The same for a leader elector: its master-status series, added before the refused one, goes,
+// and so does its name.
+TEST_F(WorkQueueMetricsTest, AnElectorWhoseSeriesTheRegistryRefusesLeavesNoSeriesAndNoName) {
+  auto refusing =
+      std::make_shared<testing::RefusingRegistry>(metrics, "leader_election_slowpath_total");
+  detail::LeaderElectionMetrics keeper(refusing, "p");
+  refusing->refuse = true;
+  EXPECT_THROW(detail::LeaderElectionMetrics(refusing, "lease"), std::runtime_error);
+  EXPECT_FALSE(series(*registry, "leader_election_master_status", "lease"))
+      << "a series of the refused elector is left";
+  refusing->refuse = false;
+  detail::LeaderElectionMetrics accepted(refusing, "lease");
+  accepted.leading(true);
+  auto master = series(*registry, "leader_election_master_status", "lease");
+  ASSERT_TRUE(master);
+  EXPECT_EQ(master->gauge.value, 1);
 }
 
 // Two wrappers of one prometheus registry are one registry: a second queue named q is refused
