@@ -571,6 +571,8 @@ TEST(ClusterRegistryTest, BuildingAndClosingComponentsStopsNothingAndKeepsOneSec
     sub.close();
   }
   ASSERT_TRUE(f.registry->wait_for_sync(10s));
+  // Synced once its list is in: the Secret informer's watch follows that list.
+  ASSERT_TRUE(f.local.wait_watch_requests(kSecrets, 1));
   EXPECT_EQ(f.local.watch_requests(kSecrets), 1u);
   EXPECT_EQ(f.local.open_watches(kSecrets), 1u);
   EXPECT_EQ(f.local_factory->informer_count(), 1u);
