@@ -172,7 +172,7 @@ awaitable<bool> read_request(Conn& conn, http::request_parser<http::string_body>
       conn.buf.consume(used);
       if (parser.is_done()) co_return true;
       if (ec && ec != http::error::need_more) co_return false;
-      if (!ec && used > 0) continue;  // the parser stopped after the header: go on with the body
+      if (!ec && used > 0) continue;  // it took some: it may take more of what is buffered
     }
     auto space = conn.buf.prepare(16 * 1024);
     auto [ec, n] = co_await conn.read_some(space);
