@@ -22,6 +22,7 @@
 #include <charconv>
 #include <thread>
 #include <tuple>
+#include <type_traits>
 
 namespace kinformer::testing {
 
@@ -113,42 +114,12 @@ class Conn {
   beast::flat_buffer buf;  // bytes read and not parsed yet
 };
 
-class PlainConn final : public Conn {
+// A connection over `Stream`: tcp::socket, or a TLS stream over one.
+template <class Stream>
+class StreamConn final : public Conn {
  public:
-  explicit PlainConn(tcp::socket s) : socket_(std::move(s)) {}
-  awaitable<ReadResult> read_some(asio::mutable_buffer into) override {
-    auto result = co_await socket_.async_read_some(into, kTuple);
-    co_return result;
-  }
-  awaitable<ReadResult> write(std::vector<asio::const_buffer> buffers) override {
-    auto result = co_await asio::async_write(socket_, buffers, kTuple);
-    co_return result;
-  }
-  tcp::socket& socket() override { return socket_; }
-
- private:
-  tcp::socket socket_;
-};
-
-class TlsConn final : public Conn, public std::enable_shared_from_this<TlsConn> {
- public:
-  TlsConn(tcp::socket s, ssl::context& ctx) : stream_(std::move(s), ctx) {}
-  // The server side of the handshake; a client that does not finish it within 10 s is dropped.
-  // The deadline's wait may run after the handshake ended, or after this connection is gone:
-  // it closes nothing then.
-  awaitable<beast::error_code> handshake() {
-    auto ex = co_await asio::this_coro::executor;
-    auto shaking = std::make_shared<bool>(true);
-    asio::steady_timer deadline(ex, std::chrono::seconds(10));
-    deadline.async_wait([weak = weak_from_this(), shaking](beast::error_code ec) {
-      auto self = weak.lock();
-      if (!ec && *shaking && self) self->close_hard();
-    });
-    auto [ec] = co_await stream_.async_handshake(ssl::stream_base::server, kTuple);
-    *shaking = false;
-    deadline.cancel();
-    co_return ec;
-  }
+  template <class... Args>
+  explicit StreamConn(Args&&... args) : stream_(std::forward<Args>(args)...) {}
   awaitable<ReadResult> read_some(asio::mutable_buffer into) override {
     auto result = co_await stream_.async_read_some(into, kTuple);
     co_return result;
@@ -157,11 +128,37 @@ class TlsConn final : public Conn, public std::enable_shared_from_this<TlsConn> 
     auto result = co_await asio::async_write(stream_, buffers, kTuple);
     co_return result;
   }
-  tcp::socket& socket() override { return stream_.next_layer(); }
+  tcp::socket& socket() override {
+    if constexpr (std::is_same_v<Stream, tcp::socket>) {
+      return stream_;
+    } else {
+      return stream_.next_layer();
+    }
+  }
+  Stream& stream() { return stream_; }
 
  private:
-  ssl::stream<tcp::socket> stream_;
+  Stream stream_;
 };
+using PlainConn = StreamConn<tcp::socket>;
+using TlsConn = StreamConn<ssl::stream<tcp::socket>>;
+
+// The server side of `conn`'s TLS handshake; a client that does not finish it within 10 s is
+// dropped. The deadline's wait may run after the handshake ended, or after the connection is
+// gone: it closes nothing then.
+awaitable<beast::error_code> server_handshake(std::shared_ptr<TlsConn> conn) {
+  auto ex = co_await asio::this_coro::executor;
+  auto shaking = std::make_shared<bool>(true);
+  asio::steady_timer deadline(ex, std::chrono::seconds(10));
+  deadline.async_wait([weak = std::weak_ptr<TlsConn>(conn), shaking](beast::error_code ec) {
+    auto alive = weak.lock();
+    if (!ec && *shaking && alive) alive->close_hard();
+  });
+  auto [ec] = co_await conn->stream().async_handshake(ssl::stream_base::server, kTuple);
+  *shaking = false;
+  deadline.cancel();
+  co_return ec;
+}
 
 // Reads one request into `parser`; false when the connection ended or sent a malformed one.
 awaitable<bool> read_request(Conn& conn, http::request_parser<http::string_body>& parser) {
@@ -571,7 +568,7 @@ struct FakeApiServer::Impl {
     const std::uint64_t connection = ++accepted;
     if (tls) {
       auto conn = std::make_shared<TlsConn>(std::move(socket), *ssl_ctx);
-      const beast::error_code ec = co_await conn->handshake();
+      const beast::error_code ec = co_await server_handshake(conn);
       if (ec) co_return;
       co_await serve(std::move(conn), connection);
     } else {
