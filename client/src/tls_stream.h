@@ -2,8 +2,9 @@
 // Private: the client side of a TLS connection, with OpenSSL reading and writing the TCP socket
 // itself. Asio's TLS stream runs OpenSSL over a pair of memory BIOs and keeps four 17 KiB
 // buffers per connection for as long as it lives; here a connection that waits for data holds
-// none (OpenSSL frees its record buffers while they are empty, SSL_MODE_RELEASE_BUFFERS), and a
-// watch is mostly waiting. Why, and what it saves: docs/decisions.md.
+// none (OpenSSL frees its record buffers while they are empty, SSL_MODE_RELEASE_BUFFERS, and the
+// stream frees the ones OpenSSL keeps before it waits), and a watch is mostly waiting. Why, and
+// what it saves: docs/decisions.md.
 
 #include <chrono>
 #include <cstddef>
@@ -116,6 +117,11 @@ class TlsStream {
 
   /// One try of `step` with OpenSSL on the non-blocking socket.
   Outcome attempt(Step step, void* data, std::size_t size);
+  /// Frees OpenSSL's record buffers if they hold nothing, before a wait for data. OpenSSL frees
+  /// them itself after a record or a write (SSL_MODE_RELEASE_BUFFERS), but not the write buffer
+  /// it sets up while reading TLS 1.3's post-handshake messages (session tickets): 16 KiB that
+  /// every connection, so every watch, would hold for as long as it lives.
+  void release_buffers();
   /// What a failed wait for the socket means: a timeout once the deadline passed.
   error_code wait_failed(const error_code& ec) const;
   [[nodiscard]] bool deadline_passed() const { return deadline_ && deadline_->passed; }
@@ -153,6 +159,7 @@ class TlsStream {
         return;
       }
       waited = true;
+      if (step == Step::read && o.want == Want::read) s.release_buffers();
       s.tcp_.socket().async_wait(
           o.want == Want::read ? tcp::socket::wait_read : tcp::socket::wait_write, std::move(self));
     }

@@ -1,7 +1,8 @@
 // kinformer's TLS stream against a server on Asio's TLS stream, on one io_context driven by the
 // test: how a connection's end is reported (close_notify or not), a write larger than the
 // socket buffers (OpenSSL's write waits for the socket), a deadline inside the handshake, and
-// the sticky cancel, also when it lands between a read's wait and its next try.
+// the sticky cancel, also when it lands between a read's wait and its next try, and the memory a
+// read holds while it waits.
 
 #include "tls_stream.h"
 
@@ -10,11 +11,15 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdlib>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <openssl/crypto.h>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/read.hpp>
@@ -26,6 +31,54 @@ namespace kinformer::client::detail {
 namespace {
 
 using namespace std::chrono_literals;
+
+// OpenSSL's live allocations of a record buffer's size (16 KiB) or more, seen through its
+// allocation hooks. The hooks go in during static initialisation, before OpenSSL allocates
+// anything (it refuses them afterwards: then openssl_hooked is false).
+constexpr std::size_t kLarge = std::size_t{16} * 1024;
+struct LargeAllocations {
+  std::mutex mu;
+  std::set<void*> live;
+};
+LargeAllocations& large() {
+  static auto* const l = new LargeAllocations;  // outlives every OpenSSL free at exit
+  return *l;
+}
+void* hooked_malloc(std::size_t n, const char* /*file*/, int /*line*/) {
+  void* p = std::malloc(n);
+  if (p != nullptr && n >= kLarge) {
+    std::lock_guard lock(large().mu);
+    large().live.insert(p);
+  }
+  return p;
+}
+void hooked_free(void* p, const char* /*file*/, int /*line*/) {
+  if (p != nullptr) {
+    std::lock_guard lock(large().mu);
+    large().live.erase(p);
+  }
+  std::free(p);
+}
+void* hooked_realloc(void* p, std::size_t n, const char* file, int line) {
+  if (n == 0) {
+    hooked_free(p, file, line);
+    return nullptr;
+  }
+  void* q = std::realloc(p, n);
+  if (q != nullptr) {
+    std::lock_guard lock(large().mu);
+    if (p != nullptr) large().live.erase(p);
+    if (n >= kLarge) large().live.insert(q);
+  }
+  return q;
+}
+const bool openssl_hooked =
+    CRYPTO_set_mem_functions(&hooked_malloc, &hooked_realloc, &hooked_free) == 1;
+
+std::set<void*> large_openssl_allocations() {
+  std::lock_guard lock(large().mu);
+  return large().live;
+}
 
 /// The result of one asynchronous operation, once it completed.
 struct Done {
@@ -223,6 +276,48 @@ TEST_F(TlsStreamTest, ACancelEndsAReadThatWaitsForTheServer) {
   client_->cancel();
   ASSERT_TRUE(run_until([&] { return read.ec.has_value(); }));
   EXPECT_EQ(read.result(), asio::error::operation_aborted) << read.result().message();
+}
+
+TEST_F(TlsStreamTest, AReadThatWaitsForTheServerHoldsNoRecordBuffer) {
+  ASSERT_TRUE(openssl_hooked) << "OpenSSL's allocation hooks were not installed: something "
+                                 "allocated through OpenSSL before static initialisation ended";
+  ASSERT_NO_FATAL_FAILURE(handshake());
+  // Reading this takes TLS 1.3's session tickets first. OpenSSL sets up both record buffers to
+  // read them, and frees only the read buffer afterwards: the write buffer would stay until the
+  // connection writes again, which a watch never does.
+  ASSERT_NO_FATAL_FAILURE(server_sends("first"));
+  const std::set<void*> before = large_openssl_allocations();  // the server's too
+  std::string got;
+  ASSERT_FALSE(client_reads(got).result());
+  ASSERT_EQ(got, "first");
+  std::string buf(64, '\0');
+  Done read;
+  client_->async_read_some(asio::buffer(buf), read.handler());
+  io_.restart();
+  io_.poll();
+  ASSERT_FALSE(read.ec.has_value());
+  std::size_t kept = 0;
+  for (void* p : large_openssl_allocations()) kept += before.count(p) == 0 ? 1 : 0;
+  EXPECT_EQ(kept, 0u) << "buffers of 16 KiB or more that OpenSSL allocated while the client read "
+                         "and still holds while the next read waits";
+  // And the waiting read gets what comes.
+  ASSERT_NO_FATAL_FAILURE(server_sends("second"));
+  ASSERT_TRUE(run_until([&] { return read.ec.has_value(); }));
+  ASSERT_FALSE(read.result()) << read.result().message();
+  EXPECT_EQ(buf.substr(0, read.bytes), "second");
+  // Writing after the buffers were freed sets them up again.
+  const std::string request = "third";
+  Done sent;
+  client_->async_write_some(asio::buffer(request), sent.handler());
+  ASSERT_TRUE(run_until([&] { return sent.ec.has_value(); }));
+  ASSERT_FALSE(sent.result()) << sent.result().message();
+  EXPECT_EQ(sent.bytes, request.size());
+  std::string echoed(request.size(), '\0');
+  Done received;
+  asio::async_read(*server_, asio::buffer(echoed), received.handler());
+  ASSERT_TRUE(run_until([&] { return received.ec.has_value(); }));
+  ASSERT_FALSE(received.result()) << received.result().message();
+  EXPECT_EQ(echoed, request);
 }
 
 TEST_F(TlsStreamTest, ACancelBetweenTheSocketWakingAReadAndTheReadGoingOnEndsIt) {
