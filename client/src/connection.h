@@ -66,6 +66,10 @@ struct Connection {
   void uncancel() {
     if (tls) tls->uncancel();
   }
+  /// Before waiting for the socket outside a read: frees the TLS layer's empty record buffers.
+  void release_buffers() {
+    if (tls) tls->release_buffers();
+  }
   /// Closes the socket; the deadline is disarmed.
   void close();
 

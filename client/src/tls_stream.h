@@ -55,6 +55,12 @@ class TlsStream {
   /// two waits (part of a TLS record came, the rest has not).
   void cancel();
   void uncancel() { cancelled_ = false; }
+  /// Frees OpenSSL's record buffers if they hold nothing; a read does it before it waits for
+  /// data, and so must a caller that waits for the socket itself. OpenSSL frees them after a
+  /// record or a write (SSL_MODE_RELEASE_BUFFERS), but not the write buffer it sets up while
+  /// reading TLS 1.3's post-handshake messages (session tickets): 16 KiB that every connection,
+  /// so every watch, would hold for as long as it lives.
+  void release_buffers();
 
   /// Completes with (error_code) once the handshake is done (call after connecting).
   template <class Token>
@@ -117,11 +123,6 @@ class TlsStream {
 
   /// One try of `step` with OpenSSL on the non-blocking socket.
   Outcome attempt(Step step, void* data, std::size_t size);
-  /// Frees OpenSSL's record buffers if they hold nothing, before a wait for data. OpenSSL frees
-  /// them itself after a record or a write (SSL_MODE_RELEASE_BUFFERS), but not the write buffer
-  /// it sets up while reading TLS 1.3's post-handshake messages (session tickets): 16 KiB that
-  /// every connection, so every watch, would hold for as long as it lives.
-  void release_buffers();
   /// What a failed wait for the socket means: a timeout once the deadline passed.
   error_code wait_failed(const error_code& ec) const;
   [[nodiscard]] bool deadline_passed() const { return deadline_ && deadline_->passed; }

@@ -29,6 +29,12 @@ awaitable<error_code> write_header(Stream& stream, beast::flat_buffer& buffer,
   co_return rec;
 }
 
+// Waits until the connection's socket has bytes to read (or is closed, or in error).
+awaitable<error_code> wait_readable(Connection& conn) {
+  auto [ec] = co_await conn.lowest().socket().async_wait(tcp::socket::wait_read, kTuple);
+  co_return ec;
+}
+
 template <class Stream>
 awaitable<error_code> read_some(Stream& stream, beast::flat_buffer& buffer,
                                 http::response_parser<http::buffer_body>& parser) {
@@ -147,9 +153,13 @@ awaitable<void> stream_body(std::shared_ptr<WatchState> st, Stream& stream,
                                max_event_bytes);
   // The read buffer doubles while reads fill it (a burst, e.g. a WatchList's initial events), up
   // to kMaxChunk, and drops back to kMinChunk after a read that found little and left nothing
-  // waiting: a quiet watch holds the small one.
+  // waiting. A watch that waits for the server holds none: once a read delivered body bytes
+  // without filling the buffer, the parser has taken all it could (at most a chunk's closing
+  // CRLF is left, which Beast keeps until the next chunk header), so unless the TLS layer holds
+  // decrypted bytes the next read first waits for the socket, and takes a buffer when bytes came.
   std::size_t chunk_size = kMinChunk;
-  auto chunk = std::make_unique_for_overwrite<char[]>(chunk_size);
+  std::unique_ptr<char[]> chunk;  // allocated by the read that needs it
+  bool wait_first = false;
   std::vector<WatchEvent> events;
   std::optional<Error> failure;
   // One chunk header or piece of body per read (as async_read_header left it): an eager parser
@@ -161,21 +171,33 @@ awaitable<void> stream_body(std::shared_ptr<WatchState> st, Stream& stream,
       if (auto s = decoder.finish(); !s) failure = s.error();
       break;
     }
-    parser.get().body().data = chunk.get();
-    parser.get().body().size = chunk_size;
     // Read-idle deadline, re-armed for every read (never while paused for flow control), at its
-    // value now (set_idle_timeout() may have changed it).
+    // value now (set_idle_timeout() may have changed it); it covers the wait for the socket.
     idle_timeout = std::chrono::milliseconds(st->idle_timeout_ms.load(std::memory_order_relaxed));
     st->reading = true;
     arm_idle(st, idle_timeout);
-    error_code ec = co_await read_some(stream, conn.buffer, parser);
+    error_code ec;
+    if (wait_first && conn.buffer.size() <= 2 && conn.tls_pending() == 0) {
+      chunk.reset();
+      conn.release_buffers();
+      ec = co_await wait_readable(conn);
+    }
+    bool chunk_full = false;
+    std::size_t got = 0;
+    if (!ec) {
+      if (!chunk) chunk = std::make_unique_for_overwrite<char[]>(chunk_size);
+      parser.get().body().data = chunk.get();
+      parser.get().body().size = chunk_size;
+      ec = co_await read_some(stream, conn.buffer, parser);
+      // need_buffer: the parser stopped because `chunk` is full, with more of the body at hand.
+      chunk_full = ec == http::error::need_buffer;
+      if (chunk_full) ec = {};
+      got = chunk_size - parser.get().body().size;
+    }
     st->reading = false;
     ++st->idle_generation;  // a wait of this read that still runs must not touch the next one
     st->idle_timer->cancel();
-    // need_buffer: the parser stopped because `chunk` is full, with more of the body at hand.
-    const bool chunk_full = ec == http::error::need_buffer;
-    if (chunk_full) ec = {};
-    std::size_t got = chunk_size - parser.get().body().size;
+    wait_first = got > 0 && !chunk_full;
     Status fed = Ok{};
     std::uint64_t complete_before = decoder.complete_bytes();
     if (got > 0) fed = decoder.feed(std::string_view(chunk.get(), got), events);
@@ -217,7 +239,7 @@ awaitable<void> stream_body(std::shared_ptr<WatchState> st, Stream& stream,
                                                                           : chunk_size;
     if (next_size != chunk_size && next_size <= kMaxChunk) {
       chunk_size = next_size;
-      chunk = std::make_unique_for_overwrite<char[]>(chunk_size);
+      chunk.reset();  // the next read takes one of the new size
     }
     if (cancelled) {
       failure = Error::make(Errc::cancelled, "watch cancelled");
@@ -301,15 +323,17 @@ awaitable<void> run_watch(std::shared_ptr<WatchState> st, Connector& connector,
   head.status = static_cast<int>(parser.get().result_int());
   head.headers = copy_headers(parser.get().base());
   if (head.status != 200) {
-    // Read a bounded error body (Status JSON or plain text), then map it.
+    // Read a bounded error body (Status JSON or plain text), then map it. The piece is on the
+    // heap: an array here would sit in the coroutine's frame, which lives as long as the watch.
     std::string body;
-    char buf[8192];
+    constexpr std::size_t kPiece = 8192;
+    const auto buf = std::make_unique_for_overwrite<char[]>(kPiece);
     while (!parser.is_done() && body.size() < (1u << 20)) {
-      parser.get().body().data = buf;
-      parser.get().body().size = sizeof buf;
+      parser.get().body().data = buf.get();
+      parser.get().body().size = kPiece;
       error_code rec =
           co_await conn.with_stream([&](auto& s) { return read_some(s, conn.buffer, parser); });
-      body.append(buf, sizeof buf - parser.get().body().size);
+      body.append(buf.get(), kPiece - parser.get().body().size);
       if (rec && rec != http::error::need_buffer) break;
     }
     conn.close();

@@ -1,5 +1,6 @@
 #include "listener.h"
 
+#include <algorithm>
 #include <thread>
 
 #include "detail/unix_time.h"
@@ -51,9 +52,7 @@ Listener::Listener(ResourceEventHandlerPtr handler, std::string name, std::uint6
       clock_(std::move(clock)),
       informer_metrics_(std::move(metrics)),
       metrics_(std::make_unique<HandlerMetrics>(*informer_metrics_, name_, id_)),
-      index_(0, SlotHash{&slots_}, SlotEq{&slots_}) {
-  batch_.reserve(kBatch);
-}
+      index_(0, SlotHash{&slots_}, SlotEq{&slots_}) {}
 
 Listener::~Listener() { request_stop(); }
 
@@ -274,6 +273,7 @@ bool Listener::drain() {
     std::lock_guard lock(mu_);
     if (stopped_) return false;
     in_flight_first_seq_ = head_ != kNone ? slots_[head_].seq : 0;
+    batch_.reserve(std::min(depth_, kBatch));
     while (head_ != kNone && batch_.size() < kBatch) {
       std::uint32_t i = head_;
       unlink(i);
@@ -303,6 +303,9 @@ bool Listener::drain() {
   tl_current = outer;
   metrics_->stalled_since.set(0);
   batch_.clear();
+  // Its memory goes too: a turn is one wake-up of the handler's strand, and an informer's
+  // handlers are mostly idle. The next turn allocates what it takes.
+  batch_.shrink_to_fit();
   std::lock_guard lock(mu_);
   in_batch_.store(0);
   in_turn_ = false;
