@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the libFuzzer targets of tests/fuzz (watch decoder with arbitrary chunking, API errors,
 # typed model decoders, kubeconfig loader, protobuf decoders, streaming list decoders cut at
-# chosen points, gzip-encoded bodies cut likewise), each for a bounded time, two at a time.
+# chosen points, gzip bodies cut likewise, HPACK blocks in a row), each bounded, two at a time.
 # Installs clang and its runtime (Debian's clang-14, libclang-rt-14-dev) when missing; builds the
 # client library with clang, ASan+UBSan and fuzzer coverage in $KINFORMER_BUILD_DIR-fuzz.
 #
@@ -36,7 +36,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ ${#targets[@]} -eq 0 ] && targets=(watch_decoder_fuzz status_fuzz model_fuzz kubeconfig_fuzz protobuf_fuzz
-  list_decoder_fuzz gzip_fuzz)
+  list_decoder_fuzz gzip_fuzz hpack_fuzz)
 
 if [ "$build_step" = 1 ]; then
   need=()
