@@ -132,39 +132,33 @@ void TlsStream::cancel() {
   tcp_.socket().cancel(ignored);
 }
 
-namespace {
+bool openssl_frees_buffers_safely(unsigned long version) {
+  const unsigned long major = version >> 28;  // 0xMNN00PP0
+  const unsigned long minor = (version >> 20) & 0xff;
+  const unsigned long patch = (version >> 4) & 0xff;
+  if (major != 3) return major > 3;
+  switch (minor) {
+    case 0:
+      return patch >= 14;
+    case 1:
+      return patch >= 6;
+    case 2:
+      return patch >= 2;
+    case 3:
+      return patch >= 1;
+    default:
+      return true;
+  }
+}
 
-// Whether SSL_free_buffers() is safe while a record is half read: from OpenSSL 3.0.14, 3.1.6,
-// 3.2.2 and 3.3.1 on; before, it could free a buffer still in use (CVE-2024-4741). Older
-// releases keep the buffers.
-bool free_buffers_is_safe() {
-  static const bool safe = [] {
-    const unsigned long v = OpenSSL_version_num();  // 0xMNN00PP0
-    const unsigned long major = v >> 28;
-    const unsigned long minor = (v >> 20) & 0xff;
-    const unsigned long patch = (v >> 4) & 0xff;
-    if (major != 3) return major > 3;
-    switch (minor) {
-      case 0:
-        return patch >= 14;
-      case 1:
-        return patch >= 6;
-      case 2:
-        return patch >= 2;
-      case 3:
-        return patch >= 1;
-      default:
-        return true;
-    }
-  }();
+bool TlsStream::frees_idle_buffers() {
+  static const bool safe = openssl_frees_buffers_safely(OpenSSL_version_num());
   return safe;
 }
 
-}  // namespace
-
 void TlsStream::release_buffers() {
   // Refused (0) while either buffer holds bytes: then they are in use, and stay.
-  if (free_buffers_is_safe()) (void)SSL_free_buffers(ssl_);
+  if (frees_idle_buffers()) (void)SSL_free_buffers(ssl_);
 }
 
 error_code TlsStream::wait_failed(const error_code& ec) const {

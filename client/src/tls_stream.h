@@ -3,7 +3,8 @@
 // itself. Asio's TLS stream runs OpenSSL over a pair of memory BIOs and keeps four 17 KiB
 // buffers per connection for as long as it lives; here a connection that waits for data holds
 // none (OpenSSL frees its record buffers while they are empty, SSL_MODE_RELEASE_BUFFERS, and the
-// stream frees the ones OpenSSL keeps before it waits), and a watch is mostly waiting. Why, and
+// stream frees the ones OpenSSL keeps before it waits, where that is safe: frees_idle_buffers()),
+// and a watch is mostly waiting. Why, and
 // what it saves: docs/decisions.md.
 
 #include <chrono>
@@ -21,6 +22,12 @@
 #include "net.h"
 
 namespace kinformer::client::detail {
+
+/// Whether SSL_free_buffers() is safe while a record is half read in this OpenSSL release
+/// (`version` as OpenSSL_version_num() gives it): from 3.0.14, 3.1.6, 3.2.2 and 3.3.1 on; before,
+/// it could free a buffer still in use (CVE-2024-4741). A distribution that backported the fix
+/// under an older number counts as unsafe: safe, only without the saving.
+bool openssl_frees_buffers_safely(unsigned long version);
 
 /// A TLS client stream over a beast::tcp_stream (connected by the caller through next_layer()),
 /// for Beast's HTTP reads and writes: async_handshake, async_read_some, async_write_some. One
@@ -59,8 +66,13 @@ class TlsStream {
   /// data, and so must a caller that waits for the socket itself. OpenSSL frees them after a
   /// record or a write (SSL_MODE_RELEASE_BUFFERS), but not the write buffer it sets up while
   /// reading TLS 1.3's post-handshake messages (session tickets): 16 KiB that every connection,
-  /// so every watch, would hold for as long as it lives.
+  /// so every watch, would hold for as long as it lives. Does nothing unless
+  /// frees_idle_buffers().
   void release_buffers();
+  /// Whether release_buffers() frees anything with the OpenSSL this process runs: only where
+  /// SSL_free_buffers() is safe while a record is half read (openssl_frees_buffers_safely).
+  /// Elsewhere waiting connections keep that write buffer.
+  static bool frees_idle_buffers();
 
   /// Completes with (error_code) once the handshake is done (call after connecting).
   template <class Token>

@@ -29,6 +29,15 @@ awaitable<error_code> write_header(Stream& stream, beast::flat_buffer& buffer,
   co_return rec;
 }
 
+// Nothing for a read to take without waiting for the server: at most 2 bytes read and not
+// parsed (see stream_body), none in the TLS layer, none in the socket.
+bool nothing_at_hand(Connection& conn) {
+  if (conn.buffer.size() > 2 || conn.tls_holds_bytes()) return false;
+  error_code ec;
+  const std::size_t waiting = conn.lowest().socket().available(ec);
+  return !ec && waiting == 0;  // a failed check: let the read find out
+}
+
 // Waits until the connection's socket has bytes to read (or is closed, or in error).
 awaitable<error_code> wait_readable(Connection& conn) {
   auto [ec] = co_await conn.lowest().socket().async_wait(tcp::socket::wait_read, kTuple);
@@ -153,10 +162,12 @@ awaitable<void> stream_body(std::shared_ptr<WatchState> st, Stream& stream,
                                max_event_bytes);
   // The read buffer doubles while reads fill it (a burst, e.g. a WatchList's initial events), up
   // to kMaxChunk, and drops back to kMinChunk after a read that found little and left nothing
-  // waiting. A watch that waits for the server holds none: once a read delivered body bytes
-  // without filling the buffer, the parser has taken all it could (at most a chunk's closing
-  // CRLF is left, which Beast keeps until the next chunk header), so unless the TLS layer holds
-  // decrypted bytes the next read first waits for the socket, and takes a buffer when bytes came.
+  // waiting. A watch that waits for the server holds none: after a read that delivered body
+  // bytes without filling the buffer, when nothing else is at hand, the next read first waits
+  // for the socket and takes a buffer once bytes came. Nothing at hand: at most 2 bytes read and
+  // not parsed (after a chunk's body Beast keeps its closing CRLF, and cannot go on with fewer
+  // than the 4 bytes of a CRLF and the shortest chunk header: more would be a next chunk, which
+  // the parser may not have looked at yet), no bytes in the TLS layer and none in the socket.
   std::size_t chunk_size = kMinChunk;
   std::unique_ptr<char[]> chunk;  // allocated by the read that needs it
   bool wait_first = false;
@@ -177,8 +188,10 @@ awaitable<void> stream_body(std::shared_ptr<WatchState> st, Stream& stream,
     st->reading = true;
     arm_idle(st, idle_timeout);
     error_code ec;
-    if (wait_first && conn.buffer.size() <= 2 && conn.tls_pending() == 0) {
+    if (wait_first && nothing_at_hand(conn)) {
+      // What comes after a wait is most often one event: a burst grows the buffer again.
       chunk.reset();
+      chunk_size = kMinChunk;
       conn.release_buffers();
       ec = co_await wait_readable(conn);
     }

@@ -21,6 +21,7 @@
 #include "kinformer/informer/informer_factory.h"
 #include "kinformer/informer/once_guard.h"
 #include "tcp_proxy.h"
+#include "tls_stream.h"  // client/src: whether waiting connections free their buffers
 
 namespace kinformer::e2e {
 namespace {
@@ -327,13 +328,16 @@ TEST(InformerFreshnessE2E, ACutOffInformerSaysStaleAndFreshAgainAfterRecovery) {
 }
 
 // What an idle informer costs the process: heap in use per informer, from the difference
-// between 10 and 60 informers. Each is a Pod informer on a label selector of its own, so each
+// between 10 and 110 informers. Each is a Pod informer on a label selector of its own, so each
 // holds a watch (WatchList: synced means the watch is open), and nothing matches them, so their
 // caches are empty. The budget guards against a change that makes every informer hold more for
 // as long as it lives (a buffer kept per connection or per handler, an array in a coroutine's
 // frame): about 63.5 KiB each today, 16 of them OpenSSL's connection state (docs/BENCHMARKS.md).
+// An OpenSSL too old to free a waiting connection's write buffer safely keeps 16 KiB more.
 TEST(InformerMemoryE2E, AnIdleInformerHoldsAtMost66KiBOfHeap) {
-  constexpr double kBudgetKiB = 66.0;
+  const double budget_kib = client::detail::TlsStream::frees_idle_buffers() ? 66.0 : 66.0 + 16.5;
+  constexpr int kFirst = 10;
+  constexpr int kMore = 100;
   client::RestClient admin(admin_config(), fast_client_options());
   const std::string ns = create_namespace(admin, "memory-e2e");
   client::RestClient client(admin_config());
@@ -350,24 +354,24 @@ TEST(InformerMemoryE2E, AnIdleInformerHoldsAtMost66KiBOfHeap) {
     factory.start();
     return factory.wait_for_cache_sync(60s);
   };
-  ASSERT_TRUE(add(0, 10));
-  const std::size_t ten = testing::heap_in_use();
-  ASSERT_TRUE(add(10, 60));
+  ASSERT_TRUE(add(0, kFirst));
+  const std::size_t first = testing::heap_in_use();
+  ASSERT_TRUE(add(kFirst, kFirst + kMore));
   // Just after the sync a watch may still be between its last read and its wait for the server,
   // holding that read's buffer: the figure is taken once it is within the budget, if it gets
   // there (it does not with a real regression).
-  std::size_t sixty = 0;
+  std::size_t all = 0;
   double per_informer = 0;
   const bool within = eventually(
       [&] {
-        sixty = testing::heap_in_use();
-        per_informer = (static_cast<double>(sixty) - static_cast<double>(ten)) / 50.0 / 1024.0;
-        return per_informer <= kBudgetKiB;
+        all = testing::heap_in_use();
+        per_informer = (static_cast<double>(all) - static_cast<double>(first)) / kMore / 1024.0;
+        return per_informer <= budget_kib;
       },
       10s);
-  std::printf("heap per idle informer: %.1f KiB (10 informers: %zu bytes, 60: %zu)\n", per_informer,
-              ten, sixty);
-  EXPECT_TRUE(within) << per_informer << " KiB per idle informer, over " << kBudgetKiB;
+  std::printf("heap per idle informer: %.1f KiB (%d informers: %zu bytes, %d: %zu)\n", per_informer,
+              kFirst, first, kFirst + kMore, all);
+  EXPECT_TRUE(within) << per_informer << " KiB per idle informer, over " << budget_kib;
 }
 
 TEST_P(InformerE2E, CachesConvergeAcrossAnApiServerRestartWhileObjectsChange) {

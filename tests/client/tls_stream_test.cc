@@ -278,7 +278,28 @@ TEST_F(TlsStreamTest, ACancelEndsAReadThatWaitsForTheServer) {
   EXPECT_EQ(read.result(), asio::error::operation_aborted) << read.result().message();
 }
 
+TEST(OpenSslFreesBuffersSafely, FromTheReleasesThatFixedSslFreeBuffers) {
+  EXPECT_FALSE(openssl_frees_buffers_safely(0x101010ffUL));  // 1.1.1
+  EXPECT_FALSE(openssl_frees_buffers_safely(0x30000020UL));  // 3.0.2
+  EXPECT_FALSE(openssl_frees_buffers_safely(0x300000d0UL));  // 3.0.13
+  EXPECT_TRUE(openssl_frees_buffers_safely(0x300000e0UL));   // 3.0.14
+  EXPECT_TRUE(openssl_frees_buffers_safely(0x30000130UL));   // 3.0.19
+  EXPECT_FALSE(openssl_frees_buffers_safely(0x30100050UL));  // 3.1.5
+  EXPECT_TRUE(openssl_frees_buffers_safely(0x30100060UL));   // 3.1.6
+  EXPECT_FALSE(openssl_frees_buffers_safely(0x30200010UL));  // 3.2.1
+  EXPECT_TRUE(openssl_frees_buffers_safely(0x30200020UL));   // 3.2.2
+  EXPECT_FALSE(openssl_frees_buffers_safely(0x30300000UL));  // 3.3.0
+  EXPECT_TRUE(openssl_frees_buffers_safely(0x30300010UL));   // 3.3.1
+  EXPECT_TRUE(openssl_frees_buffers_safely(0x30400000UL));   // 3.4.0
+  EXPECT_TRUE(openssl_frees_buffers_safely(0x40000000UL));   // 4.0.0
+}
+
 TEST_F(TlsStreamTest, AReadThatWaitsForTheServerHoldsNoRecordBuffer) {
+  if (!TlsStream::frees_idle_buffers()) {
+    GTEST_SKIP() << "this OpenSSL (" << OpenSSL_version(OPENSSL_VERSION)
+                 << ") is older than the releases where SSL_free_buffers is safe mid-record: "
+                    "waiting connections keep their write buffer";
+  }
   ASSERT_TRUE(openssl_hooked) << "OpenSSL's allocation hooks were not installed: something "
                                  "allocated through OpenSSL before static initialisation ended";
   ASSERT_NO_FATAL_FAILURE(handshake());

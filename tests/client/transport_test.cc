@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <future>
@@ -453,6 +454,36 @@ TEST(TransportTlsData, AWatchDeliversEveryEventThenReportsTheCut) {
   auto end = (*w)->next();
   ASSERT_FALSE(end);
   EXPECT_EQ(end.error().code, Errc::truncated) << end.error().to_string();
+}
+
+// A quiet watch waits for the server without a read buffer, but never while bytes are at hand:
+// decrypted in the TLS layer (an event larger than Beast's reads, which take a few hundred bytes
+// at a time) or read and not parsed yet (two chunks that came in one record). The server stays
+// silent after each: an event left behind would wait for the idle deadline (5 s here) and come
+// as its timeout instead.
+TEST(TransportTlsData, EventsAtHandArriveWhileTheServerIsSilent) {
+  TlsWatch t;
+  auto w = t.client.watch(kPods, "", {});
+  ASSERT_TRUE(w) << w.error().to_string();
+  (*w)->set_idle_timeout(std::chrono::seconds(5));
+  auto expect_next = [&](const std::string& name) {
+    auto e = (*w)->next();
+    ASSERT_TRUE(e) << name << ": " << e.error().to_string();
+    ASSERT_TRUE(e->has_value()) << name << ": the stream ended";
+    EXPECT_EQ((*e)->object->metadata.name, name);
+  };
+  t.stream->send(testing::watch_event_line("ADDED", padded_pod(1, 3000)));
+  expect_next("p1");
+  auto chunk = [](const std::string& bytes) {
+    char size[32];
+    std::snprintf(size, sizeof size, "%zx\r\n", bytes.size());
+    return size + bytes + "\r\n";
+  };
+  t.stream->send_raw(chunk(testing::watch_event_line("ADDED", padded_pod(2, 10))) +
+                     chunk(testing::watch_event_line("ADDED", padded_pod(3, 10))));
+  expect_next("p2");
+  expect_next("p3");
+  t.stream->end();
 }
 
 // A watch ended by the server's terminating chunk ends cleanly over TLS.
