@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "hex_bytes.h"
 #include "http2/hpack.h"  // client/src
 
 namespace kinformer::client {
@@ -24,22 +25,7 @@ using detail::HpackDecoder;
 using ::testing::HasSubstr;
 using HeaderList = std::vector<HeaderField>;
 
-// "8286 8441" -> the bytes 82 86 84 41 (spaces ignored, as the RFC prints its dumps).
-std::string hex_bytes(std::string_view hex) {
-  std::string out;
-  int high = -1;
-  for (char c : hex) {
-    if (c == ' ') continue;
-    const int v = c <= '9' ? c - '0' : c - 'a' + 10;
-    if (high < 0) {
-      high = v;
-    } else {
-      out.push_back(static_cast<char>(high * 16 + v));
-      high = -1;
-    }
-  }
-  return out;
-}
+using kinformer::testing::hex_bytes;
 
 // A literal field without indexing, new name (raw), value Huffman-coded.
 std::string literal_with_huffman_value(std::string_view name, std::string_view value) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the libFuzzer targets of tests/fuzz (watch decoder with arbitrary chunking, API errors,
 # typed model decoders, kubeconfig loader, protobuf decoders, streaming list decoders cut at
-# chosen points, gzip bodies cut likewise, HPACK blocks in a row), each bounded, two at a time.
+# chosen points, gzip bodies cut likewise, HTTP/2 frames, HPACK blocks), each bounded, 2 at once.
 # Installs clang and its runtime (Debian's clang-14, libclang-rt-14-dev) when missing; builds the
 # client library with clang, ASan+UBSan and fuzzer coverage in $KINFORMER_BUILD_DIR-fuzz.
 #
