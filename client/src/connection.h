@@ -66,16 +66,6 @@ struct Connection {
   void uncancel() {
     if (tls) tls->uncancel();
   }
-  /// Bytes the TLS layer holds, decrypted or not (a record read ahead, or part of one): false for
-  /// plain TCP.
-  [[nodiscard]] bool tls_holds_bytes() const {
-    return tls && SSL_has_pending(tls->native_handle()) != 0;
-  }
-  /// Before waiting for the socket outside a read: frees the TLS layer's empty record buffers
-  /// (TlsStream::release_buffers, where that is safe).
-  void release_buffers() {
-    if (tls) tls->release_buffers();
-  }
   /// Closes the socket; the deadline is disarmed.
   void close();
 

@@ -62,16 +62,10 @@ class TlsStream {
   /// two waits (part of a TLS record came, the rest has not).
   void cancel();
   void uncancel() { cancelled_ = false; }
-  /// Frees OpenSSL's record buffers if they hold nothing; a read does it before it waits for
-  /// data, and so must a caller that waits for the socket itself. OpenSSL frees them after a
-  /// record or a write (SSL_MODE_RELEASE_BUFFERS), but not the write buffer it sets up while
-  /// reading TLS 1.3's post-handshake messages (session tickets): 16 KiB that every connection,
-  /// so every watch, would hold for as long as it lives. Does nothing unless
-  /// frees_idle_buffers().
-  void release_buffers();
-  /// Whether release_buffers() frees anything with the OpenSSL this process runs: only where
-  /// SSL_free_buffers() is safe while a record is half read (openssl_frees_buffers_safely).
-  /// Elsewhere waiting connections keep that write buffer.
+  /// Whether a read that waits for data frees the record buffers OpenSSL keeps (the write
+  /// buffer it sets up to read TLS 1.3's session tickets) with the OpenSSL this process runs:
+  /// only where SSL_free_buffers() is safe while a record is half read
+  /// (openssl_frees_buffers_safely). Elsewhere waiting connections keep that buffer.
   static bool frees_idle_buffers();
 
   /// Completes with (error_code) once the handshake is done (call after connecting).
@@ -135,6 +129,12 @@ class TlsStream {
 
   /// One try of `step` with OpenSSL on the non-blocking socket.
   Outcome attempt(Step step, void* data, std::size_t size);
+  /// Frees OpenSSL's record buffers if they hold nothing, before a read waits for data. OpenSSL
+  /// frees them itself after a record or a write (SSL_MODE_RELEASE_BUFFERS), but not the write
+  /// buffer it sets up while reading TLS 1.3's post-handshake messages (session tickets): 16 KiB
+  /// that every connection, so every watch, would hold for as long as it lives. Does nothing
+  /// unless frees_idle_buffers().
+  void release_buffers();
   /// What a failed wait for the socket means: a timeout once the deadline passed.
   error_code wait_failed(const error_code& ec) const;
   [[nodiscard]] bool deadline_passed() const { return deadline_ && deadline_->passed; }

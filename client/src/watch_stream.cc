@@ -29,21 +29,6 @@ awaitable<error_code> write_header(Stream& stream, beast::flat_buffer& buffer,
   co_return rec;
 }
 
-// Nothing for a read to take without waiting for the server: at most 2 bytes read and not
-// parsed (see stream_body), none in the TLS layer, none in the socket.
-bool nothing_at_hand(Connection& conn) {
-  if (conn.buffer.size() > 2 || conn.tls_holds_bytes()) return false;
-  error_code ec;
-  const std::size_t waiting = conn.lowest().socket().available(ec);
-  return !ec && waiting == 0;  // a failed check: let the read find out
-}
-
-// Waits until the connection's socket has bytes to read (or is closed, or in error).
-awaitable<error_code> wait_readable(Connection& conn) {
-  auto [ec] = co_await conn.lowest().socket().async_wait(tcp::socket::wait_read, kTuple);
-  co_return ec;
-}
-
 template <class Stream>
 awaitable<error_code> read_some(Stream& stream, beast::flat_buffer& buffer,
                                 http::response_parser<http::buffer_body>& parser) {
@@ -162,15 +147,9 @@ awaitable<void> stream_body(std::shared_ptr<WatchState> st, Stream& stream,
                                max_event_bytes);
   // The read buffer doubles while reads fill it (a burst, e.g. a WatchList's initial events), up
   // to kMaxChunk, and drops back to kMinChunk after a read that found little and left nothing
-  // waiting. A watch that waits for the server holds none: after a read that delivered body
-  // bytes without filling the buffer, when nothing else is at hand, the next read first waits
-  // for the socket and takes a buffer once bytes came. Nothing at hand: at most 2 bytes read and
-  // not parsed (after a chunk's body Beast keeps its closing CRLF, and cannot go on with fewer
-  // than the 4 bytes of a CRLF and the shortest chunk header: more would be a next chunk, which
-  // the parser may not have looked at yet), no bytes in the TLS layer and none in the socket.
+  // waiting: a quiet watch holds the small one.
   std::size_t chunk_size = kMinChunk;
-  std::unique_ptr<char[]> chunk;  // allocated by the read that needs it
-  bool wait_first = false;
+  auto chunk = std::make_unique_for_overwrite<char[]>(chunk_size);
   std::vector<WatchEvent> events;
   std::optional<Error> failure;
   // One chunk header or piece of body per read (as async_read_header left it): an eager parser
@@ -182,35 +161,21 @@ awaitable<void> stream_body(std::shared_ptr<WatchState> st, Stream& stream,
       if (auto s = decoder.finish(); !s) failure = s.error();
       break;
     }
+    parser.get().body().data = chunk.get();
+    parser.get().body().size = chunk_size;
     // Read-idle deadline, re-armed for every read (never while paused for flow control), at its
-    // value now (set_idle_timeout() may have changed it); it covers the wait for the socket.
+    // value now (set_idle_timeout() may have changed it).
     idle_timeout = std::chrono::milliseconds(st->idle_timeout_ms.load(std::memory_order_relaxed));
     st->reading = true;
     arm_idle(st, idle_timeout);
-    error_code ec;
-    if (wait_first && nothing_at_hand(conn)) {
-      // What comes after a wait is most often one event: a burst grows the buffer again.
-      chunk.reset();
-      chunk_size = kMinChunk;
-      conn.release_buffers();
-      ec = co_await wait_readable(conn);
-    }
-    bool chunk_full = false;
-    std::size_t got = 0;
-    if (!ec) {
-      if (!chunk) chunk = std::make_unique_for_overwrite<char[]>(chunk_size);
-      parser.get().body().data = chunk.get();
-      parser.get().body().size = chunk_size;
-      ec = co_await read_some(stream, conn.buffer, parser);
-      // need_buffer: the parser stopped because `chunk` is full, with more of the body at hand.
-      chunk_full = ec == http::error::need_buffer;
-      if (chunk_full) ec = {};
-      got = chunk_size - parser.get().body().size;
-    }
+    error_code ec = co_await read_some(stream, conn.buffer, parser);
     st->reading = false;
     ++st->idle_generation;  // a wait of this read that still runs must not touch the next one
     st->idle_timer->cancel();
-    wait_first = got > 0 && !chunk_full;
+    // need_buffer: the parser stopped because `chunk` is full, with more of the body at hand.
+    const bool chunk_full = ec == http::error::need_buffer;
+    if (chunk_full) ec = {};
+    std::size_t got = chunk_size - parser.get().body().size;
     Status fed = Ok{};
     std::uint64_t complete_before = decoder.complete_bytes();
     if (got > 0) fed = decoder.feed(std::string_view(chunk.get(), got), events);
@@ -252,7 +217,7 @@ awaitable<void> stream_body(std::shared_ptr<WatchState> st, Stream& stream,
                                                                           : chunk_size;
     if (next_size != chunk_size && next_size <= kMaxChunk) {
       chunk_size = next_size;
-      chunk.reset();  // the next read takes one of the new size
+      chunk = std::make_unique_for_overwrite<char[]>(chunk_size);
     }
     if (cancelled) {
       failure = Error::make(Errc::cancelled, "watch cancelled");

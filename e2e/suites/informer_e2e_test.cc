@@ -332,10 +332,10 @@ TEST(InformerFreshnessE2E, ACutOffInformerSaysStaleAndFreshAgainAfterRecovery) {
 // holds a watch (WatchList: synced means the watch is open), and nothing matches them, so their
 // caches are empty. The budget guards against a change that makes every informer hold more for
 // as long as it lives (a buffer kept per connection or per handler, an array in a coroutine's
-// frame): about 63.5 KiB each today, 16 of them OpenSSL's connection state (docs/BENCHMARKS.md).
+// frame): about 67.5 KiB each today, 16 of them OpenSSL's connection state (docs/BENCHMARKS.md).
 // An OpenSSL too old to free a waiting connection's write buffer safely keeps 16 KiB more.
-TEST(InformerMemoryE2E, AnIdleInformerHoldsAtMost66KiBOfHeap) {
-  const double budget_kib = client::detail::TlsStream::frees_idle_buffers() ? 66.0 : 66.0 + 16.5;
+TEST(InformerMemoryE2E, AnIdleInformerHoldsAtMost70KiBOfHeap) {
+  const double budget_kib = client::detail::TlsStream::frees_idle_buffers() ? 70.0 : 70.0 + 16.5;
   constexpr int kFirst = 10;
   constexpr int kMore = 100;
   client::RestClient admin(admin_config(), fast_client_options());
@@ -357,9 +357,9 @@ TEST(InformerMemoryE2E, AnIdleInformerHoldsAtMost66KiBOfHeap) {
   ASSERT_TRUE(add(0, kFirst));
   const std::size_t first = testing::heap_in_use();
   ASSERT_TRUE(add(kFirst, kFirst + kMore));
-  // Just after the sync a watch may still be between its last read and its wait for the server,
-  // holding that read's buffer: the figure is taken once it is within the budget, if it gets
-  // there (it does not with a real regression).
+  // Just after the sync a watch may still be reading (its TLS buffers taken), or a handler's
+  // turn running: the figure is taken once it is within the budget, if it gets there (it does
+  // not with a real regression).
   std::size_t all = 0;
   double per_informer = 0;
   const bool within = eventually(

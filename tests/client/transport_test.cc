@@ -456,11 +456,10 @@ TEST(TransportTlsData, AWatchDeliversEveryEventThenReportsTheCut) {
   EXPECT_EQ(end.error().code, Errc::truncated) << end.error().to_string();
 }
 
-// A quiet watch waits for the server without a read buffer, but never while bytes are at hand:
-// decrypted in the TLS layer (an event larger than Beast's reads, which take a few hundred bytes
-// at a time) or read and not parsed yet (two chunks that came in one record). The server stays
-// silent after each: an event left behind would wait for the idle deadline (5 s here) and come
-// as its timeout instead.
+// Events at hand arrive while the server is silent: bytes decrypted in the TLS layer (an event
+// larger than Beast's reads, which take a few hundred bytes at a time) and bytes read and not
+// parsed yet (two chunks that came in one record). An event left behind would wait for the idle
+// deadline (5 s here) and come as its timeout instead.
 TEST(TransportTlsData, EventsAtHandArriveWhileTheServerIsSilent) {
   TlsWatch t;
   auto w = t.client.watch(kPods, "", {});
