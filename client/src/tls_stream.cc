@@ -157,7 +157,7 @@ bool TlsStream::frees_idle_buffers() {
 }
 
 void TlsStream::release_buffers() {
-  // Refused (0) while either buffer holds bytes: then they are in use, and stay.
+  // Refused (0), leaving what is in use, while a record is half read or a write is pending.
   if (frees_idle_buffers()) (void)SSL_free_buffers(ssl_);
 }
 

@@ -1,11 +1,11 @@
 #pragma once
 // Private: the client side of a TLS connection, with OpenSSL reading and writing the TCP socket
 // itself. Asio's TLS stream runs OpenSSL over a pair of memory BIOs and keeps four 17 KiB
-// buffers per connection for as long as it lives; here a connection that waits for data holds
-// none (OpenSSL frees its record buffers while they are empty, SSL_MODE_RELEASE_BUFFERS, and the
-// stream frees the ones OpenSSL keeps before it waits, where that is safe: frees_idle_buffers()),
-// and a watch is mostly waiting. Why, and
-// what it saves: docs/decisions.md.
+// buffers per connection for as long as it lives; here a connection that waits between records
+// holds none (OpenSSL frees its record buffers while they are empty, SSL_MODE_RELEASE_BUFFERS,
+// and the stream frees the ones OpenSSL keeps before it waits, where that is safe:
+// frees_idle_buffers()), and a watch is mostly waiting. Why, and what it saves:
+// docs/decisions.md.
 
 #include <chrono>
 #include <cstddef>

@@ -273,7 +273,8 @@ bool Listener::drain() {
     std::lock_guard lock(mu_);
     if (stopped_) return false;
     in_flight_first_seq_ = head_ != kNone ? slots_[head_].seq : 0;
-    batch_.reserve(std::min(depth_, kBatch));
+    // A slot holds at most two notifications (a delete, then an add): a turn takes kBatch + 1.
+    batch_.reserve(std::min(depth_, kBatch + 1));
     while (head_ != kNone && batch_.size() < kBatch) {
       std::uint32_t i = head_;
       unlink(i);
@@ -303,10 +304,10 @@ bool Listener::drain() {
   tl_current = outer;
   metrics_->stalled_since.set(0);
   batch_.clear();
-  // Its memory goes too: a turn is one wake-up of the handler's strand, and an informer's
-  // handlers are mostly idle. The next turn allocates what it takes.
-  batch_.shrink_to_fit();
   std::lock_guard lock(mu_);
+  // Once the queue is empty its memory goes too: an informer's handlers are mostly idle. With a
+  // backlog the next turn reuses it.
+  if (head_ == kNone) batch_.shrink_to_fit();
   in_batch_.store(0);
   in_turn_ = false;
   in_flight_first_seq_ = 0;

@@ -449,7 +449,8 @@ Http2Result<std::optional<Frame>> FrameReader::read(std::string_view& input) {
     header_.reset();
     return std::optional<Frame>(frame);
   }
-  if (buffer_.empty()) buffer_.reserve(length);
+  // What the header announces, up to 64 KiB: more only as the bytes come.
+  if (buffer_.empty()) buffer_.reserve(std::min<std::size_t>(length, std::size_t{64} * 1024));
   take(length - buffer_.size());
   if (buffer_.size() < length) return std::optional<Frame>();
   Frame frame{*header_, buffer_};

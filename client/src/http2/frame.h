@@ -217,7 +217,8 @@ struct Frame {
 /// frames, however the reads split them. It checks each frame's length against the
 /// SETTINGS_MAX_FRAME_SIZE we advertised, as soon as the header is in, before any payload is
 /// buffered: a longer frame is a connection error FRAME_SIZE_ERROR. It holds at most one
-/// incomplete frame (9 + max_frame_size() bytes), and nothing once that frame is handed out.
+/// incomplete frame (9 + max_frame_size() bytes), and nothing once the call after the one that
+/// handed it out returned.
 ///
 /// After an error the reader is unusable (the connection is over): every later call returns
 /// that error again.
