@@ -249,7 +249,8 @@ class FrameReader {
   /// The bytes held of a frame not complete yet (at most 9 + max_frame_size()).
   [[nodiscard]] std::size_t buffered() const;
   /// The memory the reader keeps for an incomplete frame: none to speak of between frames (an
-  /// idle connection's reader holds no buffer), the frame's length during one.
+  /// idle connection's reader holds no buffer), during one the frame's length up to 64 KiB,
+  /// and up to about twice the length of a longer frame (the buffer grows as its bytes come).
   [[nodiscard]] std::size_t buffer_capacity() const { return buffer_.capacity(); }
   /// True once a call has failed; every later read() fails.
   [[nodiscard]] bool failed() const { return failure_.has_value(); }
