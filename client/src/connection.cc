@@ -270,9 +270,10 @@ awaitable<Result<tcp::resolver::results_type>> Connector::resolve(
   co_return results;
 }
 
-awaitable<Result<ConnectionPtr>> Connector::connect(
-    std::shared_ptr<ssl::context> context, std::size_t cert_id,
-    std::chrono::steady_clock::time_point deadline) {
+awaitable<Result<ConnectionPtr>> Connector::connect(std::shared_ptr<ssl::context> context,
+                                                    std::size_t cert_id,
+                                                    std::chrono::steady_clock::time_point deadline,
+                                                    bool offer_h2) {
   auto ex = co_await asio::this_coro::executor;
   auto resolved = co_await resolve(ex, deadline);
   if (!resolved) co_return std::move(resolved).error();
@@ -287,8 +288,18 @@ awaitable<Result<ConnectionPtr>> Connector::connect(
   // Best effort: a socket that refuses them still works, and the read-idle deadline remains.
   (void)set_tcp_liveness(conn->lowest().socket().native_handle());
   if (conn->tls) {
+    // ALPN's wire form: each protocol name after its length.
+    static constexpr unsigned char kH2[] = {2, 'h', '2', 8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+    if (offer_h2 && SSL_set_alpn_protos(conn->tls->native_handle(), kH2, sizeof(kH2)) != 0) {
+      co_return Error::make(Errc::tls, "connect to " + url_.host + ":" + url_.port +
+                                           ": OpenSSL could not offer h2 by ALPN");
+    }
     auto shaken = co_await handshake(*conn->tls, tls_, url_);
     if (!shaken) co_return std::move(shaken).error();
+    const unsigned char* chosen = nullptr;
+    unsigned int chosen_size = 0;
+    SSL_get0_alpn_selected(conn->tls->native_handle(), &chosen, &chosen_size);
+    conn->http2 = offer_h2 && chosen_size == 2 && chosen[0] == 'h' && chosen[1] == '2';
   }
   co_return conn;
 }

@@ -74,6 +74,7 @@ struct Connection {
   std::optional<beast::tcp_stream> plain;
   beast::flat_buffer buffer;
   std::string cert_id;          ///< the client certificate it was opened with ("0": none)
+  bool http2 = false;           ///< the server chose "h2" by ALPN (Connector::connect)
   Clock::TimePoint idle_since;  ///< when it went back to the pool
 };
 
@@ -84,9 +85,12 @@ using ConnectionPtr = std::shared_ptr<Connection>;
 class Connector {
  public:
   Connector(const ServerUrl& url, const TlsSettings& tls) : url_(url), tls_(tls) {}
+  /// `offer_h2`: a TLS connection offers "h2" and "http/1.1" by ALPN, and says which the
+  /// server chose (Connection::http2); else it offers none, and the server speaks HTTP/1.1.
   awaitable<Result<ConnectionPtr>> connect(std::shared_ptr<ssl::context> context,
                                            std::size_t cert_id,
-                                           std::chrono::steady_clock::time_point deadline);
+                                           std::chrono::steady_clock::time_point deadline,
+                                           bool offer_h2 = false);
 
  private:
   awaitable<Result<tcp::resolver::results_type>> resolve(

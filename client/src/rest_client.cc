@@ -326,6 +326,9 @@ RestClient::RestClient(ClusterConfig config, RestClientOptions options)
   t.watch_queue_bytes_limit = impl_->options.watch_queue_bytes_limit;
   t.watch_idle_timeout = impl_->options.watch_idle_timeout;
   t.accept_gzip = impl_->options.gzip;
+  t.http2 = impl_->options.http2;
+  t.http2_read_idle_timeout = impl_->options.http2_read_idle_timeout;
+  t.http2_ping_timeout = impl_->options.http2_ping_timeout;
   t.runtime = impl_->options.runtime;
   impl_->transport = detail::Transport::create(impl_->config, std::move(t));
 }

@@ -30,8 +30,10 @@ namespace kinformer::client::detail {
 bool openssl_frees_buffers_safely(unsigned long version);
 
 /// A TLS client stream over a beast::tcp_stream (connected by the caller through next_layer()),
-/// for Beast's HTTP reads and writes: async_handshake, async_read_some, async_write_some. One
-/// operation at a time (HTTP/1.1 writes a request, then reads its response). Errors are Asio's
+/// for Beast's HTTP reads and writes: async_handshake, async_read_some, async_write_some. At most
+/// one read and one write at a time: HTTP/1.1 writes a request, then reads its response; HTTP/2
+/// reads all along and writes between (OpenSSL allows a read and a write in turn on one
+/// connection, and each waits for the socket on its own). Errors are Asio's
 /// and OpenSSL's as from Asio's own TLS stream: eof after the server's close_notify,
 /// ssl::error::stream_truncated when the connection ends without one, the SSL category for
 /// OpenSSL's errors, beast::error::timeout once the deadline passed. Used on its connection's

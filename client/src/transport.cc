@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "connection.h"
+#include "http2/session.h"
 #include "io_runtime_impl.h"
 #include "net.h"
 #include "server_url.h"
@@ -38,6 +39,15 @@ TlsSettings tls_settings(const ClusterConfig& config, const ServerUrl& url) {
   return s;
 }
 
+Http2SessionOptions http2_options(const TransportOptions& options, const ServerUrl& url) {
+  Http2SessionOptions o;
+  o.idle_timeout = options.idle_connection_timeout;
+  if (options.http2_read_idle_timeout.count() > 0) o.ping_after = options.http2_read_idle_timeout;
+  if (options.http2_ping_timeout.count() > 0) o.ping_timeout = options.http2_ping_timeout;
+  o.server = url.host + ":" + url.port;
+  return o;
+}
+
 }  // namespace
 
 struct Transport::Impl {
@@ -51,7 +61,8 @@ struct Transport::Impl {
         tls(tls_settings(config, url)),
         connector(url, tls.settings()),
         pool(connector, options.max_idle_connections, options.idle_connection_timeout,
-             options.clock ? options.clock : system_clock(), options.max_response_bytes) {}
+             options.clock ? options.clock : system_clock(), options.max_response_bytes),
+        h2(connector, http2_options(options, url), [this] { return running_token(); }) {}
 
   // First: outlives everything below that uses its executor.
   const IoRuntimePtr runtime;
@@ -64,6 +75,7 @@ struct Transport::Impl {
   TlsContexts tls;
   Connector connector;  // strand only
   ConnectionPool pool;  // strand only
+  Http2Pool h2;         // strand only: watches' shared connections
 
   // Coroutines of this transport not finished yet: the destructor waits for none (they use the
   // transport by a plain pointer).
@@ -144,7 +156,10 @@ Transport::~Transport() {
   // the strand run what they posted before they ended. Completions still on their way (a
   // cancelled timer's, a late name resolution's) hold only the watch state or the resolution's
   // own state, never Impl: that is the rule that keeps them harmless after this returns.
-  impl_->run_on_strand([impl = impl_.get()] { impl->pool.close_all(); });
+  impl_->run_on_strand([impl = impl_.get()] {
+    impl->pool.close_all();
+    impl->h2.close_all(Error::make(Errc::cancelled, "client is shutting down"));
+  });
   {
     std::unique_lock lock(impl_->running_mu);
     impl_->running_cv.wait(lock, [&] { return impl_->running == 0; });
@@ -211,7 +226,8 @@ Result<WatchStreamPtr> Transport::watch(
        req = impl_->build(request, credentials, false), ctx = context.value(), cert_id, deadline,
        codec = std::move(codec), idle = request.idle_timeout]() mutable -> awaitable<void> {
         try {
-          co_await run_watch(st, impl->connector, impl->options, std::move(req), std::move(ctx),
+          Http2Pool* h2 = impl->options.http2 ? &impl->h2 : nullptr;
+          co_await run_watch(st, impl->connector, h2, impl->options, std::move(req), std::move(ctx),
                              cert_id, deadline, std::move(codec), idle);
         } catch (const std::exception& e) {
           std::unique_lock lock(st->mu);
@@ -232,7 +248,7 @@ Result<WatchStreamPtr> Transport::watch(
   {
     std::unique_lock lock(st->mu);
     st->cv.wait(lock, [&] { return st->phase != Phase::opening; });
-    head = st->head;
+    head = std::move(st->head);  // the reader's now: a long watch need not keep it
     if (st->phase == Phase::open_failed) open_error = st->error;
   }
   // The stream first: should on_headers throw (a user's warning handler), destroying it cancels
@@ -241,6 +257,12 @@ Result<WatchStreamPtr> Transport::watch(
   if (on_headers && head.status != 0) on_headers(head);
   if (open_error) return *open_error;
   return WatchStreamPtr(std::move(stream));
+}
+
+std::size_t Transport::http2_connections() {
+  std::size_t n = 0;
+  impl_->run_on_strand([&] { n = impl_->h2.sessions(); });
+  return n;
 }
 
 }  // namespace kinformer::client::detail

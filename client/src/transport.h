@@ -77,7 +77,10 @@ struct TransportOptions {
   std::size_t watch_queue_bytes_limit = 0;
   std::chrono::milliseconds watch_idle_timeout{};  ///< 0: derived from the request
   bool accept_gzip = false;  ///< GET requests other than watches say Accept-Encoding: gzip
-  IoRuntimePtr runtime;      ///< null: a runtime of one thread of the transport's own
+  bool http2 = false;        ///< watches share HTTP/2 connections where the server offers h2
+  std::chrono::milliseconds http2_read_idle_timeout{};
+  std::chrono::milliseconds http2_ping_timeout{};
+  IoRuntimePtr runtime;  ///< null: a runtime of one thread of the transport's own
 };
 
 /// Thread-safety: request() and watch() may be called from any thread except the runtime's.
@@ -97,12 +100,16 @@ class Transport : public std::enable_shared_from_this<Transport> {
   Result<HttpResponse> request(const HttpRequest& request, const Credentials& credentials,
                                const BodySink* sink);
 
-  /// Opens a streaming request on a dedicated connection. On HTTP 200 returns the stream
+  /// Opens a streaming request: on a stream of a shared HTTP/2 connection (TransportOptions::http2
+  /// and a server that chooses h2), else on a connection of its own. On HTTP 200 returns the stream
   /// (decoding with `codec`); otherwise the mapped API error. `on_headers` sees the response
   /// headers (status set, body empty) before this returns.
   Result<WatchStreamPtr> watch(const HttpRequest& request, const Credentials& credentials,
                                std::shared_ptr<const Codec> codec,
                                const std::function<void(const HttpResponse&)>& on_headers);
+
+  /// HTTP/2 connections open now (for tests).
+  std::size_t http2_connections();
 
   struct Impl;
 

@@ -10,6 +10,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/this_coro.hpp>
 
+#include "http2/session.h"
 #include "kinformer/client/api_error.h"
 #include "kinformer/client/watch_decoder.h"
 #include "protobuf/negotiation.h"
@@ -262,9 +263,290 @@ awaitable<void> stream_body(std::shared_ptr<WatchState> st, Stream& stream,
   st->notify_reader(lock);
 }
 
+// --- a watch on an HTTP/2 stream -------------------------------------------------------------
+
+std::string content_type_of(const HttpResponse& head) { return header_value(head, "Content-Type"); }
+
+// A watch on a stream of a shared HTTP/2 connection: the session hands it the response head and
+// DATA as they come, and it decodes the events into its WatchState as run_watch's HTTP/1.1 reader
+// does. The stream's window stands in for the socket: held while the reader is far behind
+// (WatchState::full), given back once it has caught up. The read-idle deadline counts from the
+// last DATA (not while held: a server that waits for window is not silent). Io thread only.
+class Http2Watch final : public Http2StreamHandler,
+                         public WatchStreamIo,
+                         public std::enable_shared_from_this<Http2Watch> {
+ public:
+  // What the stream has come to, as run_watch_h2 reads it once the head wait is over.
+  enum class Stage { waiting, error_body, open, ended };
+
+  Http2Watch(std::shared_ptr<WatchState> st, std::shared_ptr<Http2Session> session,
+             std::shared_ptr<const Codec> codec, std::size_t max_event_bytes,
+             std::chrono::steady_clock::time_point deadline)
+      : st_(std::move(st)),
+        session_(std::move(session)),
+        codec_(std::move(codec)),
+        max_event_bytes_(max_event_bytes),
+        head_wait_(st_->ex, deadline) {}
+
+  void start(const std::vector<HeaderField>& fields) {
+    id_ = session_->open(fields, shared_from_this());
+  }
+  // Until the head of a 200 response, or the stream's end, or the deadline.
+  asio::steady_timer& head_wait() { return head_wait_; }
+  [[nodiscard]] Stage stage() const { return stage_; }
+  // The head of a 200 response came: the watch is open (or already over) and reports to its
+  // WatchState itself.
+  [[nodiscard]] bool opened() const { return opened_; }
+  [[nodiscard]] bool unprocessed() const { return unprocessed_; }
+  [[nodiscard]] const std::optional<Error>& end_error() const { return end_error_; }
+  HttpResponse& head() { return head_; }
+  [[nodiscard]] const std::string& error_body() const { return error_body_; }
+
+  // The connection may be dead: the session checks.
+  void suspect() {
+    if (session_) session_->suspect();
+  }
+  // Gives the stream up (the open failed: a deadline, an error response read).
+  void abandon() {
+    if (session_) session_->reset(id_);
+    session_.reset();
+    stage_ = Stage::ended;
+  }
+
+  void on_head(HttpResponse head) override {
+    if (head.status != 200) {
+      head_ = std::move(head);
+      stage_ = Stage::error_body;
+      return;
+    }
+    decoder_.emplace(codec_, content_type_of(head), max_event_bytes_);
+    {
+      std::lock_guard lock(st_->mu);
+      st_->head = std::move(head);
+      st_->phase = WatchState::Phase::open;
+      st_->cv.notify_all();
+    }
+    stage_ = Stage::open;
+    opened_ = true;
+    st_->h2 = weak_from_this();
+    last_data_ = std::chrono::steady_clock::now();
+    arm_idle();
+    head_wait_.cancel();
+  }
+
+  void on_data(std::string_view data) override {
+    if (stage_ == Stage::error_body) {
+      constexpr std::size_t kMaxErrorBody = std::size_t{1} << 20;
+      error_body_.append(
+          data.substr(0, kMaxErrorBody - std::min(kMaxErrorBody, error_body_.size())));
+      return;
+    }
+    if (stage_ != Stage::open) return;
+    last_data_ = std::chrono::steady_clock::now();
+    const std::uint64_t complete_before = decoder_->complete_bytes();
+    Status fed = decoder_->feed(data, events_);
+    auto batch_bytes = static_cast<std::size_t>(decoder_->complete_bytes() - complete_before);
+    st_->unsignalled += events_.size();
+    bool full = false;
+    {
+      std::lock_guard lock(st_->mu);
+      if (st_->phase != WatchState::Phase::cancelled) {
+        for (std::size_t i = 0; i < events_.size(); ++i) {
+          std::size_t share = batch_bytes / events_.size();
+          if (i + 1 == events_.size()) share = batch_bytes - share * i;
+          st_->events.push_back({std::move(events_[i]), share});
+          st_->queued_bytes += share;
+        }
+        if (st_->full() && st_->phase == WatchState::Phase::open) {
+          st_->phase = WatchState::Phase::paused;
+          full = true;
+        }
+      }
+    }
+    events_.clear();
+    if (!fed) {
+      abandon_with(fed.error());
+      return;
+    }
+    if (full) {
+      session_->hold(id_);
+      signal_reader(*st_);
+    } else if (st_->unsignalled >= kMaxUnsignalled) {
+      signal_reader(*st_);
+    }
+  }
+
+  void on_read_done() override {
+    if (stage_ == Stage::open) signal_reader(*st_);
+  }
+
+  void on_end(std::optional<Error> error, bool unprocessed) override {
+    session_.reset();
+    if (stage_ != Stage::open) {
+      end_error_ = std::move(error);
+      unprocessed_ = unprocessed;
+      if (stage_ == Stage::waiting && !end_error_) {
+        end_error_ = Error::make(Errc::network, "the server ended the stream without a response");
+      }
+      if (stage_ != Stage::error_body) stage_ = Stage::ended;
+      head_wait_.cancel();
+      return;
+    }
+    std::optional<Error> failure = std::move(error);
+    if (failure) {
+      // The connection's failure, or the stream's reset: the stream was cut short.
+      failure = Error::make(failure->code == Errc::timeout ? Errc::timeout : Errc::truncated,
+                            "watch stream cut short after " + std::to_string(decoder_->offset()) +
+                                " bytes: " + failure->message);
+    } else if (auto s = decoder_->finish(); !s) {
+      failure = s.error();
+    }
+    finish(std::move(failure));
+  }
+
+  void resume() override {
+    if (stage_ != Stage::open || !session_) return;
+    last_data_ = std::chrono::steady_clock::now();
+    session_->release(id_);
+  }
+
+  void cancel() override {
+    if (stage_ == Stage::open) {
+      abandon_with(Error::make(Errc::cancelled, "watch cancelled"));
+    } else if (stage_ != Stage::ended) {
+      abandon();
+      head_wait_.cancel();
+    }
+  }
+
+  void rearm_idle() override {
+    if (stage_ == Stage::open) arm_idle();
+  }
+
+ private:
+  // Resets the stream and ends the watch with `failure`.
+  void abandon_with(Error failure) {
+    if (session_) session_->reset(id_);
+    session_.reset();
+    finish(std::move(failure));
+  }
+
+  void finish(std::optional<Error> failure) {
+    stage_ = Stage::ended;
+    session_.reset();
+    ++st_->idle_generation;
+    st_->idle_timer->cancel();
+    st_->signal_timer->cancel();
+    st_->unsignalled = 0;
+    std::unique_lock lock(st_->mu);
+    if (st_->phase != WatchState::Phase::cancelled) {
+      st_->phase = failure ? WatchState::Phase::failed : WatchState::Phase::ended;
+      st_->error = std::move(failure);
+    }
+    st_->notify_reader(lock);
+  }
+
+  // The read-idle deadline from the last DATA, at its value now (set_idle_timeout() may change
+  // it). A wait that finds data came meanwhile, or the stream held, waits again.
+  void arm_idle() {
+    auto timeout = std::chrono::milliseconds(st_->idle_timeout_ms.load(std::memory_order_relaxed));
+    timeout = std::min<std::chrono::milliseconds>(timeout, std::chrono::hours(24));
+    st_->idle_armed = timeout;
+    const std::uint64_t generation = ++st_->idle_generation;
+    st_->idle_timer->expires_at(last_data_ + timeout);
+    st_->idle_timer->async_wait([self = shared_from_this(), generation](error_code ec) {
+      if (ec || generation != self->st_->idle_generation || self->stage_ != Stage::open) return;
+      bool held;
+      {
+        std::lock_guard lock(self->st_->mu);
+        held = self->st_->phase == WatchState::Phase::paused;
+      }
+      const auto now = std::chrono::steady_clock::now();
+      if (held) self->last_data_ = now;
+      if (held || now - self->last_data_ < self->st_->idle_armed) {
+        self->arm_idle();
+        return;
+      }
+      if (self->session_) self->session_->suspect();
+      self->abandon_with(Error::make(
+          Errc::timeout,
+          "watch idle for " + format_seconds(self->st_->idle_armed) + ": no data from the server"));
+    });
+  }
+
+  std::shared_ptr<WatchState> st_;
+  std::shared_ptr<Http2Session> session_;  // null once the stream is over
+  std::shared_ptr<const Codec> codec_;
+  std::size_t max_event_bytes_;
+  asio::steady_timer head_wait_;
+  std::uint32_t id_ = 0;
+  Stage stage_ = Stage::waiting;
+  bool opened_ = false;
+  bool unprocessed_ = false;
+  std::optional<Error> end_error_;
+  HttpResponse head_;  // an error response's
+  std::string error_body_;
+  std::optional<pb::WatchBodyDecoder> decoder_;
+  std::vector<WatchEvent> events_;
+  std::chrono::steady_clock::time_point last_data_;
+};
+
+// Opens the watch on a stream of `session` and waits for its response head. Returns true when
+// the server did not process it and `may_retry`: the caller sends it again.
+awaitable<bool> run_watch_h2(std::shared_ptr<WatchState> st, std::shared_ptr<Http2Session> session,
+                             const TransportOptions& options, const std::string& target,
+                             std::vector<HeaderField> fields,
+                             std::chrono::steady_clock::time_point deadline,
+                             std::shared_ptr<const Codec> codec,
+                             std::chrono::milliseconds idle_timeout, bool may_retry) {
+  auto fail_open = [&](Error e) {
+    std::unique_lock lock(st->mu);
+    st->phase = Phase::open_failed;
+    st->error = std::move(e);
+    st->notify_reader(lock);
+  };
+  // Unless the reader already changed it (set_idle_timeout() before the headers came).
+  std::int64_t unset = 0;
+  st->idle_timeout_ms.compare_exchange_strong(unset, idle_timeout.count());
+  auto watch = std::make_shared<Http2Watch>(st, std::move(session), std::move(codec),
+                                            options.max_watch_event_bytes, deadline);
+  watch->start(fields);
+  co_await watch->head_wait().async_wait(kTuple);
+  if (watch->opened()) co_return false;  // open, or already over: it said so itself
+  switch (watch->stage()) {
+    case Http2Watch::Stage::open:
+      co_return false;
+    case Http2Watch::Stage::waiting:
+      watch->suspect();
+      watch->abandon();
+      fail_open(Error::make(Errc::timeout,
+                            "WATCH " + target + ": no response within the request deadline"));
+      co_return false;
+    case Http2Watch::Stage::error_body: {
+      watch->abandon();
+      HttpResponse& head = watch->head();
+      Error e = error_from_protobuf_response(head.status, watch->error_body(),
+                                             header_value(head, "Retry-After"));
+      {
+        std::lock_guard lock(st->mu);
+        st->head = std::move(head);
+      }
+      fail_open(std::move(e));
+      co_return false;
+    }
+    case Http2Watch::Stage::ended:
+      break;
+  }
+  if (watch->unprocessed() && may_retry) co_return true;
+  Error e = watch->end_error().value_or(Error::make(Errc::network, "stream ended"));
+  e.message = "WATCH " + target + ": " + e.message;
+  fail_open(std::move(e));
+  co_return false;
+}
+
 }  // namespace
 
-awaitable<void> run_watch(std::shared_ptr<WatchState> st, Connector& connector,
+awaitable<void> run_watch(std::shared_ptr<WatchState> st, Connector& connector, Http2Pool* h2,
                           const TransportOptions& options, http::request<http::string_body> req,
                           std::shared_ptr<ssl::context> context, std::size_t cert_id,
                           std::chrono::steady_clock::time_point deadline,
@@ -280,12 +562,40 @@ awaitable<void> run_watch(std::shared_ptr<WatchState> st, Connector& connector,
   st->pause_timer.emplace(co_await asio::this_coro::executor,
                           asio::steady_timer::time_point::max());
   st->signal_timer.emplace(co_await asio::this_coro::executor);
-  auto made = co_await connector.connect(context, cert_id, deadline);
-  if (!made) {
-    fail_open(std::move(made).error());
-    co_return;
+  const auto idle_timeout = watch_idle_timeout(
+      requested_idle_timeout > std::chrono::milliseconds::zero() ? requested_idle_timeout
+                                                                 : options.watch_idle_timeout,
+      req.target());
+  ConnectionPtr http1;  // a connection on which the server chose HTTP/1.1
+  if (h2 != nullptr && context) {
+    const std::string target(req.target());
+    const std::vector<HeaderField> fields = http2_request_fields(req);
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      auto lease = co_await h2->acquire(context, cert_id, deadline);
+      if (!lease) {
+        fail_open(std::move(lease).error());
+        co_return;
+      }
+      if (lease.value().http1) {
+        http1 = std::move(lease.value().http1);
+        break;
+      }
+      std::shared_ptr<Http2Session> session = std::move(lease.value().session);
+      const bool may_retry = attempt == 0;
+      const bool again = co_await run_watch_h2(st, session, options, target, fields, deadline,
+                                               codec, idle_timeout, may_retry);
+      if (!again) co_return;
+    }
   }
-  st->conn = made.value();
+  if (!http1) {
+    auto made = co_await connector.connect(context, cert_id, deadline);
+    if (!made) {
+      fail_open(std::move(made).error());
+      co_return;
+    }
+    http1 = made.value();
+  }
+  st->conn = std::move(http1);
   Connection& conn = *st->conn;
   conn.expires_at(deadline);
   http::response_parser<http::buffer_body> parser;
@@ -330,10 +640,6 @@ awaitable<void> run_watch(std::shared_ptr<WatchState> st, Connector& connector,
     st->cv.notify_all();
   }
   conn.expires_never();
-  auto idle_timeout = watch_idle_timeout(requested_idle_timeout > std::chrono::milliseconds::zero()
-                                             ? requested_idle_timeout
-                                             : options.watch_idle_timeout,
-                                         req.target());
   // Unless the reader already changed it (set_idle_timeout() before the headers came).
   std::int64_t unset = 0;
   st->idle_timeout_ms.compare_exchange_strong(unset, idle_timeout.count());
@@ -358,6 +664,7 @@ Result<std::optional<WatchEvent>> WatchStreamImpl::next() {
       state_->phase = Phase::open;
       asio::post(state_->ex, [st = state_] {
         if (st->pause_timer) st->pause_timer->cancel();
+        if (auto stream = st->h2.lock()) stream->resume();
       });
     }
     return std::optional<WatchEvent>(std::move(event));
@@ -372,6 +679,10 @@ void WatchStreamImpl::set_idle_timeout(std::chrono::milliseconds timeout) {
   // The read in progress was armed with the old deadline: re-arm it from now (on the io thread,
   // which owns the connection; not while paused for flow control, when nothing is read).
   asio::post(state_->ex, [st = state_, timeout] {
+    if (auto stream = st->h2.lock()) {
+      stream->rearm_idle();
+      return;
+    }
     if (st->reading && st->idle_timer) arm_idle(st, timeout);
   });
 }

@@ -1,7 +1,8 @@
 #pragma once
-// Private: a streaming watch response on a dedicated connection: the coroutine that reads it on
-// the io thread (decoding events, flow control when the reader is far behind) and the
-// WatchStream the reader pulls them from, joined by one WatchState.
+// Private: a streaming watch response, on an HTTP/2 stream of a shared connection or on an
+// HTTP/1.1 connection of its own: what reads it on the io thread (decoding events, flow control
+// when the reader is far behind) and the WatchStream the reader pulls them from, joined by one
+// WatchState.
 
 #include <atomic>
 #include <chrono>
@@ -24,6 +25,18 @@
 #include "transport.h"
 
 namespace kinformer::client::detail {
+
+class Http2Pool;
+
+/// A watch on an HTTP/2 stream, as its WatchState reaches it (io thread only): the reader has
+/// caught up (give the stream's window back), cancelled, or changed the read-idle deadline.
+class WatchStreamIo {
+ public:
+  virtual ~WatchStreamIo() = default;
+  virtual void resume() = 0;
+  virtual void cancel() = 0;
+  virtual void rearm_idle() = 0;
+};
 
 /// Shared between a WatchStreamImpl (the reader's thread) and its coroutine (the io thread).
 struct WatchState {
@@ -49,7 +62,8 @@ struct WatchState {
   std::size_t bytes_limit = std::size_t{64} << 20;
   asio::any_io_executor ex;
   // io thread only
-  ConnectionPtr conn;
+  ConnectionPtr conn;               // HTTP/1.1: the watch's own connection
+  std::weak_ptr<WatchStreamIo> h2;  // HTTP/2: the stream, while it is open
   std::optional<asio::steady_timer> pause_timer;
   std::size_t unsignalled = 0;                     // events queued since the reader was last woken
   std::optional<asio::steady_timer> signal_timer;  // the bound on a deferred wake-up
@@ -89,14 +103,17 @@ struct WatchState {
   // Ends the coroutine's reads (io thread).
   void cancel_io() {
     if (conn) conn->close();
+    if (auto stream = h2.lock()) stream->cancel();
     if (pause_timer) pause_timer->cancel();
     if (signal_timer) signal_timer->cancel();
   }
 };
 
-/// Sends `req` on a new connection and reads the response into `st` until it ends, fails or is
-/// cancelled: a non-200 response is read (bounded) and mapped to its API error. Io thread.
-awaitable<void> run_watch(std::shared_ptr<WatchState> st, Connector& connector,
+/// Sends `req` on a stream of an HTTP/2 connection of `h2` (when not null and the server speaks
+/// it), else on a new HTTP/1.1 connection, and reads the response into `st` until it ends,
+/// fails or is cancelled: a non-200 response is read (bounded) and mapped to its API error. A
+/// stream the server did not process (GOAWAY, REFUSED_STREAM) is sent once more. Io thread.
+awaitable<void> run_watch(std::shared_ptr<WatchState> st, Connector& connector, Http2Pool* h2,
                           const TransportOptions& options, http::request<http::string_body> req,
                           std::shared_ptr<ssl::context> context, std::size_t cert_id,
                           std::chrono::steady_clock::time_point deadline,

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <set>
@@ -21,7 +22,6 @@
 #include "kinformer/informer/informer_factory.h"
 #include "kinformer/informer/once_guard.h"
 #include "tcp_proxy.h"
-#include "tls_stream.h"  // client/src: whether waiting connections free their buffers
 
 namespace kinformer::e2e {
 namespace {
@@ -327,15 +327,26 @@ TEST(InformerFreshnessE2E, ACutOffInformerSaysStaleAndFreshAgainAfterRecovery) {
       90s));
 }
 
+// Sockets this process has open (entries of /proc/self/fd that are sockets).
+std::size_t open_sockets() {
+  std::size_t n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    const auto target = std::filesystem::read_symlink(entry.path(), ec);
+    if (!ec && target.string().starts_with("socket:")) ++n;
+  }
+  return n;
+}
+
 // What an idle informer costs the process: heap in use per informer, from the difference
 // between 10 and 110 informers. Each is a Pod informer on a label selector of its own, so each
 // holds a watch (WatchList: synced means the watch is open), and nothing matches them, so their
-// caches are empty. The budget guards against a change that makes every informer hold more for
-// as long as it lives (a buffer kept per connection or per handler, an array in a coroutine's
-// frame): about 67.5 KiB each today, 16 of them OpenSSL's connection state (docs/BENCHMARKS.md).
-// An OpenSSL too old to free a waiting connection's write buffer safely keeps 16 KiB more.
-TEST(InformerMemoryE2E, AnIdleInformerHoldsAtMost70KiBOfHeap) {
-  const double budget_kib = client::detail::TlsStream::frees_idle_buffers() ? 70.0 : 70.0 + 16.5;
+// caches are empty. The watches are streams of one HTTP/2 connection: 100 more informers open
+// no socket of their own. The budget guards against a change that makes every informer hold
+// more for as long as it lives (a buffer kept per watch or per handler, an array in a
+// coroutine's frame, a connection per watch): about 26 KiB each today (docs/BENCHMARKS.md).
+TEST(InformerMemoryE2E, AnIdleInformerHoldsAtMost30KiBOfHeapAndNoConnectionOfItsOwn) {
+  constexpr double kBudgetKiB = 30.0;
   constexpr int kFirst = 10;
   constexpr int kMore = 100;
   client::RestClient admin(admin_config(), fast_client_options());
@@ -356,22 +367,28 @@ TEST(InformerMemoryE2E, AnIdleInformerHoldsAtMost70KiBOfHeap) {
   };
   ASSERT_TRUE(add(0, kFirst));
   const std::size_t first = testing::heap_in_use();
+  const std::size_t first_sockets = open_sockets();
   ASSERT_TRUE(add(kFirst, kFirst + kMore));
-  // Just after the sync a watch may still be reading (its TLS buffers taken), or a handler's
-  // turn running: the figure is taken once it is within the budget, if it gets there (it does
-  // not with a real regression).
+  // Just after the sync a handler's turn may still be running: the figure is taken once it is
+  // within the budget, if it gets there (it does not with a real regression).
   std::size_t all = 0;
   double per_informer = 0;
   const bool within = eventually(
       [&] {
         all = testing::heap_in_use();
         per_informer = (static_cast<double>(all) - static_cast<double>(first)) / kMore / 1024.0;
-        return per_informer <= budget_kib;
+        return per_informer <= kBudgetKiB;
       },
       10s);
   std::printf("heap per idle informer: %.1f KiB (%d informers: %zu bytes, %d: %zu)\n", per_informer,
               kFirst, first, kFirst + kMore, all);
-  EXPECT_TRUE(within) << per_informer << " KiB per idle informer, over " << budget_kib;
+  EXPECT_TRUE(within) << per_informer << " KiB per idle informer, over " << kBudgetKiB;
+  // The admin client's and the request pool's connections may come and go; a connection per
+  // watch would be 100.
+  const std::size_t sockets = open_sockets();
+  std::printf("sockets: %zu with %d informers, %zu with %d\n", first_sockets, kFirst, sockets,
+              kFirst + kMore);
+  EXPECT_LE(sockets, first_sockets + 4) << "the watches share their connection";
 }
 
 TEST_P(InformerE2E, CachesConvergeAcrossAnApiServerRestartWhileObjectsChange) {

@@ -264,6 +264,33 @@ TEST_F(TlsStreamTest, ACancelEndsEveryReadUntilUncancelled) {
   EXPECT_EQ(got, "after");
 }
 
+// HTTP/2 reads all along and writes between: a read that waits for the server stays pending
+// while the client's writes go out whole, and then gets what the server answers.
+TEST_F(TlsStreamTest, AReadWaitingForTheServerLetsWritesGoOutAndThenGetsTheAnswer) {
+  ASSERT_NO_FATAL_FAILURE(handshake());
+  std::string got(256, '\0');
+  Done read;
+  client_->async_read_some(asio::buffer(got), read.handler());
+  std::string received;
+  for (const std::string text : {"first", "second"}) {
+    Done written;
+    asio::async_write(*client_, asio::buffer(text), written.handler());
+    std::string piece(text.size(), '\0');
+    Done server_read;
+    asio::async_read(*server_, asio::buffer(piece), server_read.handler());
+    ASSERT_TRUE(run_until([&] { return written.ec && server_read.ec; }));
+    ASSERT_FALSE(written.result()) << written.result().message();
+    ASSERT_FALSE(server_read.result()) << server_read.result().message();
+    received += piece;
+    EXPECT_FALSE(read.ec.has_value()) << "the read waits for the server";
+  }
+  EXPECT_EQ(received, "firstsecond");
+  ASSERT_NO_FATAL_FAILURE(server_sends("answer"));
+  ASSERT_TRUE(run_until([&] { return read.ec.has_value(); }));
+  ASSERT_FALSE(read.result()) << read.result().message();
+  EXPECT_EQ(got.substr(0, read.bytes), "answer");
+}
+
 TEST_F(TlsStreamTest, ACancelEndsAReadThatWaitsForTheServer) {
   ASSERT_NO_FATAL_FAILURE(handshake());
   std::string buf(64, '\0');

@@ -93,6 +93,19 @@ struct RestClientOptions {
   /// asks for gzip too (Go's transport; `rest.Config.DisableCompression` turns it off). false:
   /// no Accept-Encoding is sent (a gzip-encoded body is still decoded). docs/gzip.md.
   bool gzip = true;
+  /// Watches share HTTP/2 connections: over TLS, a watch's connection offers "h2" by ALPN, and
+  /// when the server chooses it (kube-apiserver does) every watch of this client with the same
+  /// client certificate goes as a stream on it, up to the server's stream limit (then a second
+  /// connection), as client-go's watches do. Each watch then holds a stream, not a connection
+  /// of its own. A server that chooses HTTP/1.1 gets a connection per watch, as with false.
+  /// Requests other than watches use the HTTP/1.1 keep-alive pool either way. docs/http2.md.
+  bool http2 = true;
+  /// An HTTP/2 connection on which nothing arrived for this long is sent a PING, and closed
+  /// (its watches fail and reconnect) when nothing arrives within http2_ping_timeout after it:
+  /// a dead peer or path is found within both, whatever the watches' own idle deadlines.
+  /// client-go's values (its ReadIdleTimeout and PingTimeout).
+  std::chrono::milliseconds http2_read_idle_timeout{30000};
+  std::chrono::milliseconds http2_ping_timeout{15000};
   /// The threads this client's network I/O runs on. Null: a runtime of one thread of the
   /// client's own. Clients given one runtime share its threads (each client's work runs on a
   /// strand of its own, so one client's connections are never handled by two threads at once):
