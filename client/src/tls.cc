@@ -48,6 +48,9 @@ Result<std::shared_ptr<ssl::context>> TlsContexts::make_context(
   // OpenSSL frees a connection's record buffers while it has nothing to read or write (a quiet
   // watch, most of the time); TlsStream keeps none of its own.
   SSL_CTX_set_mode(c->native_handle(), SSL_MODE_RELEASE_BUFFERS);
+  // A TLS 1.2 renegotiation would make a read write while an HTTP/2 write may be waiting, which
+  // OpenSSL refuses (tls_stream.h); no API server asks for one.
+  SSL_CTX_set_options(c->native_handle(), SSL_OP_NO_RENEGOTIATION);
   SSL_CTX_set_default_passwd_cb(c->native_handle(), refuse_passphrase);
   error_code ec;
   if (settings_.insecure_skip_tls_verify) {

@@ -33,7 +33,10 @@ bool openssl_frees_buffers_safely(unsigned long version);
 /// for Beast's HTTP reads and writes: async_handshake, async_read_some, async_write_some. At most
 /// one read and one write at a time: HTTP/1.1 writes a request, then reads its response; HTTP/2
 /// reads all along and writes between (OpenSSL allows a read and a write in turn on one
-/// connection, and each waits for the socket on its own). Errors are Asio's
+/// connection, and each waits for the socket on its own). One exception, which ends the
+/// connection with an error: a read that must write (the answer to a TLS 1.3 KeyUpdate that asks
+/// for one) while a write waits for the socket with a record half sent. Go's TLS servers do not
+/// send such KeyUpdates; renegotiation, the TLS 1.2 case, is refused (tls.cc). Errors are Asio's
 /// and OpenSSL's as from Asio's own TLS stream: eof after the server's close_notify,
 /// ssl::error::stream_truncated when the connection ends without one, the SSL category for
 /// OpenSSL's errors, beast::error::timeout once the deadline passed. Used on its connection's

@@ -344,7 +344,14 @@ class Http2Watch final : public Http2StreamHandler,
     if (stage_ != Stage::open) return;
     last_data_ = std::chrono::steady_clock::now();
     const std::uint64_t complete_before = decoder_->complete_bytes();
-    Status fed = decoder_->feed(data, events_);
+    Status fed = Ok{};
+    try {
+      fed = decoder_->feed(data, events_);
+    } catch (const std::exception& e) {
+      // A codec's bug, or bad_alloc: this watch fails, not the connection's others.
+      events_.clear();
+      fed = Error::make(Errc::decode, std::string("decoding the watch stream threw: ") + e.what());
+    }
     auto batch_bytes = static_cast<std::size_t>(decoder_->complete_bytes() - complete_before);
     st_->unsignalled += events_.size();
     bool full = false;
@@ -357,7 +364,9 @@ class Http2Watch final : public Http2StreamHandler,
           st_->events.push_back({std::move(events_[i]), share});
           st_->queued_bytes += share;
         }
-        if (st_->full() && st_->phase == WatchState::Phase::open) {
+        // Held whenever full: next() may have drained and reopened the queue since the last
+        // hold, and its resume() is still on its way.
+        if (st_->full()) {
           st_->phase = WatchState::Phase::paused;
           full = true;
         }
@@ -406,17 +415,18 @@ class Http2Watch final : public Http2StreamHandler,
 
   void resume() override {
     if (stage_ != Stage::open || !session_) return;
+    {
+      // Data that came after next() drained the queue may have filled it again: still held.
+      std::lock_guard lock(st_->mu);
+      if (st_->phase == WatchState::Phase::paused) return;
+    }
     last_data_ = std::chrono::steady_clock::now();
     session_->release(id_);
   }
 
+  // Reached through WatchState::h2, which is set once the watch is open.
   void cancel() override {
-    if (stage_ == Stage::open) {
-      abandon_with(Error::make(Errc::cancelled, "watch cancelled"));
-    } else if (stage_ != Stage::ended) {
-      abandon();
-      head_wait_.cancel();
-    }
+    if (stage_ == Stage::open) abandon_with(Error::make(Errc::cancelled, "watch cancelled"));
   }
 
   void rearm_idle() override {
@@ -514,8 +524,7 @@ awaitable<bool> run_watch_h2(std::shared_ptr<WatchState> st, std::shared_ptr<Htt
   co_await watch->head_wait().async_wait(kTuple);
   if (watch->opened()) co_return false;  // open, or already over: it said so itself
   switch (watch->stage()) {
-    case Http2Watch::Stage::open:
-      co_return false;
+    case Http2Watch::Stage::open:  // opened() above
     case Http2Watch::Stage::waiting:
       watch->suspect();
       watch->abandon();
@@ -537,7 +546,12 @@ awaitable<bool> run_watch_h2(std::shared_ptr<WatchState> st, std::shared_ptr<Htt
     case Http2Watch::Stage::ended:
       break;
   }
-  if (watch->unprocessed() && may_retry) co_return true;
+  // Not processed, or cut off before any answer (a shared connection the server had closed, as
+  // a kept-alive one may be): a watch is a GET, safe to send once more.
+  const bool retryable =
+      watch->unprocessed() || (watch->end_error() && watch->end_error()->code != Errc::cancelled &&
+                               watch->end_error()->code != Errc::timeout);
+  if (retryable && may_retry) co_return true;
   Error e = watch->end_error().value_or(Error::make(Errc::network, "stream ended"));
   e.message = "WATCH " + target + ": " + e.message;
   fail_open(std::move(e));

@@ -241,6 +241,31 @@ TEST_F(Http2Transport, AStreamTheServerRefusedIsSentOnceMore) {
   EXPECT_EQ(calls, 2);
 }
 
+// Cut off before any answer (as a shared connection the server has just closed may be): a
+// watch is a GET, sent once more; a second failure is the watch's.
+TEST_F(Http2Transport, AStreamResetBeforeItsResponseIsSentOnceMore) {
+  int calls = 0;
+  server_.on("GET", "/api/v1/pods", [&](const H2Request&) {
+    if (++calls == 1) return H2Reply::reset_stream(ErrorCode::internal_error);
+    auto s = std::make_shared<H2Stream>();
+    s->send(h2_pod_event("second-try"));
+    return H2Reply::streaming(s);
+  });
+  RestClient client(server_.cluster_config(), unlimited());
+  auto w = open(client);
+  ASSERT_TRUE(w);
+  EXPECT_EQ(h2_next_pod(*w), "second-try");
+  server_.on("GET", "/api/v1/pods", [&](const H2Request&) {
+    ++calls;
+    return H2Reply::reset_stream(ErrorCode::internal_error);
+  });
+  auto failed = client.watch(kPods, "", {});
+  ASSERT_FALSE(failed);
+  EXPECT_NE(failed.error().message.find("INTERNAL_ERROR"), std::string::npos)
+      << failed.error().message;
+  EXPECT_EQ(calls, 4);
+}
+
 TEST_F(Http2Transport, ALostConnectionFailsEveryWatchOnItAndTheNextGoesOnANewOne) {
   RestClient client(server_.cluster_config(), unlimited());
   auto a = open(client);
@@ -313,6 +338,7 @@ TEST_F(Http2Transport, ASilentConnectionIsPingedAndGivenUpWhenTheAnswerDoesNotCo
   RestClientOptions options = unlimited();
   options.http2_read_idle_timeout = 100ms;
   options.http2_ping_timeout = 200ms;
+  options.watch_idle_timeout = 5s;  // the bound should the PING not end it
   RestClient client(server_.cluster_config(), options);
   auto w = open(client);
   ASSERT_TRUE(server_.wait_requests(1, kWait));

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
-#include <functional>
 #include <limits>
 #include <utility>
 
@@ -27,18 +26,23 @@ std::string lower(std::string_view s) {
   return out;
 }
 
-// A response head from a decoded header block: :status (a three-digit number, else nullopt) and
-// the regular fields in order.
+// A response head from a decoded header block: :status (a three-digit number) and the regular
+// fields in order; nullopt when it is malformed.
 std::optional<HttpResponse> response_head(std::vector<HeaderField>& fields) {
   HttpResponse head;
+  bool regular_seen = false;
   for (auto& f : fields) {
+    const bool pseudo = !f.name.empty() && f.name.front() == ':';
+    // A response's one pseudo-header, before the regular fields (RFC 9113 §8.3).
+    if (pseudo && (f.name != ":status" || regular_seen || head.status != 0)) return std::nullopt;
+    regular_seen = regular_seen || !pseudo;
     if (f.name == ":status") {
       int status = 0;
       const char* end = f.value.data() + f.value.size();
       auto [ptr, ec] = std::from_chars(f.value.data(), end, status);
       if (ec != std::errc() || ptr != end || f.value.size() != 3) return std::nullopt;
       head.status = status;
-    } else if (!f.name.empty() && f.name.front() != ':') {
+    } else {
       head.headers.emplace_back(std::move(f.name), std::move(f.value));
     }
   }
@@ -225,16 +229,20 @@ void Http2Session::send(const std::string& frames) {
 // `self` keeps the session alive while the loop runs.
 awaitable<void> Http2Session::write_loop(std::shared_ptr<Http2Session> self) {
   (void)self;
-  while (!outbox_.empty()) {
-    writing_.swap(outbox_);
-    outbox_.clear();
-    auto [ec, n] = co_await conn_->with_stream(
-        [&](auto& s) { return asio::async_write(s, asio::buffer(writing_), kTuple); });
-    writing_.clear();
-    if (ec) {
-      close(from_ec(ec, "HTTP/2 connection to " + options_.server + ": write"));
-      break;
+  try {
+    while (!outbox_.empty()) {
+      writing_.swap(outbox_);  // outbox_ takes the empty one
+      auto [ec, n] = co_await conn_->with_stream(
+          [&](auto& s) { return asio::async_write(s, asio::buffer(writing_), kTuple); });
+      writing_.clear();
+      if (ec) {
+        close(from_ec(ec, "HTTP/2 connection to " + options_.server + ": write"));
+        break;
+      }
     }
+  } catch (const std::exception& e) {
+    close(Error::make(Errc::network,
+                      "HTTP/2 connection to " + options_.server + ": internal error: " + e.what()));
   }
   if (closed_) conn_->close();
   // Keep the memory of a large write (many requests at once) no longer than it is needed.
@@ -244,6 +252,17 @@ awaitable<void> Http2Session::write_loop(std::shared_ptr<Http2Session> self) {
 
 awaitable<void> Http2Session::read_loop(std::shared_ptr<Http2Session> self) {
   (void)self;
+  try {
+    co_await read_frames();
+  } catch (const std::exception& e) {
+    // A stream's owner threw (bad_alloc): the connection's state is not known to be whole any
+    // more, so it ends, and every stream on it fails rather than stalls.
+    close(Error::make(Errc::network,
+                      "HTTP/2 connection to " + options_.server + ": internal error: " + e.what()));
+  }
+}
+
+awaitable<void> Http2Session::read_frames() {
   // One for the connection, whatever the number of streams.
   const auto buffer = std::make_unique_for_overwrite<char[]>(kReadSize);
   while (!closed_) {
@@ -298,6 +317,13 @@ void Http2Session::flush() {
 
 void Http2Session::fail(const Http2Error& error) {
   if (closed_) return;
+  // A stream this client never opened is idle: no RST_STREAM may name it (§6.4), so its error is
+  // the connection's.
+  const bool idle_stream = error.stream_id % 2 == 0 || error.stream_id >= next_id_;
+  if (error.scope == ErrorScope::stream && idle_stream) {
+    fail(Http2Error::connection(error.code, error.message));
+    return;
+  }
   if (error.scope == ErrorScope::stream) {
     std::string out;
     append_rst_stream(out, error.stream_id, error.code);
@@ -339,7 +365,7 @@ Http2Status Http2Session::on_frame(const Frame& frame) {
         } else if constexpr (std::is_same_v<T, GoawayFrame>) {
           on_goaway(f);
         } else if constexpr (std::is_same_v<T, RstStreamFrame>) {
-          if (f.stream_id >= next_id_) {
+          if (f.stream_id % 2 == 0 || f.stream_id >= next_id_) {
             return Http2Error::connection(
                 ErrorCode::protocol_error,
                 "RST_STREAM frame on stream " + std::to_string(f.stream_id) + ", never opened");
@@ -551,13 +577,31 @@ Http2Pool::Entry& Http2Pool::entry(const std::shared_ptr<ssl::context>& context,
 awaitable<Result<Http2Pool::Lease>> Http2Pool::acquire(
     std::shared_ptr<ssl::context> context, std::size_t cert_id,
     std::chrono::steady_clock::time_point deadline) {
+  // Marks a connection being made while it lives, so that watches that come meanwhile wait for
+  // it; the mark goes however its maker ends (returns, throws, or its coroutine is destroyed).
+  struct Mark {
+    Http2Pool& pool;
+    const std::shared_ptr<ssl::context>& context;
+    std::size_t cert_id;
+    std::shared_ptr<asio::steady_timer> timer;
+    // NOLINTNEXTLINE(bugprone-exception-escape): only bad_alloc can escape: terminate
+    ~Mark() {
+      for (auto& e : pool.entries_) {
+        if (e.context == context && e.cert_id == cert_id && e.connecting == timer) {
+          e.connecting = nullptr;
+        }
+      }
+      timer->cancel();
+    }
+  };
   auto ex = co_await asio::this_coro::executor;
   for (;;) {
     Entry& e = entry(context, cert_id);
     for (auto& s : e.sessions) {
       if (s->can_open()) co_return Lease{s, nullptr};
     }
-    if (e.connecting && !e.http1_only) {
+    const auto now = std::chrono::steady_clock::now();
+    if (e.connecting && !e.http1_only && e.connecting->expiry() > now) {
       // Another watch is connecting: its session will likely take this stream too.
       auto wait = e.connecting;
       co_await wait->async_wait(kTuple);
@@ -569,28 +613,18 @@ awaitable<Result<Http2Pool::Lease>> Http2Pool::acquire(
     }
     const bool offer_h2 = !e.http1_only;
     // Watches that come meanwhile wait for this one's connection (and its SETTINGS).
-    auto connecting = std::make_shared<asio::steady_timer>(ex, deadline);
-    if (offer_h2) e.connecting = connecting;
-    auto done = [&] {
-      Entry& now = entry(context, cert_id);  // entries_ may have changed while this waited
-      if (now.connecting == connecting) now.connecting = nullptr;
-      connecting->cancel();
-      return std::ref(now);
-    };
+    Mark mark{*this, context, cert_id, std::make_shared<asio::steady_timer>(ex, deadline)};
+    if (offer_h2) e.connecting = mark.timer;
     auto made = co_await connector_.connect(context, cert_id, deadline, offer_h2);
-    if (!made) {
-      done();
-      co_return std::move(made).error();
-    }
+    if (!made) co_return std::move(made).error();
     ConnectionPtr conn = made.value();
     if (!conn->http2) {
-      done().get().http1_only = true;
+      entry(context, cert_id).http1_only = true;  // entries_ may have changed meanwhile
       co_return Lease{nullptr, conn};
     }
     auto session = std::make_shared<Http2Session>(conn, options_, make_token_());
     entry(context, cert_id).sessions.push_back(session);
     auto started = co_await session->start(deadline);
-    done();
     if (!started) co_return std::move(started).error();
     if (session->can_open()) co_return Lease{session, nullptr};
     // Full already (a server allowing no stream): the loop makes another.

@@ -99,8 +99,6 @@ class Http2Session : public std::enable_shared_from_this<Http2Session> {
   /// Ends the connection: every stream's handler gets on_end(`why`).
   void close(const Error& why);
   [[nodiscard]] bool closed() const { return closed_; }
-  [[nodiscard]] std::size_t streams() const { return streams_.size(); }
-  [[nodiscard]] const std::shared_ptr<Connection>& connection() const { return conn_; }
 
  private:
   struct Stream {
@@ -113,6 +111,7 @@ class Http2Session : public std::enable_shared_from_this<Http2Session> {
   };
 
   awaitable<void> read_loop(std::shared_ptr<Http2Session> self);
+  awaitable<void> read_frames();
   awaitable<void> write_loop(std::shared_ptr<Http2Session> self);
   void send(const std::string& frames);
   void flush();
