@@ -265,7 +265,7 @@ L = []
 P = L.append
 P("Silent watch path: a Pod created in %s right after each side's TCP connections to kube-apiserver went silent "
   "(SIGUSR1 to its own proxy at T0: no bytes either way, no FIN, no RST; new connections forward). "
-  "kinformer: `kwatch cache --resource pods --events` (HTTP/1.1, 75 s watch idle deadline); client-go v0.36: "
+  "kinformer: `kwatch cache --resource pods --events` (HTTP/2 with its PING: 30 s read idle + 15 s ping timeout; 75 s watch idle deadline); client-go v0.36: "
   "`clientgo-storm watch-pods` (default rest config, protobuf, WatchList; HTTP/2 health check: 30 s read idle + 15 s ping timeout)." % ns)
 P("date %s UTC, commit %s, %d CPUs, took %s s" % (utc_now(), commit, os.cpu_count(), elapsed))
 P("")
