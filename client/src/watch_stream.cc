@@ -502,7 +502,7 @@ class Http2Watch final : public Http2StreamHandler,
 };
 
 // Opens the watch on a stream of `session` and waits for its response head. Returns true when
-// the server did not process it and `may_retry`: the caller sends it again.
+// it may be sent again (see run_watch) and `may_retry`: the caller sends it again.
 awaitable<bool> run_watch_h2(std::shared_ptr<WatchState> st, std::shared_ptr<Http2Session> session,
                              const TransportOptions& options, const std::string& target,
                              std::vector<HeaderField> fields,
@@ -546,11 +546,13 @@ awaitable<bool> run_watch_h2(std::shared_ptr<WatchState> st, std::shared_ptr<Htt
     case Http2Watch::Stage::ended:
       break;
   }
-  // Not processed, or cut off before any answer (a shared connection the server had closed, as
-  // a kept-alive one may be): a watch is a GET, safe to send once more.
+  // Not processed, or cut off before any answer by the network or the server (a shared
+  // connection the server had closed, as a kept-alive one may be): a watch is a GET, safe to
+  // send once more. Not a deadline, a cancel, or a response that broke the protocol.
+  const auto& why = watch->end_error();
   const bool retryable =
-      watch->unprocessed() || (watch->end_error() && watch->end_error()->code != Errc::cancelled &&
-                               watch->end_error()->code != Errc::timeout);
+      watch->unprocessed() || (why && (why->code == Errc::network || why->code == Errc::truncated ||
+                                       why->code == Errc::tls));
   if (retryable && may_retry) co_return true;
   Error e = watch->end_error().value_or(Error::make(Errc::network, "stream ended"));
   e.message = "WATCH " + target + ": " + e.message;

@@ -112,7 +112,8 @@ struct WatchState {
 /// Sends `req` on a stream of an HTTP/2 connection of `h2` (when not null and the server speaks
 /// it), else on a new HTTP/1.1 connection, and reads the response into `st` until it ends,
 /// fails or is cancelled: a non-200 response is read (bounded) and mapped to its API error. A
-/// stream the server did not process (GOAWAY, REFUSED_STREAM) is sent once more. Io thread.
+/// stream the server did not process (GOAWAY, REFUSED_STREAM), or that the network or the server
+/// cut off before any answer, is sent once more. Io thread.
 awaitable<void> run_watch(std::shared_ptr<WatchState> st, Connector& connector, Http2Pool* h2,
                           const TransportOptions& options, http::request<http::string_body> req,
                           std::shared_ptr<ssl::context> context, std::size_t cert_id,

@@ -40,7 +40,9 @@ std::optional<HttpResponse> response_head(std::vector<HeaderField>& fields) {
       int status = 0;
       const char* end = f.value.data() + f.value.size();
       auto [ptr, ec] = std::from_chars(f.value.data(), end, status);
-      if (ec != std::errc() || ptr != end || f.value.size() != 3) return std::nullopt;
+      if (ec != std::errc() || ptr != end || f.value.size() != 3 || status < 100 || status > 599) {
+        return std::nullopt;
+      }
       head.status = status;
     } else {
       head.headers.emplace_back(std::move(f.name), std::move(f.value));
@@ -64,8 +66,9 @@ std::vector<HeaderField> http2_request_fields(const http::request<http::string_b
   for (std::string_view v = req[http::field::connection]; !v.empty();) {
     const auto comma = v.find(',');
     std::string_view token = v.substr(0, comma);
-    while (!token.empty() && (token.front() == ' ' || token.front() == '\t'))
+    while (!token.empty() && (token.front() == ' ' || token.front() == '\t')) {
       token.remove_prefix(1);
+    }
     while (!token.empty() && (token.back() == ' ' || token.back() == '\t')) token.remove_suffix(1);
     if (!token.empty()) hop.push_back(lower(token));
     if (comma == std::string_view::npos) break;
@@ -109,7 +112,9 @@ awaitable<Status> Http2Session::start(std::chrono::steady_clock::time_point dead
   conn_->expires_never();
   asio::co_spawn(conn_->lowest().get_executor(), read_loop(self), asio::detached);
   ready_timer_.emplace(conn_->lowest().get_executor(), deadline);
-  if (!settings_received_ && !closed_) co_await ready_timer_->async_wait(kTuple);
+  if (!settings_received_ && !closed_) {
+    co_await ready_timer_->async_wait(kTuple);
+  }
   ready_timer_.reset();
   if (closed_) {
     co_return failure_ ? *failure_
@@ -231,7 +236,8 @@ awaitable<void> Http2Session::write_loop(std::shared_ptr<Http2Session> self) {
   (void)self;
   try {
     while (!outbox_.empty()) {
-      writing_.swap(outbox_);  // outbox_ takes the empty one
+      writing_.swap(outbox_);
+      outbox_.clear();
       auto [ec, n] = co_await conn_->with_stream(
           [&](auto& s) { return asio::async_write(s, asio::buffer(writing_), kTuple); });
       writing_.clear();
@@ -348,7 +354,7 @@ Http2Status Http2Session::on_frame(const Frame& frame) {
   }
   auto block = assembler_.on_frame(*decoded);
   if (!block) return std::move(block).error();
-  if (*block) return on_header_block(std::move(**block));
+  if (*block) return on_header_block(**block);
   return std::visit(
       [&](auto& f) -> Http2Status {
         using T = std::decay_t<decltype(f)>;
@@ -374,15 +380,21 @@ Http2Status Http2Session::on_frame(const Frame& frame) {
                      Error::make(Errc::network, "HTTP/2 stream reset by the server: " +
                                                     error_code_name(f.error_code)),
                      f.error_code == ErrorCode::refused_stream);
+        } else if constexpr (std::is_same_v<T, WindowUpdateFrame>) {
+          // We send no DATA: only whether its stream may be named is ours to check (§5.1).
+          if (f.stream_id != 0 && (f.stream_id % 2 == 0 || f.stream_id >= next_id_)) {
+            return Http2Error::connection(
+                ErrorCode::protocol_error,
+                "WINDOW_UPDATE frame on stream " + std::to_string(f.stream_id) + ", never opened");
+          }
         }
-        // WINDOW_UPDATE: we send no DATA; HEADERS and CONTINUATION: in a block; the rest:
-        // nothing to do.
+        // HEADERS and CONTINUATION: in a block; the rest: nothing to do.
         return Ok{};
       },
       *decoded);
 }
 
-Http2Status Http2Session::on_header_block(HeaderBlock block) {
+Http2Status Http2Session::on_header_block(const HeaderBlock& block) {
   // Decoded whatever the stream, to keep the table in step with the server's.
   auto fields = decoder_.decode(block.block);
   if (!fields) {

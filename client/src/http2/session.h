@@ -117,7 +117,7 @@ class Http2Session : public std::enable_shared_from_this<Http2Session> {
   void flush();
   /// Handles one frame; a connection error is returned, a stream error handled here.
   Http2Status on_frame(const Frame& frame);
-  Http2Status on_header_block(HeaderBlock block);
+  Http2Status on_header_block(const HeaderBlock& block);
   Http2Status on_data(const DataFrame& data);
   void on_settings(const SettingsFrame& settings);
   void on_goaway(const GoawayFrame& goaway);
