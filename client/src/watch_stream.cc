@@ -134,6 +134,14 @@ void arm_idle(const std::shared_ptr<WatchState>& st, std::chrono::milliseconds t
   });
 }
 
+// The watch could not be opened: the reader, waiting in Transport::watch, gets `e`.
+void fail_watch_open(WatchState& st, Error e) {
+  std::unique_lock lock(st.mu);
+  st.phase = Phase::open_failed;
+  st.error = std::move(e);
+  st.notify_reader(lock);
+}
+
 // Reads the body of an open watch into `st` until it ends, fails or is cancelled.
 template <class Stream>
 awaitable<void> stream_body(std::shared_ptr<WatchState> st, Stream& stream,
@@ -265,8 +273,6 @@ awaitable<void> stream_body(std::shared_ptr<WatchState> st, Stream& stream,
 
 // --- a watch on an HTTP/2 stream -------------------------------------------------------------
 
-std::string content_type_of(const HttpResponse& head) { return header_value(head, "Content-Type"); }
-
 // A watch on a stream of a shared HTTP/2 connection: the session hands it the response head and
 // DATA as they come, and it decodes the events into its WatchState as run_watch's HTTP/1.1 reader
 // does. The stream's window stands in for the socket: held while the reader is far behind
@@ -319,7 +325,7 @@ class Http2Watch final : public Http2StreamHandler,
       stage_ = Stage::error_body;
       return;
     }
-    decoder_.emplace(codec_, content_type_of(head), max_event_bytes_);
+    decoder_.emplace(codec_, header_value(head, "Content-Type"), max_event_bytes_);
     {
       std::lock_guard lock(st_->mu);
       st_->head = std::move(head);
@@ -509,12 +515,6 @@ awaitable<bool> run_watch_h2(std::shared_ptr<WatchState> st, std::shared_ptr<Htt
                              std::chrono::steady_clock::time_point deadline,
                              std::shared_ptr<const Codec> codec,
                              std::chrono::milliseconds idle_timeout, bool may_retry) {
-  auto fail_open = [&](Error e) {
-    std::unique_lock lock(st->mu);
-    st->phase = Phase::open_failed;
-    st->error = std::move(e);
-    st->notify_reader(lock);
-  };
   // Unless the reader already changed it (set_idle_timeout() before the headers came).
   std::int64_t unset = 0;
   st->idle_timeout_ms.compare_exchange_strong(unset, idle_timeout.count());
@@ -528,8 +528,9 @@ awaitable<bool> run_watch_h2(std::shared_ptr<WatchState> st, std::shared_ptr<Htt
     case Http2Watch::Stage::waiting:
       watch->suspect();
       watch->abandon();
-      fail_open(Error::make(Errc::timeout,
-                            "WATCH " + target + ": no response within the request deadline"));
+      fail_watch_open(*st,
+                      Error::make(Errc::timeout,
+                                  "WATCH " + target + ": no response within the request deadline"));
       co_return false;
     case Http2Watch::Stage::error_body: {
       watch->abandon();
@@ -540,7 +541,7 @@ awaitable<bool> run_watch_h2(std::shared_ptr<WatchState> st, std::shared_ptr<Htt
         std::lock_guard lock(st->mu);
         st->head = std::move(head);
       }
-      fail_open(std::move(e));
+      fail_watch_open(*st, std::move(e));
       co_return false;
     }
     case Http2Watch::Stage::ended:
@@ -556,7 +557,7 @@ awaitable<bool> run_watch_h2(std::shared_ptr<WatchState> st, std::shared_ptr<Htt
   if (retryable && may_retry) co_return true;
   Error e = watch->end_error().value_or(Error::make(Errc::network, "stream ended"));
   e.message = "WATCH " + target + ": " + e.message;
-  fail_open(std::move(e));
+  fail_watch_open(*st, std::move(e));
   co_return false;
 }
 
@@ -568,12 +569,6 @@ awaitable<void> run_watch(std::shared_ptr<WatchState> st, Connector& connector, 
                           std::chrono::steady_clock::time_point deadline,
                           std::shared_ptr<const Codec> codec,
                           std::chrono::milliseconds requested_idle_timeout) {
-  auto fail_open = [&](Error e) {
-    std::unique_lock lock(st->mu);
-    st->phase = Phase::open_failed;
-    st->error = std::move(e);
-    st->notify_reader(lock);
-  };
   st->idle_timer.emplace(co_await asio::this_coro::executor);
   st->pause_timer.emplace(co_await asio::this_coro::executor,
                           asio::steady_timer::time_point::max());
@@ -589,7 +584,7 @@ awaitable<void> run_watch(std::shared_ptr<WatchState> st, Connector& connector, 
     for (int attempt = 0; attempt < 2; ++attempt) {
       auto lease = co_await h2->acquire(context, cert_id, deadline);
       if (!lease) {
-        fail_open(std::move(lease).error());
+        fail_watch_open(*st, std::move(lease).error());
         co_return;
       }
       if (lease.value().http1) {
@@ -606,7 +601,7 @@ awaitable<void> run_watch(std::shared_ptr<WatchState> st, Connector& connector, 
   if (!http1) {
     auto made = co_await connector.connect(context, cert_id, deadline);
     if (!made) {
-      fail_open(std::move(made).error());
+      fail_watch_open(*st, std::move(made).error());
       co_return;
     }
     http1 = made.value();
@@ -620,7 +615,7 @@ awaitable<void> run_watch(std::shared_ptr<WatchState> st, Connector& connector, 
       co_await conn.with_stream([&](auto& s) { return write_header(s, conn.buffer, req, parser); });
   if (ec) {
     conn.close();
-    fail_open(from_ec(ec, "WATCH " + std::string(req.target())));
+    fail_watch_open(*st, from_ec(ec, "WATCH " + std::string(req.target())));
     co_return;
   }
   HttpResponse head;
@@ -646,7 +641,7 @@ awaitable<void> run_watch(std::shared_ptr<WatchState> st, Connector& connector, 
       std::lock_guard lock(st->mu);
       st->head = std::move(head);
     }
-    fail_open(std::move(e));
+    fail_watch_open(*st, std::move(e));
     co_return;
   }
   {

@@ -1,6 +1,7 @@
 #include "http2/frame.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cstdio>
 
 namespace kinformer::client::detail {

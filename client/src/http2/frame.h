@@ -13,7 +13,6 @@
 // connection's state and say so.
 
 #include <array>
-#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -138,47 +137,10 @@ struct Http2Error {
   [[nodiscard]] Error to_error() const;
 };
 
-/// A value or an Http2Error: Result<T>'s shape, for the framing layer's errors, which carry
-/// more than an Error does (the code to send and the scope).
+/// A value or an Http2Error: the framing layer's errors carry more than an Error does (the code
+/// to send and the scope).
 template <typename T>
-class [[nodiscard]] Http2Result {
- public:
-  Http2Result(T value) : v_(std::in_place_index<0>, std::move(value)) {}  // NOLINT(implicit)
-  Http2Result(Http2Error error)                                           // NOLINT(implicit)
-      : v_(std::in_place_index<1>, std::move(error)) {}
-
-  [[nodiscard]] bool ok() const noexcept { return v_.index() == 0; }
-  explicit operator bool() const noexcept { return ok(); }
-
-  T& value() & {
-    assert(ok());
-    return std::get<0>(v_);
-  }
-  const T& value() const& {
-    assert(ok());
-    return std::get<0>(v_);
-  }
-  T&& value() && {
-    assert(ok());
-    return std::get<0>(std::move(v_));
-  }
-  T* operator->() { return &value(); }
-  const T* operator->() const { return &value(); }
-  T& operator*() & { return value(); }
-  const T& operator*() const& { return value(); }
-
-  const Http2Error& error() const& {
-    assert(!ok());
-    return std::get<1>(v_);
-  }
-  Http2Error&& error() && {
-    assert(!ok());
-    return std::get<1>(std::move(v_));
-  }
-
- private:
-  std::variant<T, Http2Error> v_;
-};
+using Http2Result = Result<T, Http2Error>;
 
 /// Result of a check with no value.
 using Http2Status = Http2Result<Ok>;

@@ -297,15 +297,19 @@ awaitable<void> Http2Session::read_frames() {
       if (closed_) break;
     }
     if (closed_) break;
-    // Each stream that got data hears that this read is done (it wakes its reader once).
-    std::vector<std::shared_ptr<Http2StreamHandler>> touched;
-    for (auto& [id, s] : streams_) {
-      if (s.touched) {
-        s.touched = false;
-        touched.push_back(s.handler);
-      }
+    // Each stream that got data hears that this read is done (it wakes its reader once). The
+    // list, not a walk of every stream: a connection may carry hundreds.
+    std::vector<std::uint32_t> touched;
+    touched.swap(touched_);
+    for (const std::uint32_t id : touched) {
+      auto it = streams_.find(id);
+      if (it == streams_.end()) continue;  // ended or reset meanwhile
+      it->second.touched = false;
+      auto handler = it->second.handler;
+      handler->on_read_done();  // may end or reset streams
     }
-    for (auto& h : touched) h->on_read_done();
+    touched.clear();
+    if (touched_.empty()) touched_.swap(touched);  // keep the capacity
     flush();
   }
 }
@@ -469,7 +473,10 @@ Http2Status Http2Session::on_data(const DataFrame& data) {
   }
   s.window -= size;
   s.pending += size;
-  s.touched = true;
+  if (!s.touched) {
+    s.touched = true;
+    touched_.push_back(data.stream_id);
+  }
   auto handler = s.handler;
   if (!data.data.empty()) handler->on_data(data.data);
   // The handler may have reset the stream, or held it.

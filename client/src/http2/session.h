@@ -107,7 +107,7 @@ class Http2Session : public std::enable_shared_from_this<Http2Session> {
     std::uint32_t pending = 0;  // taken and not given back yet
     bool held = false;
     bool got_head = false;
-    bool touched = false;  // got data in the current read
+    bool touched = false;  // in touched_
   };
 
   awaitable<void> read_loop(std::shared_ptr<Http2Session> self);
@@ -137,6 +137,7 @@ class Http2Session : public std::enable_shared_from_this<Http2Session> {
   HpackDecoder decoder_;
   PeerSettings peer_;
   std::map<std::uint32_t, Stream> streams_;
+  std::vector<std::uint32_t> touched_;  // streams that got data in the current read
   std::uint32_t next_id_ = 1;
   std::int64_t connection_window_ = kDefaultInitialWindowSize;
   std::uint32_t connection_pending_ = 0;

@@ -1,5 +1,6 @@
 #pragma once
-// Result<T>: a value or an Error. A small C++20 stand-in for std::expected<T, Error>.
+// Result<T>: a value or an Error. A small C++20 stand-in for std::expected<T, Error>. The error
+// type is Error unless a layer's errors carry more (Result<T, E>).
 
 #include <cassert>
 #include <utility>
@@ -9,11 +10,11 @@
 
 namespace kinformer::client {
 
-template <typename T>
+template <typename T, typename E = Error>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::in_place_index<0>, std::move(value)) {}      // NOLINT(implicit)
-  Result(Error error) : v_(std::in_place_index<1>, std::move(error)) {}  // NOLINT(implicit)
+  Result(T value) : v_(std::in_place_index<0>, std::move(value)) {}  // NOLINT(implicit)
+  Result(E error) : v_(std::in_place_index<1>, std::move(error)) {}  // NOLINT(implicit)
 
   [[nodiscard]] bool ok() const noexcept { return v_.index() == 0; }
   explicit operator bool() const noexcept { return ok(); }
@@ -35,17 +36,17 @@ class [[nodiscard]] Result {
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
 
-  const Error& error() const& {
+  const E& error() const& {
     assert(!ok());
     return std::get<1>(v_);
   }
-  Error&& error() && {
+  E&& error() && {
     assert(!ok());
     return std::get<1>(std::move(v_));
   }
 
  private:
-  std::variant<T, Error> v_;
+  std::variant<T, E> v_;
 };
 
 /// Result of an operation with no value.
