@@ -345,6 +345,8 @@ class Http2Watch final : public Http2StreamHandler,
       constexpr std::size_t kMaxErrorBody = std::size_t{1} << 20;
       error_body_.append(
           data.substr(0, kMaxErrorBody - std::min(kMaxErrorBody, error_body_.size())));
+      // Enough of it: the server gets no more window for the rest.
+      if (error_body_.size() >= kMaxErrorBody && session_) session_->hold(id_);
       return;
     }
     if (stage_ != Stage::open) return;

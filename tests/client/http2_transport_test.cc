@@ -317,6 +317,21 @@ TEST_F(Http2TransportTwoStreams, WatchesPastTheServersStreamLimitGoOnASecondConn
   for (std::size_t i = 0; i < 5; ++i) EXPECT_EQ(h2_next_pod(*watches[i]), "p" + std::to_string(i));
 }
 
+// A server that takes no stream at all: the watch fails after one connection, not a connection
+// per attempt until the deadline.
+TEST(Http2NoStreams, AServerThatTakesNoStreamFailsTheWatchAfterOneConnection) {
+  H2TestServerOptions o;
+  o.max_concurrent_streams = 0;
+  H2TestServer server(o);
+  server.on("GET", "/api/v1/pods", [](const H2Request&) { return H2Reply::json("{}"); });
+  RestClient client(server.cluster_config(), unlimited());
+  auto w = client.watch(kPods, "", {});
+  ASSERT_FALSE(w);
+  EXPECT_NE(w.error().message.find("takes no stream"), std::string::npos) << w.error().message;
+  EXPECT_EQ(server.connections(), 1u);
+  EXPECT_EQ(server.requests().size(), 0u);
+}
+
 TEST_F(Http2Transport, TheServersPingIsAnswered) {
   RestClient client(server_.cluster_config(), unlimited());
   auto w = open(client);

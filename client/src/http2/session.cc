@@ -18,6 +18,9 @@ namespace {
 
 // The size of the connection's read buffer: one TLS record.
 constexpr std::size_t kReadSize = std::size_t{16} * 1024;
+// The most that may wait to be sent: requests and control frames are small, so this is a server
+// that has stopped reading.
+constexpr std::size_t kMaxOutbox = std::size_t{1} << 20;
 
 std::string lower(std::string_view s) {
   std::string out(s);
@@ -225,6 +228,14 @@ void Http2Session::close(const Error& why) {
 
 void Http2Session::send(const std::string& frames) {
   if (closed_ || frames.empty()) return;
+  // A server that does not read what we send while it goes on sending (PINGs and SETTINGS to
+  // acknowledge, streams to reset) would grow the queue without bound.
+  if (outbox_.size() + frames.size() > kMaxOutbox) {
+    close(Error::make(Errc::network, "HTTP/2 connection to " + options_.server + ": " +
+                                         std::to_string(outbox_.size()) +
+                                         " bytes wait to be sent: the server does not read"));
+    return;
+  }
   outbox_ += frames;
   if (write_running_) return;
   write_running_ = true;
@@ -238,6 +249,7 @@ awaitable<void> Http2Session::write_loop(std::shared_ptr<Http2Session> self) {
     while (!outbox_.empty()) {
       writing_.swap(outbox_);
       outbox_.clear();
+      write_started_ = std::chrono::steady_clock::now();
       auto [ec, n] = co_await conn_->with_stream(
           [&](auto& s) { return asio::async_write(s, asio::buffer(writing_), kTuple); });
       writing_.clear();
@@ -251,8 +263,10 @@ awaitable<void> Http2Session::write_loop(std::shared_ptr<Http2Session> self) {
                       "HTTP/2 connection to " + options_.server + ": internal error: " + e.what()));
   }
   if (closed_) conn_->close();
-  // Keep the memory of a large write (many requests at once) no longer than it is needed.
+  // Keep the memory of a large write (many requests at once) no longer than it is needed; both
+  // buffers, which swap.
   if (writing_.capacity() > 4096) std::string().swap(writing_);
+  if (outbox_.capacity() > 4096) std::string().swap(outbox_);
   write_running_ = false;
 }
 
@@ -567,6 +581,13 @@ void Http2Session::on_timer() {
     close(Error::make(Errc::network, "HTTP/2 connection to " + options_.server + " idle"));
     return;
   }
+  if (write_running_ && now - write_started_ >= options_.ping_timeout) {
+    // Reads may go on while our writes are stuck (the server reads nothing): not alive.
+    close(Error::make(Errc::timeout, "HTTP/2 connection to " + options_.server +
+                                         ": a write did not finish within " +
+                                         std::to_string(options_.ping_timeout.count()) + " ms"));
+    return;
+  }
   if (ping_outstanding_ && now - ping_sent_ >= options_.ping_timeout) {
     close(Error::make(Errc::timeout, "HTTP/2 connection to " + options_.server +
                                          ": no answer to a PING within " +
@@ -646,7 +667,12 @@ awaitable<Result<Http2Pool::Lease>> Http2Pool::acquire(
     auto started = co_await session->start(deadline);
     if (!started) co_return std::move(started).error();
     if (session->can_open()) co_return Lease{session, nullptr};
-    // Full already (a server allowing no stream): the loop makes another.
+    // A new connection that takes no stream (SETTINGS_MAX_CONCURRENT_STREAMS 0, or gone at
+    // once): another would do the same; the watch fails and its reflector backs off.
+    Error none = Error::make(Errc::network, "HTTP/2 connection to " + options_.server +
+                                                ": the server takes no stream on a new connection");
+    session->close(none);
+    co_return none;
   }
 }
 

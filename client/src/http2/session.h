@@ -150,6 +150,7 @@ class Http2Session : public std::enable_shared_from_this<Http2Session> {
   std::string outbox_;
   std::string writing_;
   bool write_running_ = false;
+  std::chrono::steady_clock::time_point write_started_;  // of the write in progress
   // Liveness and idleness.
   asio::steady_timer timer_;
   std::chrono::steady_clock::time_point last_read_;
