@@ -8,12 +8,12 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -38,6 +38,40 @@ class WatchStreamIo {
   virtual void rearm_idle() = 0;
 };
 
+/// The events a watch has decoded and its reader has not taken yet, oldest first, with each
+/// one's share of the bytes received. It holds no memory while empty: most watches are idle most
+/// of the time, and a std::deque keeps a 512-byte block and its map even when empty.
+class EventQueue {
+ public:
+  struct Queued {
+    WatchEvent event;
+    std::size_t bytes;  // its share of the received lines
+  };
+
+  [[nodiscard]] bool empty() const { return head_ == items_.size(); }
+  [[nodiscard]] std::size_t size() const { return items_.size() - head_; }
+  /// Slots allocated, taken ones included (0 while empty).
+  [[nodiscard]] std::size_t capacity() const { return items_.capacity(); }
+  void push_back(Queued queued) { items_.push_back(std::move(queued)); }
+  [[nodiscard]] Queued& front() { return items_[head_]; }
+  void pop_front() {
+    items_[head_].event.object.reset();
+    if (++head_ == items_.size()) {
+      std::vector<Queued>().swap(items_);
+      head_ = 0;
+    } else if (head_ >= kCompactAfter && head_ * 2 >= items_.size()) {
+      // Taken events fill at least half: move the rest down (each event moves O(1) times).
+      items_.erase(items_.begin(), items_.begin() + static_cast<std::ptrdiff_t>(head_));
+      head_ = 0;
+    }
+  }
+
+ private:
+  static constexpr std::size_t kCompactAfter = 64;
+  std::vector<Queued> items_;
+  std::size_t head_ = 0;  // items_[0, head_) are taken
+};
+
 /// Shared between a WatchStreamImpl (the reader's thread) and its coroutine (the io thread).
 struct WatchState {
   /// The stream's one state (guarded by mu):
@@ -46,16 +80,11 @@ struct WatchState {
   ///   open -> ended | failed (`error`)             the server ended the body / reading failed
   ///   open, paused, ended, failed -> cancelled     the reader cancelled (final)
   enum class Phase { opening, open_failed, open, paused, ended, failed, cancelled };
-  struct Queued {
-    WatchEvent event;
-    std::size_t bytes;  // its share of the received lines
-  };
-
   std::mutex mu;
   std::condition_variable cv;
   Phase phase = Phase::opening;  // guarded by mu
   std::optional<Error> error;    // guarded by mu: why open_failed / failed
-  std::deque<Queued> events;     // guarded by mu
+  EventQueue events;             // guarded by mu
   std::size_t queued_bytes = 0;  // guarded by mu: sum of events[].bytes
   HttpResponse head;             // guarded by mu: the response headers
   std::size_t limit = 4096;
