@@ -2,10 +2,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
 #include <typeinfo>
+#include <unordered_map>
+#include <vector>
 
 namespace kinformer::informer {
 namespace {
@@ -102,23 +106,55 @@ std::string series_key(const MetricLabels& labels) {
   return key;
 }
 
+// The registry's label sets, each kept once and counted by the series that use it: half of an
+// informer's series, in every family, carry the same set (its resource, namespace and selector).
+class LabelSets {
+ public:
+  // The kept copy of `key`, used once more; equal keys, the same copy.
+  const std::string* acquire(std::string key) {
+    std::lock_guard lock(mu_);
+    auto [it, added] = sets_.try_emplace(std::move(key), 0);
+    ++it->second;
+    return &it->first;
+  }
+  void release(const std::string* key) {
+    std::lock_guard lock(mu_);
+    auto it = sets_.find(*key);
+    if (it != sets_.end() && --it->second == 0) sets_.erase(it);
+  }
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<std::string, std::size_t> sets_;  // guarded by mu_: the series using each
+};
+
 template <typename Metric, typename Impl>
 struct MemoryFamily final : MetricFamily<Metric>, AnyFamily {
-  explicit MemoryFamily(std::vector<double> b) : buckets(std::move(b)) {}
+  MemoryFamily(LabelSets& s, std::vector<double> b) : sets(s), buckets(std::move(b)) {}
   Metric& add(const MetricLabels& labels) override {
-    std::string key = series_key(labels);
+    const std::string* key = sets.acquire(series_key(labels));
     std::lock_guard lock(mu);
-    auto& slot = series[std::move(key)];
-    if (!slot) slot = std::make_unique<Impl>(buckets);
-    return *slot;
+    auto [it, added] = series.try_emplace(key);
+    if (!added) {
+      sets.release(key);  // counted once per series
+    } else {
+      it->second = std::make_unique<Impl>(buckets);
+    }
+    return *it->second;
   }
   void remove(Metric* metric) override {
     std::lock_guard lock(mu);
-    std::erase_if(series, [metric](const auto& kv) { return kv.second.get() == metric; });
+    std::erase_if(series, [&](const auto& kv) {
+      if (kv.second.get() != metric) return false;
+      sets.release(kv.first);
+      return true;
+    });
   }
+  LabelSets& sets;  // the registry's, which outlive its families
   const std::vector<double> buckets;
   std::mutex mu;
-  std::map<std::string, std::unique_ptr<Impl>> series;  // guarded by mu: by series_key()
+  // guarded by mu: by label set, one kept copy per set (so the pointers compare as the sets do)
+  std::map<const std::string*, std::unique_ptr<Impl>> series;
 };
 
 struct MemoryRegistry final : MetricsRegistry {
@@ -137,7 +173,7 @@ struct MemoryRegistry final : MetricsRegistry {
   MetricFamily<Metric>& family(const std::string& name, const std::vector<double>& buckets) {
     std::lock_guard lock(mu);
     auto& slot = families[name];
-    if (!slot) slot = std::make_unique<MemoryFamily<Metric, Impl>>(buckets);
+    if (!slot) slot = std::make_unique<MemoryFamily<Metric, Impl>>(label_sets, buckets);
     auto* f = dynamic_cast<MemoryFamily<Metric, Impl>*>(slot.get());
     if (f == nullptr) {
       throw std::invalid_argument("metric " + name + " is already registered with another type");
@@ -149,6 +185,7 @@ struct MemoryRegistry final : MetricsRegistry {
     return *f;
   }
 
+  LabelSets label_sets;  // outlives the families, declared after it
   std::mutex mu;
   std::map<std::string, std::unique_ptr<AnyFamily>> families;  // guarded by mu
 };

@@ -182,6 +182,30 @@ TEST(MetricsRegistryTest, TheDefaultRegistryKeepsValuesInMemory) {
   EXPECT_THROW(registry.counter("test_gauge", "help"), std::invalid_argument);
 }
 
+TEST(MetricsRegistryTest, FamiliesWithOneLabelSetKeepSeriesOfTheirOwn) {
+  // The registry keeps each label set once for all its families' series.
+  auto registry = informer::MetricsRegistry::in_memory();
+  auto& a = registry->gauge("test_a", "help");
+  auto& b = registry->gauge("test_b", "help");
+  const informer::MetricLabels labels{{"resource", "pods"}, {"namespace", "ns"}};
+  a.add(labels).set(1);
+  b.add(labels).set(2);
+  EXPECT_EQ(a.add(labels).value(), 1);
+  EXPECT_EQ(b.add(labels).value(), 2);
+  // One family's series removed, the other's stays; added again, it starts anew.
+  a.remove(&a.add(labels));
+  EXPECT_EQ(b.add(labels).value(), 2);
+  EXPECT_EQ(a.add(labels).value(), 0);
+  a.add(labels).set(4);
+  b.remove(&b.add(labels));
+  EXPECT_EQ(a.add(labels).value(), 4);
+  a.remove(&a.add(labels));
+  EXPECT_EQ(a.add(labels).value(), 0);
+  // Label sets that only look alike are apart.
+  EXPECT_NE(&a.add({{"k", "v1"}}), &a.add({{"k1", "v"}}));
+  EXPECT_NE(&a.add({{"k", ""}}), &a.add({}));
+}
+
 TEST(MetricsRegistryTest, AHistogramRegisteredAgainWithOtherBucketsIsRefused) {
   auto registry = informer::MetricsRegistry::in_memory();
   auto& first = registry->histogram("test_seconds", "help", {0.1, 1});
