@@ -8,6 +8,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -15,11 +16,12 @@
 #include <string>
 #include <thread>
 
+#include <poll.h>
+
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/write.hpp>
 
 #include "connection.h"
 #include "http2/session.h"
@@ -100,6 +102,8 @@ class Http2SessionTest : public ::testing::Test {
     client.set_option(asio::socket_base::send_buffer_size(kSmallBuffer));
     client.connect(acceptor.local_endpoint());
     acceptor.accept(peer_);
+    // The peer's writes and reads wait with a deadline (poll), never for ever.
+    peer_.non_blocking(true);
   }
 
   void TearDown() override {
@@ -117,13 +121,14 @@ class Http2SessionTest : public ::testing::Test {
     options.server = "peer";
     session_ = std::make_shared<Http2Session>(conn_, options, nullptr);
     write(empty_settings());
-    std::promise<bool> opened;
+    auto opened = std::make_shared<std::promise<bool>>();
+    auto opened_future = opened->get_future();
     asio::co_spawn(
         io_,
-        [&, recorder]() -> awaitable<void> {
+        [this, opened, recorder]() -> awaitable<void> {
           Status started = co_await session_->start(std::chrono::steady_clock::now() + 10s);
           if (!started.ok() || !session_->can_open()) {
-            opened.set_value(false);
+            opened->set_value(false);
             co_return;
           }
           session_->open({{":method", "GET"},
@@ -131,18 +136,51 @@ class Http2SessionTest : public ::testing::Test {
                           {":authority", "peer"},
                           {":path", "/api/v1/pods?watch=true"}},
                          recorder);
-          opened.set_value(true);
+          opened->set_value(true);
         },
         asio::detached);
     thread_ = std::thread([this] { io_.run(); });
-    ASSERT_TRUE(opened.get_future().get()) << "the session did not start";
+    ASSERT_TRUE(opened_future.get()) << "the session did not start";
   }
 
-  // Writes to the client; false once the client closed the connection.
-  bool write(const std::string& bytes) {
-    error_code ec;
-    asio::write(peer_, asio::buffer(bytes), ec);
-    return !ec;
+  // Waits until the peer's socket is ready for `events`, at most 50 ms.
+  void poll_peer(short events) {
+    pollfd p{peer_.native_handle(), events, 0};
+    ::poll(&p, 1, 50);
+  }
+
+  // Writes to the client; false once the client closed the connection, `stop` returned true
+  // while the client took nothing, or 30 s passed.
+  bool write(
+      const std::string& bytes, const std::function<bool()>& stop = [] { return false; }) {
+    const auto give_up = std::chrono::steady_clock::now() + 30s;
+    std::size_t done = 0;
+    while (done < bytes.size()) {
+      error_code ec;
+      done += peer_.write_some(asio::buffer(bytes.data() + done, bytes.size() - done), ec);
+      if (ec == asio::error::would_block) {
+        if (stop() || std::chrono::steady_clock::now() >= give_up) return false;
+        poll_peer(POLLOUT);
+      } else if (ec) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // Whether the client closed its end within `timeout`, seen without reading (a read would let
+  // a stuck write finish, and the writer close the socket itself): a PING now and then, which a
+  // closed socket answers with a reset, and the client's FIN if it gets through.
+  bool client_closed_within(std::chrono::milliseconds timeout) {
+    const auto give_up = std::chrono::steady_clock::now() + timeout;
+    const std::string ping = pings(1);
+    while (std::chrono::steady_clock::now() < give_up) {
+      error_code ignored;
+      peer_.write_some(asio::buffer(ping), ignored);
+      pollfd p{peer_.native_handle(), POLLRDHUP, 0};
+      if (::poll(&p, 1, 50) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0) return true;
+    }
+    return false;
   }
 
   asio::io_context io_;
@@ -173,6 +211,8 @@ TEST_F(Http2SessionTest, AServerThatStopsReadingWhileItGoesOnSendingIsGivenUp) {
   ASSERT_TRUE(recorder->wait_ended(0ms)) << "the connection was kept";
   EXPECT_NE(recorder->message().find("a write did not finish within 500 ms"), std::string::npos)
       << recorder->message();
+  // The stuck write does not keep the socket: it is cut off after a second.
+  EXPECT_TRUE(client_closed_within(10s));
 }
 
 TEST_F(Http2SessionTest, WhatWaitsToBeSentIsBounded) {
@@ -185,12 +225,13 @@ TEST_F(Http2SessionTest, WhatWaitsToBeSentIsBounded) {
   start(options, recorder);
   // 17 bytes of acknowledgement each: past the 1 MiB bound plus what the buffers hold.
   for (int i = 0; i < 20 && !recorder->wait_ended(0ms); ++i) {
-    if (!write(pings(4000))) break;
+    if (!write(pings(4000), [&] { return recorder->wait_ended(0ms); })) break;
   }
   ASSERT_TRUE(recorder->wait_ended(30s)) << "the send queue grew without bound";
   EXPECT_NE(recorder->message().find("wait to be sent: the server does not read"),
             std::string::npos)
       << recorder->message();
+  EXPECT_TRUE(client_closed_within(10s));
 }
 
 }  // namespace

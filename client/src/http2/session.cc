@@ -212,13 +212,16 @@ void Http2Session::close(const Error& why) {
   closed_ = true;
   failure_ = why;
   // A write in progress (a GOAWAY among it) may finish, for at most a second; the writer then
-  // closes the connection, which ends the read.
+  // closes the connection, which ends the read. One still stuck then is cut off.
   if (write_running_) {
-    conn_->expires_at(std::chrono::steady_clock::now() + std::chrono::seconds(1));
+    timer_.expires_after(std::chrono::seconds(1));
+    timer_.async_wait([self = shared_from_this()](error_code ec) {
+      if (!ec && self->write_running_) self->conn_->close();
+    });
   } else {
     conn_->close();
+    timer_.cancel();
   }
-  timer_.cancel();
   if (ready_timer_) ready_timer_->cancel();
   // Handlers may call back (reset): take them out first.
   auto streams = std::move(streams_);
@@ -230,9 +233,10 @@ void Http2Session::send(const std::string& frames) {
   if (closed_ || frames.empty()) return;
   // A server that does not read what we send while it goes on sending (PINGs and SETTINGS to
   // acknowledge, streams to reset) would grow the queue without bound.
-  if (outbox_.size() + frames.size() > kMaxOutbox) {
+  const std::size_t waiting = writing_.size() + outbox_.size();
+  if (waiting + frames.size() > kMaxOutbox) {
     close(Error::make(Errc::network, "HTTP/2 connection to " + options_.server + ": " +
-                                         std::to_string(outbox_.size()) +
+                                         std::to_string(waiting) +
                                          " bytes wait to be sent: the server does not read"));
     return;
   }
@@ -262,7 +266,10 @@ awaitable<void> Http2Session::write_loop(std::shared_ptr<Http2Session> self) {
     close(Error::make(Errc::network,
                       "HTTP/2 connection to " + options_.server + ": internal error: " + e.what()));
   }
-  if (closed_) conn_->close();
+  if (closed_) {
+    conn_->close();
+    timer_.cancel();  // close()'s bound on this write
+  }
   // Keep the memory of a large write (many requests at once) no longer than it is needed; both
   // buffers, which swap.
   if (writing_.capacity() > 4096) std::string().swap(writing_);
