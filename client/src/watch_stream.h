@@ -60,9 +60,11 @@ class EventQueue {
       std::vector<Queued>().swap(items_);
       head_ = 0;
     } else if (head_ >= kCompactAfter && head_ * 2 >= items_.size()) {
-      // Taken events fill at least half: move the rest down (each event moves O(1) times).
+      // Taken events fill at least half: move the rest down (each event moves O(1) times), and
+      // give back what a burst left once it is mostly unused.
       items_.erase(items_.begin(), items_.begin() + static_cast<std::ptrdiff_t>(head_));
       head_ = 0;
+      if (items_.capacity() > 4 * items_.size() + kCompactAfter) items_.shrink_to_fit();
     }
   }
 

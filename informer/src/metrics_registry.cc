@@ -134,13 +134,16 @@ struct MemoryFamily final : MetricFamily<Metric>, AnyFamily {
   Metric& add(const MetricLabels& labels) override {
     const std::string* key = sets.acquire(series_key(labels));
     std::lock_guard lock(mu);
-    auto [it, added] = series.try_emplace(key);
-    if (!added) {
+    if (auto it = series.find(key); it != series.end()) {
       sets.release(key);  // counted once per series
-    } else {
-      it->second = std::make_unique<Impl>(buckets);
+      return *it->second;
     }
-    return *it->second;
+    try {
+      return *series.emplace(key, std::make_unique<Impl>(buckets)).first->second;
+    } catch (...) {
+      sets.release(key);
+      throw;
+    }
   }
   void remove(Metric* metric) override {
     std::lock_guard lock(mu);
@@ -185,7 +188,7 @@ struct MemoryRegistry final : MetricsRegistry {
     return *f;
   }
 
-  LabelSets label_sets;  // outlives the families, declared after it
+  LabelSets label_sets;  // declared before the families, so destroyed after them
   std::mutex mu;
   std::map<std::string, std::unique_ptr<AnyFamily>> families;  // guarded by mu
 };

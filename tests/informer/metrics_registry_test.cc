@@ -192,10 +192,13 @@ TEST(MetricsRegistryTest, FamiliesWithOneLabelSetKeepSeriesOfTheirOwn) {
   b.add(labels).set(2);
   EXPECT_EQ(a.add(labels).value(), 1);
   EXPECT_EQ(b.add(labels).value(), 2);
-  // One family's series removed, the other's stays; added again, it starts anew.
+  // One family's series removed, the other's stays with its label set (which a set added
+  // meanwhile does not replace); added again, the removed one starts anew.
   a.remove(&a.add(labels));
+  a.add({{"other", "x"}}).set(9);
   EXPECT_EQ(b.add(labels).value(), 2);
   EXPECT_EQ(a.add(labels).value(), 0);
+  EXPECT_EQ(a.add({{"other", "x"}}).value(), 9);
   a.add(labels).set(4);
   b.remove(&b.add(labels));
   EXPECT_EQ(a.add(labels).value(), 4);
