@@ -36,7 +36,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ ${#targets[@]} -eq 0 ] && targets=(watch_decoder_fuzz status_fuzz model_fuzz kubeconfig_fuzz protobuf_fuzz
-  list_decoder_fuzz gzip_fuzz hpack_fuzz)
+  list_decoder_fuzz gzip_fuzz hpack_fuzz http2_session_fuzz)
 
 if [ "$build_step" = 1 ]; then
   need=()
