@@ -116,8 +116,14 @@ class Http2SessionTest : public ::testing::Test {
     if (thread_.joinable()) thread_.join();
   }
 
-  // Starts the session (the peer sends its SETTINGS) and opens one stream owned by `recorder`.
-  void start(Http2SessionOptions options, std::shared_ptr<Recorder> recorder) {
+  // Starts the session with these liveness options (the peer sends its SETTINGS) and opens one
+  // stream, whose owner it returns (null if the session did not start).
+  std::shared_ptr<Recorder> start(std::chrono::milliseconds ping_after,
+                                  std::chrono::milliseconds ping_timeout) {
+    auto recorder = std::make_shared<Recorder>();
+    Http2SessionOptions options;
+    options.ping_after = ping_after;
+    options.ping_timeout = ping_timeout;
     options.server = "peer";
     session_ = std::make_shared<Http2Session>(conn_, options, nullptr);
     write(empty_settings());
@@ -140,7 +146,11 @@ class Http2SessionTest : public ::testing::Test {
         },
         asio::detached);
     thread_ = std::thread([this] { io_.run(); });
-    ASSERT_TRUE(opened_future.get()) << "the session did not start";
+    if (!opened_future.get()) {
+      ADD_FAILURE() << "the session did not start";
+      return nullptr;
+    }
+    return recorder;
   }
 
   // Waits until the peer's socket is ready for `events`, at most 50 ms.
@@ -196,11 +206,8 @@ class Http2SessionTest : public ::testing::Test {
 TEST_F(Http2SessionTest, AServerThatStopsReadingWhileItGoesOnSendingIsGivenUp) {
   // The server's PINGs keep the connection looking alive (every read counts as an answer to
   // ours), while the acknowledgements of its PINGs cannot be written: the write stalls.
-  Http2SessionOptions options;
-  options.ping_after = 100ms;
-  options.ping_timeout = 500ms;
-  auto recorder = std::make_shared<Recorder>();
-  start(options, recorder);
+  auto recorder = start(100ms, 500ms);
+  ASSERT_TRUE(recorder);
   // Many times what the small buffers hold: the client's writes stall.
   ASSERT_TRUE(write(pings(8000)));
   // Then a PING every 20 ms, so the client reads something all along, for at most 30 s.
@@ -218,11 +225,8 @@ TEST_F(Http2SessionTest, AServerThatStopsReadingWhileItGoesOnSendingIsGivenUp) {
 TEST_F(Http2SessionTest, WhatWaitsToBeSentIsBounded) {
   // PINGs to acknowledge as fast as the server can send them, to a server that reads nothing:
   // with the liveness checks far off, only the bound on the send queue ends the connection.
-  Http2SessionOptions options;
-  options.ping_after = 600s;
-  options.ping_timeout = 600s;
-  auto recorder = std::make_shared<Recorder>();
-  start(options, recorder);
+  auto recorder = start(600s, 600s);
+  ASSERT_TRUE(recorder);
   // 17 bytes of acknowledgement each: past the 1 MiB bound plus what the buffers hold.
   for (int i = 0; i < 20 && !recorder->wait_ended(0ms); ++i) {
     if (!write(pings(4000), [&] { return recorder->wait_ended(0ms); })) break;
